@@ -1,1 +1,16 @@
-pub fn _p() {}
+//! kemu's store: the etcd stand-in.
+//!
+//! - [`types`]: the data model and wire protocol (etcd v3's KV, Watch and Lease shapes).
+//! - [`mvcc`]: the pure multi-version state machine that raft entries are applied to.
+//! - [`watch_hub`]: fan-out of applied events to registered watchers; slow watchers are cancelled.
+//! - [`raft_log`]: the durable raft log, hard state and snapshots on disk (`raft::Storage`).
+//! - [`member`]: one store member: the raft `RawNode` driver, proposals, ReadIndex and leases.
+//! - [`service`]: the member's QUIC services (client API and raft peer links).
+//! - [`client`]: [`Client`], which talks to any member and follows retries.
+
+pub mod mvcc;
+pub mod raft_log;
+pub mod types;
+pub mod watch_hub;
+
+pub use types::*;
