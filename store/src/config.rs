@@ -1,0 +1,162 @@
+//! A store member's configuration: a plain struct, one place for defaults, and `validate()`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The organisation (certificate subject O) of store members; only peers carrying it may send
+/// raft messages.
+pub const STORE_MEMBER_ORG: &str = "kemu:store";
+
+/// Everything one member needs to run.
+#[derive(Clone, Debug)]
+pub struct MemberConfig {
+    /// This member's name; it must appear in `initial_cluster`, and its certificate in
+    /// `certs_dir` is `<name>.crt`.
+    pub name: String,
+    pub data_dir: PathBuf,
+    pub listen_client: SocketAddr,
+    pub listen_peer: SocketAddr,
+    /// Every member, in the same order on every member: (name, peer address). A member's raft id
+    /// is its position here plus one.
+    pub initial_cluster: Vec<(String, SocketAddr)>,
+    pub certs_dir: PathBuf,
+    /// One raft tick.
+    pub tick: Duration,
+    /// Ticks without a leader heartbeat before a follower campaigns (randomised up to twice this).
+    pub election_ticks: usize,
+    pub heartbeat_ticks: usize,
+    /// Take a snapshot and compact the log after this many applied entries.
+    pub snapshot_entries: u64,
+    /// How long a proposal or a read may wait before answering `Timeout`.
+    pub request_timeout: Duration,
+    /// Largest accepted request (key + value + overhead), as etcd's `--max-request-bytes`.
+    pub max_request_bytes: usize,
+    /// How often idle watchers that asked for it get a progress notification.
+    pub progress_interval: Duration,
+}
+
+/// Which setting is wrong, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+}
+
+impl MemberConfig {
+    /// A config with every tunable at its default.
+    pub fn new(
+        name: impl Into<String>,
+        data_dir: impl Into<PathBuf>,
+        listen_client: SocketAddr,
+        listen_peer: SocketAddr,
+        initial_cluster: Vec<(String, SocketAddr)>,
+        certs_dir: impl Into<PathBuf>,
+    ) -> Self {
+        MemberConfig {
+            name: name.into(),
+            data_dir: data_dir.into(),
+            listen_client,
+            listen_peer,
+            initial_cluster,
+            certs_dir: certs_dir.into(),
+            tick: Duration::from_millis(50),
+            election_ticks: 10,
+            heartbeat_ticks: 1,
+            snapshot_entries: 100_000,
+            request_timeout: Duration::from_secs(5),
+            max_request_bytes: 3 * 1024 * 1024 + 512 * 1024,
+            progress_interval: Duration::from_secs(5),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field, reason: &str| Err(ConfigError::Invalid { field, reason: reason.to_string() });
+        if self.name.is_empty() {
+            return invalid("name", "must not be empty");
+        }
+        if self.initial_cluster.is_empty() {
+            return invalid("initial_cluster", "must list at least one member");
+        }
+        if !self.initial_cluster.iter().any(|(n, _)| n == &self.name) {
+            return Err(ConfigError::Invalid {
+                field: "initial_cluster",
+                reason: format!("does not contain this member's name {:?}", self.name),
+            });
+        }
+        let mut names: Vec<&String> = self.initial_cluster.iter().map(|(n, _)| n).collect();
+        names.sort();
+        names.dedup();
+        if names.len() != self.initial_cluster.len() {
+            return invalid("initial_cluster", "member names must be unique");
+        }
+        if self.tick.is_zero() {
+            return invalid("tick", "must be positive");
+        }
+        if self.heartbeat_ticks == 0 || self.election_ticks <= self.heartbeat_ticks {
+            return invalid("election_ticks", "must be greater than heartbeat_ticks, which must be positive");
+        }
+        if self.snapshot_entries < 10 {
+            return invalid("snapshot_entries", "must be at least 10");
+        }
+        if self.request_timeout.is_zero() {
+            return invalid("request_timeout", "must be positive");
+        }
+        Ok(())
+    }
+
+    /// This member's raft id.
+    pub fn id(&self) -> u64 {
+        self.member_id(&self.name).unwrap_or(0)
+    }
+
+    /// The raft id of a member name, if it is in the cluster.
+    pub fn member_id(&self, name: &str) -> Option<u64> {
+        self.initial_cluster.iter().position(|(n, _)| n == name).map(|i| i as u64 + 1)
+    }
+
+    /// The name of a raft id.
+    pub fn member_name(&self, id: u64) -> Option<&str> {
+        let index = usize::try_from(id.checked_sub(1)?).ok()?;
+        self.initial_cluster.get(index).map(|(n, _)| n.as_str())
+    }
+}
+
+/// Parses `n1=127.0.0.1:2380,n2=...` as `--initial-cluster` takes it.
+pub fn parse_initial_cluster(spec: &str) -> Result<Vec<(String, SocketAddr)>, ConfigError> {
+    let mut out = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, addr) = part.split_once('=').ok_or_else(|| ConfigError::Invalid {
+            field: "initial_cluster",
+            reason: format!("{part:?} is not NAME=HOST:PORT"),
+        })?;
+        let addr: SocketAddr = addr.parse().map_err(|e| ConfigError::Invalid {
+            field: "initial_cluster",
+            reason: format!("{addr:?} for member {name:?} is not an address: {e}"),
+        })?;
+        out.push((name.to_string(), addr));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_validates_initial_cluster() {
+        let cluster = parse_initial_cluster("a=127.0.0.1:1,b=127.0.0.1:2").expect("parses");
+        let addr: SocketAddr = "127.0.0.1:3".parse().expect("addr");
+        let cfg = MemberConfig::new("b", "/tmp/x", addr, addr, cluster, "/tmp/c");
+        assert!(cfg.validate().is_ok());
+        assert_eq!(cfg.id(), 2);
+        assert_eq!(cfg.member_name(1), Some("a"));
+        assert_eq!(cfg.member_name(0), None);
+        assert!(parse_initial_cluster("a=nope").is_err());
+        assert!(parse_initial_cluster("a").is_err());
+        let mut bad = cfg.clone();
+        bad.name = "c".into();
+        let err = bad.validate().expect_err("c is not a member");
+        assert!(err.to_string().starts_with("initial_cluster"));
+    }
+}

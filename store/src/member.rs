@@ -1,0 +1,812 @@
+//! One store member: the raft `RawNode` driver and the handle the services use.
+//!
+//! The driver runs on its own thread (it does blocking fsyncs) and owns the `RawNode`. Requests
+//! reach it through a channel: proposals (every write) and ReadIndex requests (linearizable reads).
+//! It batches everything that arrived while it was busy into one `Ready`, so one fsync covers many
+//! writes (group commit).
+//!
+//! A proposal is acknowledged only when the entry is committed and applied on *this* member, so a
+//! follower can take writes too: raft forwards the proposal to the leader, and the follower answers
+//! when it applies the entry. A proposal that was lost with a dead leader is found out for certain
+//! when the next leader's first (empty) entry is applied, since no entry of an older term that is
+//! not already in the log before it can ever commit: such proposals are proposed again, so clients
+//! see a short delay instead of a timeout and nothing is applied twice.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use protobuf::Message as _;
+use raft::prelude::{ConfState, Entry, EntryType, Message, MessageType, Snapshot};
+use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{debug, info, warn};
+
+use crate::config::MemberConfig;
+use crate::mvcc::Mvcc;
+use crate::raft_log::{DiskStorage, LogError};
+use crate::types::{Command, CommandResult, LeaseId, ResponseHeader, StatusResponse, StoreError};
+use crate::watch_hub::WatchHub;
+
+/// Bytes in front of an encoded [`Command`] in a log entry: the proposing member's id and its
+/// proposal sequence number, so the proposer can find its waiter when it applies the entry.
+const PROPOSAL_HEADER: usize = 16;
+/// How many queued requests or peer messages the driver takes before it builds a `Ready`.
+const MAX_DRAIN: usize = 4096;
+/// A ReadIndex request that got no answer in this many ticks is asked again (raft-rs drops them
+/// silently when the leader has not yet committed an entry in its term).
+const READ_RETRY_TICKS: u32 = 6;
+
+/// Fatal errors of a member.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    #[error("invalid configuration: {0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("raft log: {0}")]
+    Log(#[from] LogError),
+    #[error("raft: {0}")]
+    Raft(#[from] raft::Error),
+    #[error("state machine snapshot: {0}")]
+    Snapshot(String),
+    #[error("transport: {0}")]
+    Transport(#[from] transport::TransportError),
+}
+
+/// Raft facts the driver publishes after every `Ready`, for `Status` and for header fields.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RaftStatus {
+    pub leader_id: u64,
+    pub term: u64,
+    pub last_index: u64,
+    pub commit_index: u64,
+    pub applied_index: u64,
+    pub is_leader: bool,
+}
+
+/// State shared between the driver (which applies) and the services (which read and watch).
+///
+/// Lock order: `mvcc` before `hub`.
+pub struct Shared {
+    pub config: MemberConfig,
+    pub mvcc: RwLock<Mvcc>,
+    pub hub: Mutex<WatchHub>,
+    status: RwLock<RaftStatus>,
+    storage: DiskStorage,
+}
+
+impl Shared {
+    pub fn raft_status(&self) -> RaftStatus {
+        *self.status.read()
+    }
+
+    /// A response header at `revision` from this member.
+    pub fn header(&self, revision: i64) -> ResponseHeader {
+        ResponseHeader { revision, member_id: self.config.id(), raft_term: self.status.read().term }
+    }
+
+    pub fn status_response(&self) -> StatusResponse {
+        let raft = self.raft_status();
+        let (revision, compact_revision, data_size, keys) = {
+            let mvcc = self.mvcc.read();
+            (mvcc.current_revision(), mvcc.compact_revision(), mvcc.data_size(), mvcc.key_count())
+        };
+        StatusResponse {
+            header: self.header(revision),
+            name: self.config.name.clone(),
+            member_id: self.config.id(),
+            leader_id: raft.leader_id,
+            leader_name: self.config.member_name(raft.leader_id).unwrap_or_default().to_string(),
+            term: raft.term,
+            raft_index: raft.last_index,
+            applied_index: raft.applied_index,
+            commit_index: raft.commit_index,
+            revision,
+            compact_revision,
+            data_size,
+            disk_size: self.storage.disk_size(),
+            keys,
+        }
+    }
+}
+
+/// What the services ask of the driver.
+enum DriverRequest {
+    Propose { data: Vec<u8>, reply: oneshot::Sender<Result<CommandResult, StoreError>> },
+    Read { reply: oneshot::Sender<Result<(), StoreError>> },
+}
+
+/// What peer links tell the driver about deliveries.
+pub(crate) enum PeerFeedback {
+    Unreachable(u64),
+    Snapshot { to: u64, ok: bool },
+}
+
+/// The cloneable handle the services use.
+#[derive(Clone)]
+pub struct MemberHandle {
+    requests: mpsc::Sender<DriverRequest>,
+    shared: Arc<Shared>,
+}
+
+impl MemberHandle {
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Replicates `cmd` and answers once this member has applied it.
+    pub async fn propose(&self, cmd: &Command) -> Result<CommandResult, StoreError> {
+        let mut data = vec![0u8; PROPOSAL_HEADER];
+        bincode::serde::encode_into_std_write(cmd, &mut data, bincode::config::standard())
+            .map_err(|e| StoreError::InvalidRequest { reason: format!("cannot encode command: {e}") })?;
+        let limit = self.shared.config.max_request_bytes;
+        if data.len() > limit {
+            return Err(StoreError::TooLarge { size: data.len(), limit });
+        }
+        let (reply, answer) = oneshot::channel();
+        self.send(DriverRequest::Propose { data, reply }).await?;
+        answer.await.map_err(|_| stopping())?
+    }
+
+    /// Waits until this member has applied everything committed when the call was made
+    /// (raft ReadIndex), so a read served afterwards is linearizable.
+    pub async fn read_index(&self) -> Result<(), StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(DriverRequest::Read { reply }).await?;
+        answer.await.map_err(|_| stopping())?
+    }
+
+    async fn send(&self, request: DriverRequest) -> Result<(), StoreError> {
+        self.requests.send(request).await.map_err(|_| stopping())
+    }
+}
+
+fn stopping() -> StoreError {
+    StoreError::Unavailable { reason: "member is stopping".into() }
+}
+
+/// Channels the driver is built from.
+pub(crate) struct DriverChannels {
+    pub inbound: mpsc::Receiver<Message>,
+    pub feedback: mpsc::Receiver<PeerFeedback>,
+    pub outbound: HashMap<u64, mpsc::Sender<Vec<Message>>>,
+}
+
+/// Opens the member's storage and state, and returns the handle plus the driver to run.
+pub(crate) fn open(config: MemberConfig) -> Result<(MemberHandle, DriverParts), MemberError> {
+    config.validate()?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| LogError::Io { path: config.data_dir.clone(), source })?;
+    let storage = DiskStorage::open(&config.data_dir.join("raft"))?;
+    if storage.is_fresh() {
+        let voters: Vec<u64> = (1..=config.initial_cluster.len() as u64).collect();
+        storage.initialize(&voters)?;
+        info!(member = %config.name, ?voters, "initialised a new member");
+    }
+    let (mvcc, applied) = match storage.snapshot_data() {
+        Some((meta, data)) if !data.is_empty() => {
+            let mvcc = Mvcc::from_snapshot(&data).map_err(|e| MemberError::Snapshot(e.to_string()))?;
+            info!(index = meta.index, revision = mvcc.current_revision(), "restored state machine from snapshot");
+            (mvcc, meta.index)
+        }
+        Some((meta, _)) => (Mvcc::new(), meta.index),
+        None => (Mvcc::new(), 0),
+    };
+    let shared = Arc::new(Shared {
+        config: config.clone(),
+        mvcc: RwLock::new(mvcc),
+        hub: Mutex::new(WatchHub::new()),
+        status: RwLock::new(RaftStatus::default()),
+        storage: storage.clone(),
+    });
+    let (requests_tx, requests_rx) = mpsc::channel(65_536);
+    let handle = MemberHandle { requests: requests_tx, shared: shared.clone() };
+    Ok((handle, DriverParts { shared, storage, requests: requests_rx, applied }))
+}
+
+pub(crate) struct DriverParts {
+    shared: Arc<Shared>,
+    storage: DiskStorage,
+    requests: mpsc::Receiver<DriverRequest>,
+    applied: u64,
+}
+
+struct Pending {
+    reply: oneshot::Sender<Result<CommandResult, StoreError>>,
+    data: Vec<u8>,
+    /// The raft term when it was (last) proposed.
+    term: u64,
+    deadline: Instant,
+}
+
+struct ReadBatch {
+    replies: Vec<oneshot::Sender<Result<(), StoreError>>>,
+    ticks_waiting: u32,
+    deadline: Instant,
+}
+
+struct LeaseClock {
+    deadline: Instant,
+    ttl: Duration,
+    expire_proposed: Option<Instant>,
+}
+
+/// The raft driver: owns the `RawNode` and applies committed entries.
+struct Driver {
+    node: RawNode<DiskStorage>,
+    shared: Arc<Shared>,
+    storage: DiskStorage,
+    requests: mpsc::Receiver<DriverRequest>,
+    channels: DriverChannels,
+    id: u64,
+    next_seq: u64,
+    pending: HashMap<u64, Pending>,
+    /// (deadline, seq) in proposal order, to expire proposals without scanning them all.
+    pending_order: VecDeque<(Instant, u64)>,
+    reproposals: Vec<u64>,
+    read_queue: Vec<oneshot::Sender<Result<(), StoreError>>>,
+    read_batches: HashMap<u64, ReadBatch>,
+    next_read_ctx: u64,
+    /// Reads whose ReadIndex is known, waiting for `applied` to reach it.
+    reads_waiting_apply: BTreeMap<u64, Vec<oneshot::Sender<Result<(), StoreError>>>>,
+    applied: u64,
+    applied_term: u64,
+    last_snapshot_index: u64,
+    leases: HashMap<LeaseId, LeaseClock>,
+    was_leader: bool,
+    last_progress: Instant,
+    tick_count: u64,
+}
+
+/// Counter for unique proposal sequence numbers across restarts of the driver in one process.
+static SEQ_BASE: AtomicU64 = AtomicU64::new(0);
+
+impl Driver {
+    fn new(parts: DriverParts, channels: DriverChannels) -> Result<Driver, MemberError> {
+        let config = &parts.shared.config;
+        let raft_config = raft::Config {
+            id: config.id(),
+            election_tick: config.election_ticks,
+            heartbeat_tick: config.heartbeat_ticks,
+            applied: parts.applied,
+            max_size_per_msg: 4 * 1024 * 1024,
+            max_inflight_msgs: 512,
+            check_quorum: true,
+            pre_vote: true,
+            read_only_option: ReadOnlyOption::Safe,
+            ..Default::default()
+        };
+        raft_config.validate()?;
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let node = RawNode::new(&raft_config, parts.storage.clone(), &logger)?;
+        // Sequence numbers only need to be unique among this member's proposals still in flight;
+        // mixing in the start time keeps a restarted member from matching entries of its past life.
+        let start = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
+        let next_seq = start.wrapping_shl(16) ^ SEQ_BASE.fetch_add(1 << 40, Ordering::Relaxed);
+        let mut driver = Driver {
+            id: config.id(),
+            node,
+            storage: parts.storage,
+            requests: parts.requests,
+            channels,
+            next_seq,
+            pending: HashMap::new(),
+            pending_order: VecDeque::new(),
+            reproposals: Vec::new(),
+            read_queue: Vec::new(),
+            read_batches: HashMap::new(),
+            next_read_ctx: 1,
+            reads_waiting_apply: BTreeMap::new(),
+            applied: parts.applied,
+            applied_term: 0,
+            last_snapshot_index: parts.applied,
+            leases: HashMap::new(),
+            was_leader: false,
+            last_progress: Instant::now(),
+            tick_count: 0,
+            shared: parts.shared,
+        };
+        driver.reset_lease_clocks();
+        Ok(driver)
+    }
+
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), MemberError> {
+        let mut ticker = tokio::time::interval(self.shared.config.tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => break,
+                _ = ticker.tick() => self.on_tick(),
+                Some(msg) = self.channels.inbound.recv() => self.step(msg),
+                Some(request) = self.requests.recv() => self.on_request(request),
+                Some(feedback) = self.channels.feedback.recv() => self.on_feedback(feedback),
+            }
+            self.drain();
+            self.issue_reads();
+            self.process_ready()?;
+        }
+        self.fail_all(stopping());
+        Ok(())
+    }
+
+    /// Takes whatever else is already queued, so one `Ready` covers it all.
+    fn drain(&mut self) {
+        for _ in 0..MAX_DRAIN {
+            match self.channels.inbound.try_recv() {
+                Ok(msg) => self.step(msg),
+                Err(_) => break,
+            }
+        }
+        for _ in 0..MAX_DRAIN {
+            match self.requests.try_recv() {
+                Ok(request) => self.on_request(request),
+                Err(_) => break,
+            }
+        }
+        while let Ok(feedback) = self.channels.feedback.try_recv() {
+            self.on_feedback(feedback);
+        }
+    }
+
+    fn step(&mut self, msg: Message) {
+        if let Err(e) = self.node.step(msg) {
+            debug!(error = %e, "raft step rejected a message");
+        }
+    }
+
+    fn on_feedback(&mut self, feedback: PeerFeedback) {
+        match feedback {
+            PeerFeedback::Unreachable(to) => self.node.report_unreachable(to),
+            PeerFeedback::Snapshot { to, ok } => {
+                let status = if ok { SnapshotStatus::Finish } else { SnapshotStatus::Failure };
+                self.node.report_snapshot(to, status);
+            }
+        }
+    }
+
+    fn on_request(&mut self, request: DriverRequest) {
+        match request {
+            DriverRequest::Propose { data, reply } => {
+                let seq = self.next_seq;
+                self.next_seq = self.next_seq.wrapping_add(1);
+                let deadline = Instant::now() + self.shared.config.request_timeout;
+                let pending = Pending { reply, data, term: self.node.raft.term, deadline };
+                self.pending.insert(seq, pending);
+                self.pending_order.push_back((deadline, seq));
+                self.propose_pending(seq);
+            }
+            DriverRequest::Read { reply } => self.read_queue.push(reply),
+        }
+    }
+
+    /// Proposes (or proposes again) a pending proposal; a proposal raft refuses outright (no
+    /// leader known) is answered `NoLeader` at once, since it certainly was not applied.
+    fn propose_pending(&mut self, seq: u64) {
+        let Some(pending) = self.pending.get_mut(&seq) else { return };
+        pending.data[..8].copy_from_slice(&self.id.to_le_bytes());
+        pending.data[8..PROPOSAL_HEADER].copy_from_slice(&seq.to_le_bytes());
+        pending.term = self.node.raft.term;
+        let data = pending.data.clone();
+        if let Err(e) = self.node.propose(vec![], data) {
+            debug!(error = %e, "proposal dropped");
+            if let Some(pending) = self.pending.remove(&seq) {
+                let _ = pending.reply.send(Err(self.no_leader()));
+            }
+        }
+    }
+
+    fn no_leader(&self) -> StoreError {
+        let leader = self.node.raft.leader_id;
+        StoreError::NoLeader {
+            member: self.shared.config.name.clone(),
+            leader_hint: self.shared.config.member_name(leader).map(str::to_string),
+        }
+    }
+
+    fn issue_reads(&mut self) {
+        if self.read_queue.is_empty() {
+            return;
+        }
+        let replies = std::mem::take(&mut self.read_queue);
+        if self.node.raft.leader_id == raft::INVALID_ID {
+            let err = self.no_leader();
+            for reply in replies {
+                let _ = reply.send(Err(err.clone()));
+            }
+            return;
+        }
+        let ctx = self.next_read_ctx;
+        self.next_read_ctx += 1;
+        let deadline = Instant::now() + self.shared.config.request_timeout;
+        self.read_batches.insert(ctx, ReadBatch { replies, ticks_waiting: 0, deadline });
+        self.node.read_index(ctx.to_le_bytes().to_vec());
+    }
+
+    fn on_tick(&mut self) {
+        self.node.tick();
+        self.tick_count += 1;
+        let now = Instant::now();
+        self.expire_pending(now);
+        self.retry_reads(now);
+        if self.node.raft.state == StateRole::Leader {
+            self.expire_leases(now);
+        }
+        if now.duration_since(self.last_progress) >= self.shared.config.progress_interval {
+            self.last_progress = now;
+            let mvcc = self.shared.mvcc.read();
+            let header = self.shared.header(mvcc.current_revision());
+            self.shared.hub.lock().progress(&header);
+        }
+    }
+
+    fn expire_pending(&mut self, now: Instant) {
+        while let Some(&(deadline, seq)) = self.pending_order.front() {
+            if deadline > now {
+                break;
+            }
+            self.pending_order.pop_front();
+            if let Some(pending) = self.pending.remove(&seq) {
+                let _ = pending.reply.send(Err(StoreError::Timeout));
+            }
+        }
+    }
+
+    fn retry_reads(&mut self, now: Instant) {
+        let mut expired = Vec::new();
+        let mut retry = Vec::new();
+        let has_leader = self.node.raft.leader_id != raft::INVALID_ID;
+        for (ctx, batch) in self.read_batches.iter_mut() {
+            if batch.deadline <= now {
+                expired.push(*ctx);
+                continue;
+            }
+            batch.ticks_waiting += 1;
+            if batch.ticks_waiting >= READ_RETRY_TICKS && has_leader {
+                batch.ticks_waiting = 0;
+                retry.push(*ctx);
+            }
+        }
+        for ctx in expired {
+            if let Some(batch) = self.read_batches.remove(&ctx) {
+                for reply in batch.replies {
+                    let _ = reply.send(Err(StoreError::Timeout));
+                }
+            }
+        }
+        for ctx in retry {
+            self.node.read_index(ctx.to_le_bytes().to_vec());
+        }
+    }
+
+    fn expire_leases(&mut self, now: Instant) {
+        let mut expire = Vec::new();
+        for (id, clock) in self.leases.iter_mut() {
+            let retry_due = clock.expire_proposed.is_none_or(|at| now.duration_since(at) > Duration::from_secs(2));
+            if clock.deadline <= now && retry_due {
+                clock.expire_proposed = Some(now);
+                expire.push(*id);
+            }
+        }
+        for id in expire {
+            info!(lease = id, "lease expired; revoking it");
+            let mut data = vec![0u8; PROPOSAL_HEADER];
+            let cmd = Command::LeaseExpire { id };
+            if bincode::serde::encode_into_std_write(&cmd, &mut data, bincode::config::standard()).is_ok() {
+                // Sequence 0 is never a waiter's, so nobody is answered for it.
+                data[..8].copy_from_slice(&self.id.to_le_bytes());
+                if let Err(e) = self.node.propose(vec![], data) {
+                    debug!(error = %e, "lease expiry proposal dropped");
+                }
+            }
+        }
+    }
+
+    /// Lease deadlines are kept by whoever leads; a new leader gives every lease a full TTL, as
+    /// etcd does, since it cannot know how long ago the old leader last saw a renewal.
+    fn reset_lease_clocks(&mut self) {
+        let now = Instant::now();
+        let leases = self.shared.mvcc.read().leases();
+        self.leases = leases
+            .into_iter()
+            .map(|(id, ttl)| {
+                let ttl = Duration::from_secs(ttl.max(1) as u64);
+                (id, LeaseClock { deadline: now + ttl, ttl, expire_proposed: None })
+            })
+            .collect();
+    }
+
+    fn process_ready(&mut self) -> Result<(), MemberError> {
+        if !self.node.has_ready() {
+            return Ok(());
+        }
+        let mut ready = self.node.ready();
+        if !ready.messages().is_empty() {
+            let messages = ready.take_messages();
+            self.send(messages);
+        }
+        if !ready.snapshot().is_empty() {
+            let snapshot = ready.snapshot().clone();
+            self.install_snapshot(snapshot)?;
+        }
+        let committed = ready.take_committed_entries();
+        self.apply_entries(committed)?;
+        let mut wrote = false;
+        if !ready.entries().is_empty() {
+            self.storage.append(ready.entries())?;
+            wrote = true;
+        }
+        if let Some(hs) = ready.hs() {
+            self.storage.set_hard_state(hs)?;
+            wrote = true;
+        }
+        if wrote || ready.must_sync() {
+            self.storage.sync()?;
+        }
+        for read_state in ready.take_read_states() {
+            self.on_read_state(&read_state.request_ctx, read_state.index);
+        }
+        if !ready.persisted_messages().is_empty() {
+            let messages = ready.take_persisted_messages();
+            self.send(messages);
+        }
+        let mut light = self.node.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            self.storage.set_commit(commit)?;
+        }
+        let messages = light.take_messages();
+        self.send(messages);
+        let committed = light.take_committed_entries();
+        self.apply_entries(committed)?;
+        self.node.advance_apply();
+
+        self.after_ready()?;
+        Ok(())
+    }
+
+    fn after_ready(&mut self) -> Result<(), MemberError> {
+        let is_leader = self.node.raft.state == StateRole::Leader;
+        if is_leader && !self.was_leader {
+            info!(member = %self.shared.config.name, term = self.node.raft.term, "became leader");
+            self.reset_lease_clocks();
+        }
+        self.was_leader = is_leader;
+        for seq in std::mem::take(&mut self.reproposals) {
+            self.propose_pending(seq);
+        }
+        if self.applied >= self.last_snapshot_index + self.shared.config.snapshot_entries {
+            self.take_snapshot()?;
+        }
+        let raft = &self.node.raft;
+        *self.shared.status.write() = RaftStatus {
+            leader_id: raft.leader_id,
+            term: raft.term,
+            last_index: raft.raft_log.last_index(),
+            commit_index: raft.raft_log.committed,
+            applied_index: self.applied,
+            is_leader,
+        };
+        Ok(())
+    }
+
+    fn take_snapshot(&mut self) -> Result<(), MemberError> {
+        let started = Instant::now();
+        let data = self.shared.mvcc.read().to_snapshot().map_err(|e| MemberError::Snapshot(e.to_string()))?;
+        let conf_state: ConfState = self.node.raft.prs().conf().to_conf_state();
+        let size = data.len();
+        self.storage.create_snapshot(self.applied, conf_state, data)?;
+        self.last_snapshot_index = self.applied;
+        info!(index = self.applied, bytes = size, took_ms = started.elapsed().as_millis() as u64, "took a snapshot and compacted the log");
+        Ok(())
+    }
+
+    fn install_snapshot(&mut self, snapshot: Snapshot) -> Result<(), MemberError> {
+        let index = snapshot.get_metadata().index;
+        let mvcc = Mvcc::from_snapshot(snapshot.get_data()).map_err(|e| MemberError::Snapshot(e.to_string()))?;
+        self.storage.apply_snapshot(snapshot)?;
+        info!(index, revision = mvcc.current_revision(), "installed a snapshot from the leader");
+        {
+            let mut current = self.shared.mvcc.write();
+            *current = mvcc;
+            // Watchers cannot be told what the snapshot skipped over; they end and resume.
+            *self.shared.hub.lock() = WatchHub::new();
+        }
+        self.applied = index;
+        self.last_snapshot_index = index;
+        self.reset_lease_clocks();
+        self.wake_reads();
+        Ok(())
+    }
+
+    fn apply_entries(&mut self, entries: Vec<Entry>) -> Result<(), MemberError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let term = self.node.raft.term;
+        let member_id = self.id;
+        let shared = self.shared.clone();
+        let mut mvcc = shared.mvcc.write();
+        for entry in entries {
+            if entry.index <= self.applied {
+                continue;
+            }
+            if entry.get_entry_type() == EntryType::EntryNormal {
+                if entry.data.is_empty() {
+                    // A new leader's first entry: proposals of older terms not applied by now
+                    // are lost for good, so they are proposed again.
+                    if entry.term > self.applied_term {
+                        for (seq, pending) in self.pending.iter() {
+                            if pending.term < entry.term {
+                                self.reproposals.push(*seq);
+                            }
+                        }
+                    }
+                } else {
+                    self.apply_command(&mut mvcc, &entry.data, term, member_id);
+                }
+            }
+            self.applied = entry.index;
+            self.applied_term = entry.term;
+        }
+        drop(mvcc);
+        self.wake_reads();
+        Ok(())
+    }
+
+    fn apply_command(&mut self, mvcc: &mut Mvcc, data: &[u8], term: u64, member_id: u64) {
+        if data.len() < PROPOSAL_HEADER {
+            warn!(len = data.len(), "skipping a log entry too short to be a proposal");
+            return;
+        }
+        let origin = u64::from_le_bytes(data[..8].try_into().unwrap_or_default());
+        let seq = u64::from_le_bytes(data[8..PROPOSAL_HEADER].try_into().unwrap_or_default());
+        let decoded: Result<(Command, usize), _> =
+            bincode::serde::decode_from_slice(&data[PROPOSAL_HEADER..], bincode::config::standard());
+        let result = match decoded {
+            Ok((cmd, _)) => {
+                let (result, events) = mvcc.apply(&cmd);
+                if !events.is_empty() {
+                    let header = ResponseHeader { revision: mvcc.current_revision(), member_id, raft_term: term };
+                    self.shared.hub.lock().notify(&header, &events);
+                }
+                self.track_lease(&cmd, &result);
+                result
+            }
+            Err(e) => {
+                // Every member skips the same entry the same way, so they stay identical.
+                warn!(error = %e, "skipping a log entry that does not decode");
+                CommandResult::Error(StoreError::InvalidRequest { reason: format!("undecodable entry: {e}") })
+            }
+        };
+        if origin == self.id {
+            if let Some(pending) = self.pending.remove(&seq) {
+                let _ = pending.reply.send(Ok(fill_header(result, member_id, term)));
+            }
+        }
+    }
+
+    fn track_lease(&mut self, cmd: &Command, result: &CommandResult) {
+        let now = Instant::now();
+        match (cmd, result) {
+            (Command::LeaseGrant(_), CommandResult::LeaseGrant(granted)) => {
+                let ttl = Duration::from_secs(granted.ttl.max(1) as u64);
+                self.leases.insert(granted.id, LeaseClock { deadline: now + ttl, ttl, expire_proposed: None });
+            }
+            (Command::LeaseKeepAlive { id }, CommandResult::LeaseKeepAlive(_)) => {
+                if let Some(clock) = self.leases.get_mut(id) {
+                    clock.deadline = now + clock.ttl;
+                    clock.expire_proposed = None;
+                }
+            }
+            (Command::LeaseRevoke { id } | Command::LeaseExpire { id }, _) => {
+                self.leases.remove(id);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_read_state(&mut self, ctx: &[u8], index: u64) {
+        let Ok(bytes) = <[u8; 8]>::try_from(ctx) else { return };
+        let Some(batch) = self.read_batches.remove(&u64::from_le_bytes(bytes)) else { return };
+        self.reads_waiting_apply.entry(index).or_default().extend(batch.replies);
+        self.wake_reads();
+    }
+
+    fn wake_reads(&mut self) {
+        while let Some(entry) = self.reads_waiting_apply.first_entry() {
+            if *entry.key() > self.applied {
+                break;
+            }
+            for reply in entry.remove() {
+                let _ = reply.send(Ok(()));
+            }
+        }
+    }
+
+    fn send(&mut self, messages: Vec<Message>) {
+        if messages.is_empty() {
+            return;
+        }
+        let mut by_peer: HashMap<u64, Vec<Message>> = HashMap::new();
+        for msg in messages {
+            by_peer.entry(msg.to).or_default().push(msg);
+        }
+        for (to, batch) in by_peer {
+            let has_snapshot = batch.iter().any(|m| m.get_msg_type() == MessageType::MsgSnapshot);
+            let delivered = match self.channels.outbound.get(&to) {
+                Some(link) => link.try_send(batch).is_ok(),
+                None => false,
+            };
+            if !delivered {
+                // raft resends what is lost; it only needs telling about snapshots and reachability.
+                self.node.report_unreachable(to);
+                if has_snapshot {
+                    self.node.report_snapshot(to, SnapshotStatus::Failure);
+                }
+            }
+        }
+    }
+
+    fn fail_all(&mut self, err: StoreError) {
+        for (_, pending) in self.pending.drain() {
+            let _ = pending.reply.send(Err(err.clone()));
+        }
+        for (_, batch) in self.read_batches.drain() {
+            for reply in batch.replies {
+                let _ = reply.send(Err(err.clone()));
+            }
+        }
+        for (_, replies) in std::mem::take(&mut self.reads_waiting_apply) {
+            for reply in replies {
+                let _ = reply.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
+/// Fills the member id and term into a result's header.
+fn fill_header(mut result: CommandResult, member_id: u64, term: u64) -> CommandResult {
+    let header = match &mut result {
+        CommandResult::Put(r) => &mut r.header,
+        CommandResult::DeleteRange(r) => &mut r.header,
+        CommandResult::Txn(r) => &mut r.header,
+        CommandResult::Compact(r) => &mut r.header,
+        CommandResult::LeaseGrant(r) => &mut r.header,
+        CommandResult::LeaseRevoke(r) => &mut r.header,
+        CommandResult::LeaseKeepAlive(r) => &mut r.header,
+        CommandResult::Error(_) => return result,
+    };
+    header.member_id = member_id;
+    header.raft_term = term;
+    result
+}
+
+/// Starts the driver thread. It stops when `shutdown` turns true (or its sender is dropped); the
+/// returned join handle yields its result.
+pub(crate) fn spawn_driver(
+    parts: DriverParts,
+    channels: DriverChannels,
+    shutdown: watch::Receiver<bool>,
+) -> Result<std::thread::JoinHandle<Result<(), MemberError>>, MemberError> {
+    let name = parts.shared.config.name.clone();
+    let driver = Driver::new(parts, channels)?;
+    std::thread::Builder::new()
+        .name(format!("raft-{name}"))
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|source| LogError::Io { path: "tokio runtime".into(), source })?;
+            runtime.block_on(driver.run(shutdown))
+        })
+        .map_err(|source| MemberError::Log(LogError::Io { path: "raft thread".into(), source }))
+}
+
+/// Encodes a batch of raft messages for a peer link.
+pub(crate) fn encode_messages(messages: &[Message]) -> Vec<Bytes> {
+    messages.iter().filter_map(|m| m.write_to_bytes().ok().map(Bytes::from)).collect()
+}

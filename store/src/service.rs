@@ -1,0 +1,415 @@
+//! A member's QUIC services: the client API (KV, Watch, Lease, Status) and the raft peer links.
+//!
+//! [`run_member`] wires one member together: storage and state machine, the raft driver thread,
+//! a link task per peer, and the two servers.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use protobuf::Message as _;
+use raft::prelude::{Message, MessageType};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn, Instrument};
+use transport::rpc::{Call, Handler, Peer, RpcClient, RpcServer};
+use transport::tls::TlsIdentity;
+
+use crate::config::{MemberConfig, STORE_MEMBER_ORG};
+use crate::member::{self, encode_messages, DriverChannels, MemberError, MemberHandle, PeerFeedback};
+use crate::types::{
+    ClientRequest, ClientResponse, CommandResult, Command, KeyRange, StoreError, WatchRequest, WatchResponse,
+};
+
+/// Organisations (certificate subject O) allowed to use the client API besides store members.
+pub const CLIENT_ORGS: &[&str] = &[STORE_MEMBER_ORG, "kemu:apiserver", "system:masters"];
+/// Messages a watcher may have queued before it counts as too slow and is cancelled.
+const WATCH_BUFFER: usize = 4096;
+/// Events a catching-up watcher reads from history per step.
+const CATCH_UP_CHUNK: usize = 2048;
+
+/// A batch of raft messages on a peer link (each a protobuf-encoded `eraftpb::Message`).
+#[derive(Serialize, Deserialize)]
+pub struct PeerBatch {
+    pub from: u64,
+    pub messages: Vec<Bytes>,
+}
+
+/// Runs one member until `shutdown` resolves or the raft driver fails.
+pub async fn run_member(config: MemberConfig, shutdown: impl Future<Output = ()> + Send) -> Result<(), MemberError> {
+    config.validate()?;
+    let identity = TlsIdentity::load(&config.certs_dir, &config.name)?;
+    let (handle, parts) = member::open(config.clone())?;
+    let id = config.id();
+    let (stop_tx, stop_rx) = watch::channel(false);
+
+    let rpc = Arc::new(RpcClient::new(&identity)?);
+    let (feedback_tx, feedback_rx) = mpsc::channel(1024);
+    let mut outbound = HashMap::new();
+    for (name, addr) in &config.initial_cluster {
+        let Some(peer_id) = config.member_id(name) else { continue };
+        if peer_id == id {
+            continue;
+        }
+        let (tx, rx) = mpsc::channel(1024);
+        outbound.insert(peer_id, tx);
+        let link = PeerLink { rpc: rpc.clone(), from: id, to: peer_id, addr: *addr, feedback: feedback_tx.clone() };
+        tokio::spawn(link.run(rx, stop_rx.clone()).instrument(tracing::info_span!("peer_link", peer = %name)));
+    }
+    let (inbound_tx, inbound_rx) = mpsc::channel(8192);
+    let channels = DriverChannels { inbound: inbound_rx, feedback: feedback_rx, outbound };
+    let driver = member::spawn_driver(parts, channels, stop_rx.clone())?;
+    let mut driver_done = tokio::task::spawn_blocking(move || driver.join());
+
+    let peer_server = RpcServer::bind(config.listen_peer, &identity)?;
+    let client_server = RpcServer::bind(config.listen_client, &identity)?;
+    info!(
+        member = %config.name, id, client = %config.listen_client, peer = %config.listen_peer,
+        "store member serving"
+    );
+    let members: Vec<String> = config.initial_cluster.iter().map(|(n, _)| n.clone()).collect();
+    let peer_service = Arc::new(PeerService { members, inbound: inbound_tx });
+    let client_service = Arc::new(ClientService { member: handle });
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let peer_task = tokio::spawn(peer_server.serve(peer_service, stopped(stop_rx.clone())));
+    let client_task = tokio::spawn(client_server.serve(client_service, stopped(stop_rx.clone())));
+
+    let result = tokio::select! {
+        _ = shutdown => {
+            info!("shutting down");
+            let _ = stop_tx.send(true);
+            match (&mut driver_done).await {
+                Ok(Ok(result)) => result,
+                _ => Ok(()),
+            }
+        }
+        joined = &mut driver_done => {
+            let _ = stop_tx.send(true);
+            match joined {
+                Ok(Ok(result)) => result,
+                Ok(Err(_)) | Err(_) => Err(MemberError::Snapshot("raft driver thread panicked".into())),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        let _ = peer_task.await;
+        let _ = client_task.await;
+    })
+    .await;
+    result
+}
+
+/// Sends raft messages to one peer over a long-lived client stream, reconnecting as needed.
+struct PeerLink {
+    rpc: Arc<RpcClient>,
+    from: u64,
+    to: u64,
+    addr: SocketAddr,
+    feedback: mpsc::Sender<PeerFeedback>,
+}
+
+impl PeerLink {
+    async fn run(self, mut rx: mpsc::Receiver<Vec<Message>>, mut stop: watch::Receiver<bool>) {
+        let mut sink = None;
+        let mut backoff = Duration::from_millis(50);
+        loop {
+            let batch = tokio::select! {
+                biased;
+                _ = stop.changed() => return,
+                batch = rx.recv() => match batch { Some(b) => b, None => return },
+            };
+            if sink.is_none() {
+                match self.open().await {
+                    Ok(s) => {
+                        debug!(addr = %self.addr, "peer link connected");
+                        sink = Some(s);
+                        backoff = Duration::from_millis(50);
+                    }
+                    Err(e) => {
+                        debug!(addr = %self.addr, error = %e, "peer unreachable");
+                        self.lost(&batch).await;
+                        // Whatever queued up meanwhile is stale; raft will send again.
+                        while let Ok(stale) = rx.try_recv() {
+                            self.lost(&stale).await;
+                        }
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_millis(500));
+                        continue;
+                    }
+                }
+            }
+            let Some(stream) = sink.as_mut() else { continue };
+            let frame = PeerBatch { from: self.from, messages: encode_messages(&batch) };
+            match tokio::time::timeout(Duration::from_secs(2), stream.send(&frame)).await {
+                Ok(Ok(())) => {
+                    for m in batch.iter().filter(|m| m.get_msg_type() == MessageType::MsgSnapshot) {
+                        let _ = self.feedback.send(PeerFeedback::Snapshot { to: m.to, ok: true }).await;
+                    }
+                }
+                Ok(Err(e)) => {
+                    debug!(error = %e, "peer link broke");
+                    sink = None;
+                    self.lost(&batch).await;
+                }
+                Err(_) => {
+                    debug!("peer link stalled");
+                    sink = None;
+                    self.lost(&batch).await;
+                }
+            }
+        }
+    }
+
+    async fn open(&self) -> Result<transport::rpc::FrameSink<PeerBatch>, transport::TransportError> {
+        let connection = tokio::time::timeout(Duration::from_secs(1), self.rpc.connect(self.addr))
+            .await
+            .map_err(|_| transport::TransportError::Timeout)??;
+        connection.client_stream(&PeerBatch { from: self.from, messages: Vec::new() }).await
+    }
+
+    async fn lost(&self, batch: &[Message]) {
+        let _ = self.feedback.try_send(PeerFeedback::Unreachable(self.to));
+        for m in batch.iter().filter(|m| m.get_msg_type() == MessageType::MsgSnapshot) {
+            let _ = self.feedback.send(PeerFeedback::Snapshot { to: m.to, ok: false }).await;
+        }
+    }
+}
+
+/// Receives raft messages from peers and hands them to the driver.
+struct PeerService {
+    members: Vec<String>,
+    inbound: mpsc::Sender<Message>,
+}
+
+impl Handler for PeerService {
+    type Request = PeerBatch;
+    type Response = ();
+
+    async fn handle(&self, peer: Peer, first: PeerBatch, mut call: Call<()>) {
+        if !self.members.contains(&peer.name) || !peer.organizations.iter().any(|o| o == STORE_MEMBER_ORG) {
+            warn!(peer = %peer.name, addr = %peer.addr, "refusing raft messages from a non-member");
+            return;
+        }
+        let mut next = Some(first);
+        while let Some(batch) = next {
+            for bytes in batch.messages {
+                match Message::parse_from_bytes(&bytes) {
+                    Ok(msg) => {
+                        if self.inbound.send(msg).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        warn!(peer = %peer.name, error = %e, "dropping a peer stream with an undecodable raft message");
+                        return;
+                    }
+                }
+            }
+            next = match call.recv::<PeerBatch>().await {
+                Ok(batch) => batch,
+                Err(e) => {
+                    debug!(peer = %peer.name, error = %e, "peer stream ended");
+                    None
+                }
+            };
+        }
+    }
+}
+
+/// Serves the client API.
+struct ClientService {
+    member: MemberHandle,
+}
+
+impl Handler for ClientService {
+    type Request = ClientRequest;
+    type Response = ClientResponse;
+
+    async fn handle(&self, peer: Peer, request: ClientRequest, mut call: Call<ClientResponse>) {
+        if !peer.organizations.iter().any(|o| CLIENT_ORGS.contains(&o.as_str())) {
+            let denied = StoreError::PermissionDenied { identity: peer.name.clone() };
+            let _ = call.reply(&ClientResponse::Error(denied)).await;
+            return;
+        }
+        if let ClientRequest::Watch(watch) = request {
+            self.watch(watch, call).await;
+            return;
+        }
+        let response = match self.unary(request).await {
+            Ok(response) => response,
+            Err(e) => ClientResponse::Error(e),
+        };
+        if let Err(e) = call.reply(&response).await {
+            debug!(peer = %peer.name, error = %e, "client went away before its answer");
+        }
+    }
+}
+
+impl ClientService {
+    async fn unary(&self, request: ClientRequest) -> Result<ClientResponse, StoreError> {
+        let shared = self.member.shared();
+        let command = match request {
+            ClientRequest::Range(range) => {
+                if !range.serializable {
+                    self.member.read_index().await?;
+                }
+                let mvcc = shared.mvcc.read();
+                let mut response = mvcc.range(&range)?;
+                response.header = shared.header(response.header.revision);
+                return Ok(ClientResponse::Range(response));
+            }
+            ClientRequest::Status => return Ok(ClientResponse::Status(shared.status_response())),
+            ClientRequest::Hash => {
+                self.member.read_index().await?;
+                let mvcc = shared.mvcc.read();
+                return Ok(ClientResponse::Hash(crate::types::HashResponse {
+                    header: shared.header(mvcc.current_revision()),
+                    hash: mvcc.hash(),
+                    compact_revision: mvcc.compact_revision(),
+                }));
+            }
+            ClientRequest::Watch(_) => {
+                return Err(StoreError::InvalidRequest { reason: "watch is a streaming call".into() })
+            }
+            ClientRequest::Put(put) => {
+                if put.key.is_empty() {
+                    return Err(StoreError::InvalidRequest { reason: "key is empty".into() });
+                }
+                Command::Put(put)
+            }
+            ClientRequest::DeleteRange(delete) => Command::DeleteRange(delete),
+            ClientRequest::Txn(txn) => Command::Txn(txn),
+            ClientRequest::Compact(compact) => Command::Compact(compact),
+            ClientRequest::LeaseGrant(grant) => {
+                if grant.ttl <= 0 {
+                    return Err(StoreError::InvalidRequest { reason: "lease ttl must be positive".into() });
+                }
+                Command::LeaseGrant(grant)
+            }
+            ClientRequest::LeaseRevoke { id } => Command::LeaseRevoke { id },
+            ClientRequest::LeaseKeepAlive { id } => Command::LeaseKeepAlive { id },
+        };
+        Ok(match self.member.propose(&command).await? {
+            CommandResult::Put(r) => ClientResponse::Put(r),
+            CommandResult::DeleteRange(r) => ClientResponse::DeleteRange(r),
+            CommandResult::Txn(r) => ClientResponse::Txn(r),
+            CommandResult::Compact(r) => ClientResponse::Compact(r),
+            CommandResult::LeaseGrant(r) => ClientResponse::LeaseGrant(r),
+            CommandResult::LeaseRevoke(r) => ClientResponse::LeaseRevoke(r),
+            CommandResult::LeaseKeepAlive(r) => ClientResponse::LeaseKeepAlive(r),
+            CommandResult::Error(e) => ClientResponse::Error(e),
+        })
+    }
+
+    /// Streams a watch: catch up from history in chunks, then register with the hub under the
+    /// state lock (so nothing is missed or doubled), then relay live events.
+    async fn watch(&self, request: WatchRequest, mut call: Call<ClientResponse>) {
+        let shared = self.member.shared();
+        let (tx, mut rx) = mpsc::channel(WATCH_BUFFER);
+        let range: KeyRange = request.range.clone();
+        let mut next = if request.start_revision > 0 {
+            request.start_revision
+        } else {
+            shared.mvcc.read().current_revision() + 1
+        };
+        let created = WatchResponse::Created { header: shared.header(next - 1) };
+        if call.send(&ClientResponse::Watch(created)).await.is_err() {
+            return;
+        }
+        let mut sender = Some(tx);
+        let watcher_id = loop {
+            let step = {
+                let mvcc = shared.mvcc.read();
+                if next > mvcc.current_revision() {
+                    let Some(tx) = sender.take() else { return };
+                    Ok(Err(shared.hub.lock().register(range.clone(), request.prev_kv, next, tx)))
+                } else {
+                    mvcc.events_since(&range, next, CATCH_UP_CHUNK).map(Ok)
+                }
+            };
+            match step {
+                Ok(Err(id)) => break id,
+                Ok(Ok((mut events, next_revision))) => {
+                    next = next_revision;
+                    if events.is_empty() {
+                        continue;
+                    }
+                    if !request.prev_kv {
+                        events.iter_mut().for_each(|e| e.prev_kv = None);
+                    }
+                    let header = shared.header(next - 1);
+                    if call.send(&ClientResponse::Watch(WatchResponse::Events { header, events })).await.is_err() {
+                        return;
+                    }
+                }
+                Err(StoreError::Compacted { compact_revision, .. }) => {
+                    let canceled = WatchResponse::Canceled {
+                        header: shared.header(shared.mvcc.read().current_revision()),
+                        reason: format!("required revision {next} has been compacted"),
+                        compact_revision,
+                        resume_revision: 0,
+                    };
+                    let _ = call.send(&ClientResponse::Watch(canceled)).await;
+                    let _ = call.finish().await;
+                    return;
+                }
+                Err(e) => {
+                    let _ = call.send(&ClientResponse::Error(e)).await;
+                    let _ = call.finish().await;
+                    return;
+                }
+            }
+        };
+        let progress_every = Duration::from_secs(u64::from(request.progress_notify_secs));
+        let mut last_sent = Instant::now();
+        let mut delivered = next - 1;
+        loop {
+            tokio::select! {
+                biased;
+                _ = call.closed() => break,
+                message = rx.recv() => match message {
+                    Some(WatchResponse::Events { header, events }) => {
+                        delivered = header.revision;
+                        last_sent = Instant::now();
+                        let message = ClientResponse::Watch(WatchResponse::Events { header, events });
+                        if call.send(&message).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(WatchResponse::Progress { header }) => {
+                        if request.progress_notify_secs > 0 && last_sent.elapsed() >= progress_every {
+                            delivered = delivered.max(header.revision);
+                            last_sent = Instant::now();
+                            if call.send(&ClientResponse::Watch(WatchResponse::Progress { header })).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    Some(other) => {
+                        if call.send(&ClientResponse::Watch(other)).await.is_err() {
+                            break;
+                        }
+                    }
+                    None => {
+                        // The hub dropped us: too slow, or the state was replaced by a snapshot.
+                        let canceled = WatchResponse::Canceled {
+                            header: shared.header(delivered),
+                            reason: format!("watcher could not keep up; resume from revision {}", delivered + 1),
+                            compact_revision: 0,
+                            resume_revision: delivered + 1,
+                        };
+                        let _ = call.send(&ClientResponse::Watch(canceled)).await;
+                        let _ = call.finish().await;
+                        return;
+                    }
+                },
+            }
+        }
+        shared.hub.lock().unregister(watcher_id);
+    }
+}
