@@ -331,6 +331,8 @@ pub enum ClientResponse {
     LeaseKeepAlive(LeaseKeepAliveResponse),
     Status(StatusResponse),
     Hash(HashResponse),
+    /// One message of a watch stream.
+    Watch(WatchResponse),
     Error(StoreError),
 }
 
@@ -354,6 +356,8 @@ pub enum StoreError {
     InvalidRequest { reason: String },
     #[error("request too large: {size} bytes (limit {limit})")]
     TooLarge { size: usize, limit: usize },
+    #[error("identity {identity:?} may not use the store")]
+    PermissionDenied { identity: String },
 }
 
 impl StoreError {
