@@ -1,1 +1,62 @@
-fn main() {}
+//! `kemu`: every kemu component and tool, as subcommands of one binary (see the library's
+//! modules for each).
+
+use clap::{Parser, Subcommand};
+use kemu::{bench, certs, kv, store_member};
+
+#[derive(Parser)]
+#[command(name = "kemu", version, about = "kemu: a Kubernetes control-plane emulator")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create the cluster CA and a certificate for each component identity.
+    Certs(certs::CertsArgs),
+    /// Run one member of the replicated store (the etcd stand-in).
+    Store(store_member::StoreArgs),
+    /// Talk to the store like etcdctl: put, get, del, txn, watch, compact, lease, status, hash.
+    Kv(kv::KvArgs),
+    /// Load generators.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Certs(args) => certs::run(args),
+            Command::Store(args) => store_member::run(args).await,
+            Command::Kv(args) => kv::run(args).await,
+            Command::Bench(command) => bench::run(command).await,
+        }
+    });
+    // Watch streams and connection tasks may still be parked; don't wait for them.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr; the level comes from `RUST_LOG` (default `info` for kemu's crates, `warn`
+/// for the rest).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kemu=info,store=info,transport=info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}

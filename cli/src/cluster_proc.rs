@@ -1,0 +1,384 @@
+//! Local multi-process store clusters for benchmarks: kemu store members (this binary) and, for
+//! comparison, real etcd members. Each member is its own OS process on loopback ports.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use parking_lot::Mutex;
+use store::client::{Client, ClientConfig};
+use transport::pki::{self, CertSpec};
+
+/// Free loopback ports, found by binding port 0 (UDP for QUIC, TCP for etcd) and letting go.
+pub fn free_ports(n: usize, udp: bool) -> anyhow::Result<Vec<u16>> {
+    let mut ports = Vec::new();
+    let mut udp_keep = Vec::new();
+    let mut tcp_keep = Vec::new();
+    while ports.len() < n {
+        let port = if udp {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0")?;
+            let p = s.local_addr()?.port();
+            udp_keep.push(s);
+            p
+        } else {
+            let s = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let p = s.local_addr()?.port();
+            tcp_keep.push(s);
+            p
+        };
+        if !ports.contains(&port) {
+            ports.push(port);
+        }
+    }
+    Ok(ports)
+}
+
+/// Sends a signal to a child process.
+pub fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, sig);
+}
+
+/// SIGTERM, then SIGKILL after `grace`.
+pub async fn terminate(child: &mut Child, grace: Duration) {
+    signal(child, nix::sys::signal::Signal::SIGTERM);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+struct Member {
+    name: String,
+    client: SocketAddr,
+    child: Option<Child>,
+    args: Vec<String>,
+}
+
+/// A kemu store cluster of local processes.
+pub struct LocalStore {
+    exe: PathBuf,
+    dir: PathBuf,
+    members: Mutex<Vec<Member>>,
+}
+
+impl LocalStore {
+    /// Creates certificates, starts `n` members of this very binary and waits for a leader.
+    pub async fn start(dir: &Path, n: usize) -> anyhow::Result<LocalStore> {
+        LocalStore::start_with(&std::env::current_exe()?, dir, n, &[]).await
+    }
+
+    /// Like [`LocalStore::start`], running the `kemu` binary at `exe` with `extra_args` added to
+    /// every member's command line.
+    pub async fn start_with(exe: &Path, dir: &Path, n: usize, extra_args: &[String]) -> anyhow::Result<LocalStore> {
+        std::fs::create_dir_all(dir)?;
+        let certs = dir.join("certs");
+        std::fs::create_dir_all(&certs)?;
+        pki::create_ca(&certs, "kemu-local")?;
+        let names: Vec<String> = (1..=n).map(|i| format!("s{i}")).collect();
+        for name in &names {
+            let spec = CertSpec { name: name.clone(), organizations: vec![store::config::STORE_MEMBER_ORG.into()], sans: vec![] };
+            pki::issue(&certs, &spec)?;
+        }
+        pki::issue(&certs, &CertSpec { name: "admin".into(), organizations: vec!["system:masters".into()], sans: vec![] })?;
+        let ports = free_ports(2 * n, true)?;
+        let initial: Vec<String> =
+            names.iter().enumerate().map(|(i, name)| format!("{name}=127.0.0.1:{}", ports[2 * i + 1])).collect();
+        let mut members = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let client: SocketAddr = format!("127.0.0.1:{}", ports[2 * i]).parse()?;
+            let mut args = vec![
+                "store".to_string(),
+                "--name".into(),
+                name.clone(),
+                "--data-dir".into(),
+                dir.join(name).display().to_string(),
+                "--listen-client".into(),
+                client.to_string(),
+                "--listen-peer".into(),
+                format!("127.0.0.1:{}", ports[2 * i + 1]),
+                "--initial-cluster".into(),
+                initial.join(","),
+                "--certs".into(),
+                certs.display().to_string(),
+            ];
+            args.extend(extra_args.iter().cloned());
+            let child = spawn_logged(exe, &args, &dir.join(format!("{name}.log")))?;
+            members.push(Member { name: name.clone(), client, child: Some(child), args });
+        }
+        let cluster = LocalStore { exe: exe.to_path_buf(), dir: dir.to_path_buf(), members: Mutex::new(members) };
+        cluster.wait_for_leader(Duration::from_secs(20)).await?;
+        Ok(cluster)
+    }
+
+    pub fn certs_dir(&self) -> PathBuf {
+        self.dir.join("certs")
+    }
+
+    pub fn client_endpoints(&self) -> Vec<SocketAddr> {
+        self.members.lock().iter().map(|m| m.client).collect()
+    }
+
+    /// A client with the admin certificate, talking to every member.
+    pub fn admin(&self) -> anyhow::Result<Client> {
+        Ok(Client::new(ClientConfig::new(self.client_endpoints()), &self.certs_dir(), "admin")?)
+    }
+
+    /// The name of the member every live member agrees leads.
+    pub async fn wait_for_leader(&self, timeout: Duration) -> anyhow::Result<String> {
+        let client = self.admin()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut leaders = Vec::new();
+            for endpoint in self.client_endpoints() {
+                if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(500), client.status_of(endpoint)).await {
+                    leaders.push(s.leader_name);
+                }
+            }
+            if let Some(first) = leaders.first() {
+                if !first.is_empty() && leaders.iter().all(|l| l == first) {
+                    return Ok(first.clone());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!("no leader elected within {timeout:?}; see the logs in {}", self.dir.display());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGKILLs the current leader and returns its name.
+    pub async fn kill_leader(&self) -> anyhow::Result<String> {
+        let leader = self.wait_for_leader(Duration::from_secs(10)).await?;
+        let mut members = self.members.lock();
+        let member = members.iter_mut().find(|m| m.name == leader).context("leader is not one of ours")?;
+        if let Some(mut child) = member.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        Ok(leader)
+    }
+
+    /// Stops every member (SIGTERM, then SIGKILL).
+    pub async fn stop(&self) {
+        let children: Vec<Child> = self.members.lock().iter_mut().filter_map(|m| m.child.take()).collect();
+        for mut child in children {
+            terminate(&mut child, Duration::from_secs(5)).await;
+        }
+    }
+
+    /// Member names, in `--initial-cluster` order.
+    pub fn names(&self) -> Vec<String> {
+        self.members.lock().iter().map(|m| m.name.clone()).collect()
+    }
+
+    /// The client address of member `name`.
+    pub fn endpoint(&self, name: &str) -> Option<SocketAddr> {
+        self.members.lock().iter().find(|m| m.name == name).map(|m| m.client)
+    }
+
+    pub fn data_dir(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    pub fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.log"))
+    }
+
+    /// SIGKILLs member `name` (no-op if it is not running).
+    pub fn kill(&self, name: &str) {
+        let mut members = self.members.lock();
+        if let Some(mut child) = members.iter_mut().find(|m| m.name == name).and_then(|m| m.child.take()) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERMs member `name` and waits for it to exit.
+    pub async fn terminate(&self, name: &str) {
+        let child = self.members.lock().iter_mut().find(|m| m.name == name).and_then(|m| m.child.take());
+        if let Some(mut child) = child {
+            terminate(&mut child, Duration::from_secs(5)).await;
+        }
+    }
+
+    /// Starts member `name` again with its original command line (no-op if it is running).
+    pub fn restart(&self, name: &str) -> anyhow::Result<()> {
+        let mut members = self.members.lock();
+        let member = members.iter_mut().find(|m| m.name == name).context("no such member")?;
+        if member.child.is_none() {
+            member.child = Some(spawn_logged(&self.exe, &member.args, &self.dir.join(format!("{name}.log")))?);
+        }
+        Ok(())
+    }
+
+    /// Whether member `name`'s process has exited, with its exit status if so.
+    pub fn exit_status(&self, name: &str) -> Option<std::process::ExitStatus> {
+        let mut members = self.members.lock();
+        let member = members.iter_mut().find(|m| m.name == name)?;
+        member.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+}
+
+impl Drop for LocalStore {
+    fn drop(&mut self) {
+        for member in self.members.lock().iter_mut() {
+            if let Some(mut child) = member.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn spawn_logged(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let err = out.try_clone()?;
+    Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("starting {}", exe.display()))
+}
+
+/// A real etcd cluster of local processes (Debian's `etcd-server` provides the binary).
+pub struct LocalEtcd {
+    members: Mutex<Vec<(String, String, Option<Child>)>>,
+}
+
+impl LocalEtcd {
+    pub async fn start(dir: &Path, n: usize) -> anyhow::Result<LocalEtcd> {
+        let etcd = which("etcd").context("the etcd binary is not installed (Debian package etcd-server)")?;
+        std::fs::create_dir_all(dir)?;
+        let ports = free_ports(2 * n, false)?;
+        let names: Vec<String> = (1..=n).map(|i| format!("e{i}")).collect();
+        let initial: Vec<String> =
+            names.iter().enumerate().map(|(i, name)| format!("{name}=http://127.0.0.1:{}", ports[2 * i + 1])).collect();
+        let mut members = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let client_url = format!("http://127.0.0.1:{}", ports[2 * i]);
+            let peer_url = format!("http://127.0.0.1:{}", ports[2 * i + 1]);
+            let args: Vec<String> = vec![
+                "--name".into(),
+                name.clone(),
+                "--data-dir".into(),
+                dir.join(name).display().to_string(),
+                "--listen-client-urls".into(),
+                client_url.clone(),
+                "--advertise-client-urls".into(),
+                client_url.clone(),
+                "--listen-peer-urls".into(),
+                peer_url.clone(),
+                "--initial-advertise-peer-urls".into(),
+                peer_url,
+                "--initial-cluster".into(),
+                initial.join(","),
+                "--initial-cluster-state".into(),
+                "new".into(),
+                "--initial-cluster-token".into(),
+                "kemu-bench".into(),
+            ];
+            let child = spawn_logged(&etcd, &args, &dir.join(format!("{name}.log")))?;
+            members.push((name.clone(), client_url, Some(child)));
+        }
+        let cluster = LocalEtcd { members: Mutex::new(members) };
+        etcd_ops::wait_for_leader(&cluster.client_urls(), Duration::from_secs(30)).await?;
+        Ok(cluster)
+    }
+
+    pub fn client_urls(&self) -> Vec<String> {
+        self.members.lock().iter().map(|(_, url, _)| url.clone()).collect()
+    }
+
+    pub async fn kill_leader(&self) -> anyhow::Result<String> {
+        let leader_url = etcd_ops::leader_url(&self.client_urls()).await?;
+        let mut members = self.members.lock();
+        let member = members.iter_mut().find(|(_, url, _)| *url == leader_url).context("leader is not one of ours")?;
+        if let Some(mut child) = member.2.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        Ok(member.0.clone())
+    }
+
+    pub async fn stop(&self) {
+        let children: Vec<Child> = self.members.lock().iter_mut().filter_map(|m| m.2.take()).collect();
+        for mut child in children {
+            terminate(&mut child, Duration::from_secs(5)).await;
+        }
+    }
+}
+
+impl Drop for LocalEtcd {
+    fn drop(&mut self) {
+        for member in self.members.lock().iter_mut() {
+            if let Some(mut child) = member.2.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn which(binary: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(binary)).find(|p| p.is_file())
+}
+
+#[cfg(feature = "etcd")]
+mod etcd_ops {
+    use super::*;
+
+    /// Waits until one member reports a leader.
+    pub async fn wait_for_leader(urls: &[String], timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if leader_url(urls).await.is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("etcd elected no leader within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The client URL of the member that leads.
+    pub async fn leader_url(urls: &[String]) -> anyhow::Result<String> {
+        for url in urls {
+            let Ok(Ok(mut client)) =
+                tokio::time::timeout(Duration::from_secs(1), etcd_client::Client::connect([url.clone()], None)).await
+            else {
+                continue;
+            };
+            let Ok(Ok(status)) = tokio::time::timeout(Duration::from_secs(1), client.status()).await else { continue };
+            let own = status.header().map(|h| h.member_id()).unwrap_or(0);
+            if status.leader() != 0 && status.leader() == own {
+                return Ok(url.clone());
+            }
+        }
+        bail!("no etcd member says it leads")
+    }
+}
+
+#[cfg(not(feature = "etcd"))]
+mod etcd_ops {
+    use super::*;
+
+    pub async fn wait_for_leader(_urls: &[String], _timeout: Duration) -> anyhow::Result<()> {
+        bail!("this kemu was built without etcd support; build it with `--features etcd` (needs protoc)")
+    }
+
+    pub async fn leader_url(_urls: &[String]) -> anyhow::Result<String> {
+        bail!("this kemu was built without etcd support")
+    }
+}

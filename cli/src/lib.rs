@@ -1,0 +1,15 @@
+//! The `kemu` command's parts. The binary is thin: clap, tracing, then one of these.
+//!
+//! - [`certs`]: `kemu certs`, the cluster CA and component certificates.
+//! - [`store_member`]: `kemu store`, one member of the replicated store (the etcd stand-in).
+//! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
+//! - [`bench`]: `kemu bench store`, one load generator for kemu's store and real etcd.
+//! - [`cluster_proc`]: local multi-process clusters (kemu store, etcd) for benchmarks and tests.
+//! - [`shutdown`]: SIGTERM/Ctrl-C.
+
+pub mod bench;
+pub mod certs;
+pub mod cluster_proc;
+pub mod kv;
+pub mod shutdown;
+pub mod store_member;

@@ -1,0 +1,54 @@
+//! `kemu store`: runs one store member until SIGTERM/Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use store::config::{parse_initial_cluster, MemberConfig};
+
+#[derive(Args, Debug)]
+pub struct StoreArgs {
+    /// This member's name (its certificate is `<certs>/<name>.crt`).
+    #[arg(long)]
+    name: String,
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// Address clients connect to (QUIC).
+    #[arg(long)]
+    listen_client: SocketAddr,
+    /// Address peers connect to (QUIC).
+    #[arg(long)]
+    listen_peer: SocketAddr,
+    /// Every member: `n1=HOST:PEERPORT,n2=...`, the same on every member.
+    #[arg(long)]
+    initial_cluster: String,
+    /// Directory with `ca.crt` and this member's certificate and key.
+    #[arg(long)]
+    certs: PathBuf,
+    /// Raft tick in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    tick_ms: u64,
+    /// Ticks without a heartbeat before an election.
+    #[arg(long, default_value_t = 10)]
+    election_ticks: usize,
+    /// Snapshot and compact the raft log after this many entries.
+    #[arg(long, default_value_t = 100_000)]
+    snapshot_entries: u64,
+}
+
+pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
+    let cluster = parse_initial_cluster(&args.initial_cluster)?;
+    let mut config =
+        MemberConfig::new(&args.name, &args.data_dir, args.listen_client, args.listen_peer, cluster, &args.certs);
+    config.tick = Duration::from_millis(args.tick_ms);
+    config.election_ticks = args.election_ticks;
+    config.snapshot_entries = args.snapshot_entries;
+    config.validate()?;
+    store::service::run_member(config, crate::shutdown::signal())
+        .await
+        .with_context(|| format!("store member {}", args.name))?;
+    Ok(ExitCode::SUCCESS)
+}
