@@ -1,0 +1,192 @@
+//! The RPC server: accepts connections and turns each stream into a [`Handler`] call.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls_pki_types::CertificateDer;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tracing::{debug, info_span, warn, Instrument};
+
+use super::{codes, Call};
+use crate::frame::read_frame;
+use crate::subject::SubjectName;
+use crate::tls::TlsIdentity;
+use crate::TransportError;
+
+/// How long shutdown waits for connections to be closed cleanly before giving up.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Who is calling, from the verified client certificate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// The CN of the client's certificate: a user or node name.
+    pub name: String,
+    /// The O values of the client's certificate, used as groups.
+    pub organizations: Vec<String>,
+    pub addr: SocketAddr,
+}
+
+/// Serves the calls of one service. One value handles every stream of every connection, so it
+/// is shared (`Arc`) and must be `Sync`.
+pub trait Handler: Send + Sync + 'static {
+    /// The first frame of each stream.
+    type Request: DeserializeOwned + Send + 'static;
+    /// What the handler sends back through the [`Call`].
+    type Response: Serialize + Send + Sync + 'static;
+
+    /// Handles one call. Runs in its own task; returning (or dropping `call`) finishes the
+    /// response stream.
+    fn handle(
+        &self,
+        peer: Peer,
+        request: Self::Request,
+        call: Call<Self::Response>,
+    ) -> impl Future<Output = ()> + Send;
+}
+
+/// A bound QUIC endpoint requiring cluster client certificates; call [`serve`](Self::serve)
+/// to start accepting.
+#[derive(Debug)]
+pub struct RpcServer {
+    endpoint: quinn::Endpoint,
+}
+
+impl RpcServer {
+    /// Binds the UDP socket. Clients must present a certificate signed by the cluster CA; one
+    /// without is refused during the handshake. Must be called inside a Tokio runtime.
+    pub fn bind(addr: SocketAddr, identity: &TlsIdentity) -> Result<Self, TransportError> {
+        let config = identity.quinn_server_config()?;
+        let endpoint = quinn::Endpoint::server(config, addr)
+            .map_err(|source| TransportError::Bind { addr, source })?;
+        Ok(RpcServer { endpoint })
+    }
+
+    /// The bound address (useful after binding port 0).
+    pub fn local_addr(&self) -> Result<SocketAddr, TransportError> {
+        let addr = self
+            .endpoint
+            .local_addr()
+            .map_err(|source| TransportError::Socket {
+                operation: "query the server's local address",
+                source,
+            })?;
+        Ok(addr)
+    }
+
+    /// Accepts connections until `shutdown` resolves, then closes every connection and waits
+    /// briefly for the close to reach peers.
+    pub async fn serve<H: Handler>(
+        self,
+        handler: Arc<H>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                incoming = self.endpoint.accept() => match incoming {
+                    Some(incoming) => {
+                        tokio::spawn(serve_connection(incoming, handler.clone()));
+                    }
+                    None => break,
+                },
+            }
+        }
+        self.endpoint
+            .close(codes::SHUTDOWN, b"server shutting down");
+        if tokio::time::timeout(SHUTDOWN_GRACE, self.endpoint.wait_idle())
+            .await
+            .is_err()
+        {
+            debug!("QUIC endpoint not idle after {SHUTDOWN_GRACE:?}; dropping it");
+        }
+    }
+}
+
+async fn serve_connection<H: Handler>(incoming: quinn::Incoming, handler: Arc<H>) {
+    let remote = incoming.remote_address();
+    let connection = match incoming.await {
+        Ok(connection) => connection,
+        Err(e) => {
+            // Includes clients without an acceptable certificate.
+            warn!(%remote, error = %e, "QUIC handshake failed");
+            return;
+        }
+    };
+    let peer = match peer_of(&connection) {
+        Ok(peer) => peer,
+        Err(reason) => {
+            warn!(%remote, %reason, "cannot identify client certificate; closing");
+            connection.close(codes::BAD_PEER, b"unreadable client certificate");
+            return;
+        }
+    };
+    let span = info_span!("rpc_connection", peer = %peer.name, addr = %peer.addr);
+    async move {
+        debug!("connection established");
+        loop {
+            match connection.accept_bi().await {
+                Ok((send, recv)) => {
+                    let stream_span = info_span!("rpc_stream", stream = %send.id());
+                    tokio::spawn(
+                        serve_stream(send, recv, peer.clone(), handler.clone())
+                            .instrument(stream_span),
+                    );
+                }
+                Err(e) => {
+                    debug!(error = %e, "connection ended");
+                    break;
+                }
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+}
+
+async fn serve_stream<H: Handler>(
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    peer: Peer,
+    handler: Arc<H>,
+) {
+    let request = match read_frame::<H::Request>(&mut recv).await {
+        Ok(Some(request)) => request,
+        // The client opened a stream and finished it without a request: nothing to do.
+        Ok(None) => return,
+        Err(e) if e.is_connection_lost() => {
+            debug!(error = %e, "connection lost before the request arrived");
+            return;
+        }
+        Err(e) => {
+            warn!(peer = %peer.name, addr = %peer.addr, error = %e, "bad request frame; resetting stream");
+            // Only this stream is abandoned; the connection and its other calls go on.
+            let _ = recv.stop(codes::BAD_FRAME);
+            let _ = send.reset(codes::BAD_FRAME);
+            return;
+        }
+    };
+    handler.handle(peer, request, Call::new(send, recv)).await;
+}
+
+/// Reads the verified client certificate's CN and O. The handshake already checked the chain,
+/// so a failure here means a certificate we can verify but not read.
+fn peer_of(connection: &quinn::Connection) -> Result<Peer, String> {
+    let identity = connection.peer_identity().ok_or("no client certificate")?;
+    let chain = identity
+        .downcast::<Vec<CertificateDer<'static>>>()
+        .map_err(|_| "peer identity is not an X.509 chain")?;
+    let leaf = chain.first().ok_or("empty client certificate chain")?;
+    let subject = SubjectName::from_certificate(leaf)?;
+    Ok(Peer {
+        name: subject
+            .common_name()
+            .ok_or("client certificate has no CN")?,
+        organizations: subject.organizations(),
+        addr: connection.remote_address(),
+    })
+}

@@ -1,0 +1,312 @@
+//! A process's TLS identity and the rustls/quinn configurations built from it.
+//!
+//! Both directions use mutual TLS 1.3 against the cluster CA: servers demand a client
+//! certificate signed by it, clients check the server's chain and its IP/DNS name.
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
+use rustls::RootCertStore;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::pki::{pair_paths, read_to_string, CA_NAME};
+use crate::subject::SubjectName;
+use crate::TransportError;
+
+/// ALPN protocol id; a peer speaking anything else fails the handshake instead of garbling
+/// frames later.
+const ALPN: &[u8] = b"kemu/1";
+
+/// The certificates and key one process presents, and the CA roots it trusts.
+///
+/// Cheap to clone: the material is shared.
+#[derive(Clone)]
+pub struct TlsIdentity {
+    roots: Arc<RootCertStore>,
+    chain: Arc<Vec<CertificateDer<'static>>>,
+    key: Arc<PrivateKeyDer<'static>>,
+    name: String,
+    organizations: Vec<String>,
+}
+
+impl std::fmt::Debug for TlsIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.debug_struct("TlsIdentity")
+            .field("name", &self.name)
+            .field("organizations", &self.organizations)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsIdentity {
+    /// Loads `ca.crt`, `{name}.crt` and `{name}.key` from `certs_dir`. Errors name the file
+    /// that is missing or unusable.
+    pub fn load(certs_dir: &Path, name: &str) -> Result<Self, TransportError> {
+        let ca_path = certs_dir.join(format!("{CA_NAME}.crt"));
+        let (crt_path, key_path) = pair_paths(certs_dir, name);
+
+        let ca_certs = parse_certificates(read_to_string(&ca_path)?.as_bytes(), &ca_path)?;
+        let mut roots = RootCertStore::empty();
+        for cert in ca_certs {
+            roots.add(cert).map_err(|e| TransportError::BadCredential {
+                path: ca_path.clone(),
+                reason: format!("not a usable CA certificate: {e}"),
+            })?;
+        }
+
+        let chain = parse_certificates(read_to_string(&crt_path)?.as_bytes(), &crt_path)?;
+        let subject = chain
+            .first()
+            .map(|leaf| SubjectName::from_certificate(leaf))
+            .transpose()
+            .map_err(|reason| TransportError::BadCredential {
+                path: crt_path.clone(),
+                reason,
+            })?;
+        let (cn, organizations) = match subject {
+            Some(s) => (s.common_name(), s.organizations()),
+            None => (None, Vec::new()),
+        };
+
+        let key =
+            PrivateKeyDer::from_pem_slice(read_to_string(&key_path)?.as_bytes()).map_err(|e| {
+                TransportError::BadCredential {
+                    path: key_path.clone(),
+                    reason: format!("no usable PEM private key: {e}"),
+                }
+            })?;
+        // Catch a corrupt or mismatched key now, naming the file, rather than at bind time.
+        let signing_key = provider()
+            .key_provider
+            .load_private_key(key.clone_key())
+            .map_err(|e| TransportError::BadCredential {
+                path: key_path.clone(),
+                reason: e.to_string(),
+            })?;
+        if let Some(leaf) = chain.first() {
+            rustls::sign::CertifiedKey::new(vec![leaf.clone()], signing_key)
+                .keys_match()
+                .map_err(|e| TransportError::BadCredential {
+                    path: key_path.clone(),
+                    reason: format!("does not match {}: {e}", crt_path.display()),
+                })?;
+        }
+
+        Ok(TlsIdentity {
+            roots: Arc::new(roots),
+            chain: Arc::new(chain),
+            key: Arc::new(key),
+            name: cn.unwrap_or_else(|| name.to_string()),
+            organizations,
+        })
+    }
+
+    /// The certificate's common name (the file stem if the certificate has no CN).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The certificate's organizations (groups).
+    pub fn organizations(&self) -> &[String] {
+        &self.organizations
+    }
+
+    /// The rustls server configuration: our chain, and mandatory client certificates from the
+    /// cluster CA.
+    pub fn rustls_server_config(&self) -> Result<rustls::ServerConfig, TransportError> {
+        let verifier = WebPkiClientVerifier::builder_with_provider(self.roots.clone(), provider())
+            .build()
+            .map_err(|e| TransportError::Config {
+                context: "client certificate verifier",
+                reason: e.to_string(),
+            })?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|source| TransportError::Tls {
+                context: "server protocol versions",
+                source,
+            })?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(self.chain.to_vec(), self.key.clone_key())
+            .map_err(|source| TransportError::Tls {
+                context: "server certificate",
+                source,
+            })?;
+        config.alpn_protocols = vec![ALPN.to_vec()];
+        Ok(config)
+    }
+
+    /// The rustls client configuration: trust only the cluster CA and present our chain.
+    pub fn rustls_client_config(&self) -> Result<rustls::ClientConfig, TransportError> {
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|source| TransportError::Tls {
+                context: "client protocol versions",
+                source,
+            })?
+            .with_root_certificates(self.roots.clone())
+            .with_client_auth_cert(self.chain.to_vec(), self.key.clone_key())
+            .map_err(|source| TransportError::Tls {
+                context: "client certificate",
+                source,
+            })?;
+        config.alpn_protocols = vec![ALPN.to_vec()];
+        Ok(config)
+    }
+
+    /// The quinn server configuration with kemu's transport settings.
+    pub fn quinn_server_config(&self) -> Result<quinn::ServerConfig, TransportError> {
+        let crypto =
+            quinn::crypto::rustls::QuicServerConfig::try_from(self.rustls_server_config()?)
+                .map_err(|e| TransportError::Config {
+                    context: "QUIC server crypto",
+                    reason: e.to_string(),
+                })?;
+        let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        config.transport_config(Arc::new(transport_config()));
+        Ok(config)
+    }
+
+    /// The quinn client configuration with kemu's transport settings.
+    pub fn quinn_client_config(&self) -> Result<quinn::ClientConfig, TransportError> {
+        quinn_client_config(self.rustls_client_config()?)
+    }
+}
+
+/// Wraps a rustls client configuration for quinn with kemu's transport settings. Public so
+/// tests and tools can connect with a deliberately unusual TLS setup.
+pub fn quinn_client_config(
+    crypto: rustls::ClientConfig,
+) -> Result<quinn::ClientConfig, TransportError> {
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).map_err(|e| {
+        TransportError::Config {
+            context: "QUIC client crypto",
+            reason: e.to_string(),
+        }
+    })?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(Arc::new(transport_config()));
+    Ok(config)
+}
+
+/// The crypto provider used everywhere, chosen explicitly so the crate never depends on a
+/// process-wide default having been installed.
+pub fn provider() -> Arc<CryptoProvider> {
+    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
+    PROVIDER
+        .get_or_init(|| Arc::new(rustls::crypto::ring::default_provider()))
+        .clone()
+}
+
+/// QUIC settings sized for raft traffic and thousands of concurrent watches on one connection:
+/// each call is a stream, so the stream limit is high, and windows are large so a big snapshot
+/// or a burst of watch events is not throttled by flow control.
+fn transport_config() -> quinn::TransportConfig {
+    const STREAM_WINDOW: u32 = 16 * 1024 * 1024;
+    const CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
+    let mut config = quinn::TransportConfig::default();
+    config
+        .max_concurrent_bidi_streams(quinn::VarInt::from_u32(100_000))
+        .max_concurrent_uni_streams(quinn::VarInt::from_u32(0))
+        .stream_receive_window(quinn::VarInt::from_u32(STREAM_WINDOW))
+        .receive_window(quinn::VarInt::from_u32(CONNECTION_WINDOW))
+        .send_window(u64::from(CONNECTION_WINDOW))
+        .keep_alive_interval(Some(Duration::from_secs(5)))
+        .max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
+            30_000,
+        ))));
+    config
+}
+
+/// Parses every certificate in a PEM buffer; `path` only labels errors. An empty result is an
+/// error because a certificate file without certificates is always a mistake.
+pub(crate) fn parse_certificates(
+    pem: &[u8],
+    path: &Path,
+) -> Result<Vec<CertificateDer<'static>>, TransportError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TransportError::BadCredential {
+            path: path.to_path_buf(),
+            reason: format!("invalid PEM: {e}"),
+        })?;
+    if certs.is_empty() {
+        return Err(TransportError::BadCredential {
+            path: path.to_path_buf(),
+            reason: "no CERTIFICATE block found".into(),
+        });
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pki::{create_ca, issue, CertSpec};
+
+    #[test]
+    fn load_reads_name_and_groups() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        create_ca(dir.path(), "t").expect("ca");
+        issue(
+            dir.path(),
+            &CertSpec {
+                name: "node-1".into(),
+                organizations: vec!["system:nodes".into()],
+                sans: vec![],
+            },
+        )
+        .expect("issue");
+        let id = TlsIdentity::load(dir.path(), "node-1").expect("load");
+        assert_eq!(id.name(), "node-1");
+        assert_eq!(id.organizations(), ["system:nodes".to_string()]);
+        id.quinn_server_config().expect("server config");
+        id.quinn_client_config().expect("client config");
+    }
+
+    #[test]
+    fn errors_name_the_bad_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        create_ca(dir.path(), "t").expect("ca");
+        match TlsIdentity::load(dir.path(), "missing") {
+            Err(TransportError::File { path, .. }) => assert!(path.ends_with("missing.crt")),
+            other => panic!("expected file error, got {other:?}"),
+        }
+        issue(
+            dir.path(),
+            &CertSpec {
+                name: "a".into(),
+                organizations: vec![],
+                sans: vec![],
+            },
+        )
+        .expect("issue");
+        std::fs::write(dir.path().join("a.key"), "not a key").expect("write");
+        match TlsIdentity::load(dir.path(), "a") {
+            Err(TransportError::BadCredential { path, .. }) => assert!(path.ends_with("a.key")),
+            other => panic!("expected bad credential, got {other:?}"),
+        }
+        // A valid key that belongs to another certificate.
+        issue(
+            dir.path(),
+            &CertSpec {
+                name: "b".into(),
+                organizations: vec![],
+                sans: vec![],
+            },
+        )
+        .expect("issue");
+        std::fs::copy(dir.path().join("b.key"), dir.path().join("a.key")).expect("copy");
+        match TlsIdentity::load(dir.path(), "a") {
+            Err(TransportError::BadCredential { path, reason }) => {
+                assert!(path.ends_with("a.key"), "{reason}")
+            }
+            other => panic!("expected key mismatch, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! End-to-end RPC tests over loopback with real certificates.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use transport::pki::{create_ca, issue, CertSpec};
+use transport::rpc::{Call, Handler, Peer, RpcClient, RpcServer};
+use transport::tls::TlsIdentity;
+use transport::TransportError;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Serialize, Deserialize)]
+enum Req {
+    Echo(String),
+    WhoAmI,
+    Count(u32),
+    Watch,
+    Upload,
+    Chunk(u32),
+}
+
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+enum Resp {
+    Echo(String),
+    Peer {
+        name: String,
+        organizations: Vec<String>,
+    },
+    Item(u32),
+    Received(Vec<u32>),
+}
+
+/// Reports what the handler saw, so tests can wait on server-side events.
+struct TestHandler {
+    watch_closed: mpsc::UnboundedSender<()>,
+    uploads: mpsc::UnboundedSender<Vec<u32>>,
+}
+
+impl Handler for TestHandler {
+    type Request = Req;
+    type Response = Resp;
+
+    async fn handle(&self, peer: Peer, request: Req, mut call: Call<Resp>) {
+        let result = match request {
+            Req::Echo(s) => call.reply(&Resp::Echo(s)).await,
+            Req::WhoAmI => {
+                call.reply(&Resp::Peer {
+                    name: peer.name,
+                    organizations: peer.organizations,
+                })
+                .await
+            }
+            Req::Count(n) => {
+                let mut result = Ok(());
+                for i in 0..n {
+                    result = call.send(&Resp::Item(i)).await;
+                    if result.is_err() {
+                        break;
+                    }
+                }
+                match result {
+                    Ok(()) => call.finish().await,
+                    Err(e) => Err(e),
+                }
+            }
+            Req::Watch => {
+                let sent = call.send(&Resp::Item(0)).await;
+                call.closed().await;
+                let _ = self.watch_closed.send(());
+                sent
+            }
+            Req::Upload => {
+                let mut received = Vec::new();
+                loop {
+                    match call.recv::<Req>().await {
+                        Ok(Some(Req::Chunk(i))) => received.push(i),
+                        Ok(Some(other)) => panic!("unexpected frame {other:?}"),
+                        Ok(None) => break,
+                        Err(e) => panic!("upload failed: {e}"),
+                    }
+                }
+                let _ = self.uploads.send(received.clone());
+                call.reply(&Resp::Received(received)).await
+            }
+            Req::Chunk(_) => Ok(()),
+        };
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "handler ended with an error");
+        }
+    }
+}
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<JoinHandle<()>>,
+    watch_closed: mpsc::UnboundedReceiver<()>,
+    uploads: mpsc::UnboundedReceiver<Vec<u32>>,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        create_ca(dir.path(), "test").expect("ca");
+        issue_cert(dir.path(), "server", &["system:servers"]);
+        issue_cert(dir.path(), "alice", &["system:masters", "devs"]);
+        let identity = TlsIdentity::load(dir.path(), "server").expect("server identity");
+        let server =
+            RpcServer::bind("127.0.0.1:0".parse().expect("addr"), &identity).expect("bind");
+        let addr = server.local_addr().expect("local addr");
+        let (watch_tx, watch_closed) = mpsc::unbounded_channel();
+        let (uploads_tx, uploads) = mpsc::unbounded_channel();
+        let handler = Arc::new(TestHandler {
+            watch_closed: watch_tx,
+            uploads: uploads_tx,
+        });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = tokio::spawn(server.serve(handler, async move {
+            let _ = stopped.await;
+        }));
+        Cluster {
+            dir,
+            addr,
+            stop: Some(stop),
+            server: Some(server),
+            watch_closed,
+            uploads,
+        }
+    }
+
+    fn client(&self, name: &str) -> RpcClient {
+        let identity = TlsIdentity::load(self.dir.path(), name).expect("client identity");
+        RpcClient::new(&identity).expect("client")
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            tokio::time::timeout(WAIT, server)
+                .await
+                .expect("server stops in time")
+                .expect("server task");
+        }
+    }
+}
+
+fn issue_cert(dir: &Path, name: &str, organizations: &[&str]) {
+    issue(
+        dir,
+        &CertSpec {
+            name: name.into(),
+            organizations: organizations.iter().map(|o| o.to_string()).collect(),
+            sans: vec![],
+        },
+    )
+    .expect("issue");
+}
+
+#[tokio::test]
+async fn unary_round_trip_sees_client_identity() {
+    let mut cluster = Cluster::start().await;
+    let conn = cluster
+        .client("alice")
+        .connect(cluster.addr)
+        .await
+        .expect("connect");
+    let echoed: Resp = conn.unary(&Req::Echo("hello".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("hello".into()));
+    let who: Resp = conn.unary(&Req::WhoAmI).await.expect("whoami");
+    assert_eq!(
+        who,
+        Resp::Peer {
+            name: "alice".into(),
+            organizations: vec!["system:masters".into(), "devs".into()],
+        }
+    );
+
+    // Many concurrent calls share one connection.
+    let calls = (0..200).map(|i| {
+        let conn = conn.clone();
+        async move { conn.unary::<_, Resp>(&Req::Echo(i.to_string())).await }
+    });
+    let results = futures::future::join_all(calls).await;
+    for (i, result) in results.into_iter().enumerate() {
+        assert_eq!(result.expect("call"), Resp::Echo(i.to_string()));
+    }
+
+    cluster.shutdown().await;
+    let err = conn
+        .unary::<_, Resp>(&Req::WhoAmI)
+        .await
+        .expect_err("server is gone");
+    assert!(err.is_connection_lost(), "{err:?}");
+    assert!(conn.is_closed());
+}
+
+#[tokio::test]
+async fn server_stream_in_order_and_drop_cancels() {
+    let mut cluster = Cluster::start().await;
+    let conn = cluster
+        .client("alice")
+        .connect(cluster.addr)
+        .await
+        .expect("connect");
+
+    let mut stream = conn
+        .server_stream::<_, Resp>(&Req::Count(1000))
+        .await
+        .expect("stream");
+    for i in 0..1000 {
+        let item = tokio::time::timeout(WAIT, stream.next())
+            .await
+            .expect("item in time")
+            .expect("stream not over")
+            .expect("item");
+        assert_eq!(item, Resp::Item(i));
+    }
+    assert!(stream.next().await.is_none(), "clean end after 1000 items");
+
+    let mut watch = conn
+        .server_stream::<_, Resp>(&Req::Watch)
+        .await
+        .expect("watch");
+    let first = watch.next().await.expect("first event").expect("item");
+    assert_eq!(first, Resp::Item(0));
+    drop(watch);
+    tokio::time::timeout(WAIT, cluster.watch_closed.recv())
+        .await
+        .expect("server saw the watch closed")
+        .expect("channel open");
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn client_stream_delivers_every_frame() {
+    let mut cluster = Cluster::start().await;
+    let conn = cluster
+        .client("alice")
+        .connect(cluster.addr)
+        .await
+        .expect("connect");
+
+    let mut sink = conn.client_stream(&Req::Upload).await.expect("open");
+    for i in 0..100 {
+        sink.send(&Req::Chunk(i)).await.expect("send");
+    }
+    sink.finish().await.expect("finish");
+    let received = tokio::time::timeout(WAIT, cluster.uploads.recv())
+        .await
+        .expect("upload in time")
+        .expect("channel open");
+    assert_eq!(received, (0..100).collect::<Vec<_>>());
+
+    let mut sink = conn.client_stream(&Req::Upload).await.expect("open");
+    for i in 0..100 {
+        sink.send(&Req::Chunk(i)).await.expect("send");
+    }
+    let reply: Resp = sink.finish_with_reply().await.expect("reply");
+    assert_eq!(reply, Resp::Received((0..100).collect()));
+    cluster.shutdown().await;
+}
+
+/// A call on a connection the server should have refused must not succeed.
+async fn assert_refused(client: &RpcClient, addr: SocketAddr) {
+    match client.connect(addr).await {
+        Err(e) => assert!(e.is_connection_lost(), "{e:?}"),
+        Ok(conn) => {
+            let err = conn
+                .unary::<_, Resp>(&Req::WhoAmI)
+                .await
+                .expect_err("server must refuse the client");
+            assert!(err.is_connection_lost(), "{err:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn client_from_another_ca_is_refused() {
+    let mut cluster = Cluster::start().await;
+
+    // mallory trusts the real CA (so she accepts the server) but her certificate comes from
+    // another CA.
+    let other = tempfile::tempdir().expect("tempdir");
+    create_ca(other.path(), "other").expect("other ca");
+    issue_cert(other.path(), "mallory", &["system:masters"]);
+    let mixed = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(
+        cluster.dir.path().join("ca.crt"),
+        mixed.path().join("ca.crt"),
+    )
+    .expect("copy");
+    for file in ["mallory.crt", "mallory.key"] {
+        std::fs::copy(other.path().join(file), mixed.path().join(file)).expect("copy");
+    }
+    let mallory = TlsIdentity::load(mixed.path(), "mallory").expect("identity");
+    assert_refused(&RpcClient::new(&mallory).expect("client"), cluster.addr).await;
+
+    // And a client that trusts only the other CA refuses the server itself.
+    let outsider = TlsIdentity::load(other.path(), "mallory").expect("identity");
+    let err = RpcClient::new(&outsider)
+        .expect("client")
+        .connect(cluster.addr)
+        .await
+        .expect_err("server certificate is from an unknown CA");
+    assert!(matches!(err, TransportError::Connect { .. }), "{err:?}");
+
+    // The server is unaffected.
+    let conn = cluster
+        .client("alice")
+        .connect(cluster.addr)
+        .await
+        .expect("connect");
+    let echoed: Resp = conn
+        .unary(&Req::Echo("still up".into()))
+        .await
+        .expect("echo");
+    assert_eq!(echoed, Resp::Echo("still up".into()));
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn client_without_certificate_is_refused() {
+    let mut cluster = Cluster::start().await;
+    let mut roots = rustls::RootCertStore::empty();
+    let ca_pem = std::fs::read(cluster.dir.path().join("ca.crt")).expect("read ca");
+    use rustls_pki_types::pem::PemObject;
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&ca_pem) {
+        roots.add(cert.expect("pem")).expect("add root");
+    }
+    let crypto = rustls::ClientConfig::builder_with_provider(transport::tls::provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut crypto = crypto;
+    crypto.alpn_protocols = vec![b"kemu/1".to_vec()];
+    let config = transport::tls::quinn_client_config(crypto).expect("quinn config");
+    let anonymous = RpcClient::with_config(config).expect("client");
+    assert_refused(&anonymous, cluster.addr).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_frames_reset_only_their_stream() {
+    let mut cluster = Cluster::start().await;
+    let conn = cluster
+        .client("alice")
+        .connect(cluster.addr)
+        .await
+        .expect("connect");
+
+    let oversized = u32::MAX.to_be_bytes().to_vec();
+    let mut undecodable = 3u32.to_be_bytes().to_vec();
+    undecodable.extend_from_slice(&[0xff, 0xff, 0xff]);
+    let mut truncated = 100u32.to_be_bytes().to_vec();
+    truncated.extend_from_slice(&[0; 10]);
+
+    for garbage in [oversized, undecodable, truncated] {
+        let (mut send, mut recv) = conn.raw().open_bi().await.expect("open raw stream");
+        send.write_all(&garbage).await.expect("write garbage");
+        let _ = send.finish();
+        let result = tokio::time::timeout(WAIT, recv.read_to_end(1024))
+            .await
+            .expect("server answers in time");
+        assert!(
+            matches!(
+                result,
+                Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(_)))
+            ),
+            "expected the stream to be reset, got {result:?}"
+        );
+
+        // The same connection still carries calls.
+        let echoed: Resp = conn.unary(&Req::Echo("ok".into())).await.expect("echo");
+        assert_eq!(echoed, Resp::Echo("ok".into()));
+    }
+    assert!(!conn.is_closed());
+
+    // And the server still accepts new connections.
+    let fresh = cluster
+        .client("alice")
+        .connect(cluster.addr)
+        .await
+        .expect("connect again");
+    let echoed: Resp = fresh.unary(&Req::Echo("fresh".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("fresh".into()));
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn connect_to_nothing_times_out_or_fails() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    create_ca(dir.path(), "test").expect("ca");
+    issue_cert(dir.path(), "alice", &[]);
+    let identity = TlsIdentity::load(dir.path(), "alice").expect("identity");
+    // Bind and drop a socket to find a port nobody listens on.
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let err = RpcClient::new(&identity)
+        .expect("client")
+        .connect(addr)
+        .await
+        .expect_err("nobody listens");
+    assert!(err.is_connection_lost(), "{err:?}");
+}
