@@ -4,13 +4,20 @@
 //! - [`mvcc`]: the pure multi-version state machine that raft entries are applied to.
 //! - [`watch_hub`]: fan-out of applied events to registered watchers; slow watchers are cancelled.
 //! - [`raft_log`]: the durable raft log, hard state and snapshots on disk (`raft::Storage`).
+//! - [`config`]: a member's settings and their validation.
 //! - [`member`]: one store member: the raft `RawNode` driver, proposals, ReadIndex and leases.
 //! - [`service`]: the member's QUIC services (client API and raft peer links).
 //! - [`client`]: [`Client`], which talks to any member and follows retries.
 
+pub mod client;
+pub mod config;
+pub mod member;
 pub mod mvcc;
 pub mod raft_log;
+pub mod service;
 pub mod types;
 pub mod watch_hub;
+
+pub use client::Client;
 
 pub use types::*;

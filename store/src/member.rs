@@ -217,7 +217,6 @@ struct Pending {
     data: Vec<u8>,
     /// The raft term when it was (last) proposed.
     term: u64,
-    deadline: Instant,
 }
 
 struct ReadBatch {
@@ -375,7 +374,7 @@ impl Driver {
                 let seq = self.next_seq;
                 self.next_seq = self.next_seq.wrapping_add(1);
                 let deadline = Instant::now() + self.shared.config.request_timeout;
-                let pending = Pending { reply, data, term: self.node.raft.term, deadline };
+                let pending = Pending { reply, data, term: self.node.raft.term };
                 self.pending.insert(seq, pending);
                 self.pending_order.push_back((deadline, seq));
                 self.propose_pending(seq);

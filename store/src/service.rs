@@ -168,7 +168,11 @@ impl PeerLink {
     async fn open(&self) -> Result<transport::rpc::FrameSink<PeerBatch>, transport::TransportError> {
         let connection = tokio::time::timeout(Duration::from_secs(1), self.rpc.connect(self.addr))
             .await
-            .map_err(|_| transport::TransportError::Timeout)??;
+            .map_err(|_| transport::TransportError::Timeout {
+                operation: "connect",
+                addr: self.addr,
+                after: Duration::from_secs(1),
+            })??;
         connection.client_stream(&PeerBatch { from: self.from, messages: Vec::new() }).await
     }
 
@@ -230,7 +234,7 @@ impl Handler for ClientService {
     type Request = ClientRequest;
     type Response = ClientResponse;
 
-    async fn handle(&self, peer: Peer, request: ClientRequest, mut call: Call<ClientResponse>) {
+    async fn handle(&self, peer: Peer, request: ClientRequest, call: Call<ClientResponse>) {
         if !peer.organizations.iter().any(|o| CLIENT_ORGS.contains(&o.as_str())) {
             let denied = StoreError::PermissionDenied { identity: peer.name.clone() };
             let _ = call.reply(&ClientResponse::Error(denied)).await;

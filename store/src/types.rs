@@ -158,8 +158,8 @@ pub enum CompareTarget {
     Lease(LeaseId),
 }
 
-/// A Txn guard. As in etcd, a missing key compares as version, create and mod revision 0 and an
-/// empty value; for a range, every key in it must satisfy the compare.
+/// A Txn guard. As in etcd, a missing key compares as version, create and mod revision 0 and lease
+/// 0, and fails every value compare; for a range, every key in it must satisfy the compare.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Compare {
     pub range: KeyRange,

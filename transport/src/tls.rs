@@ -216,9 +216,10 @@ fn transport_config() -> quinn::TransportConfig {
         .stream_receive_window(quinn::VarInt::from_u32(STREAM_WINDOW))
         .receive_window(quinn::VarInt::from_u32(CONNECTION_WINDOW))
         .send_window(u64::from(CONNECTION_WINDOW))
-        .keep_alive_interval(Some(Duration::from_secs(5)))
+        // A peer killed with SIGKILL sends no close; these bound how long it takes to notice.
+        .keep_alive_interval(Some(Duration::from_secs(1)))
         .max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
-            30_000,
+            5_000,
         ))));
     config
 }
