@@ -121,7 +121,10 @@ async fn store_bench(args: StoreBenchArgs) -> anyhow::Result<ExitCode> {
         bail!("--kill-leader-at must be in [0, 1)");
     }
     let temp = tempfile::Builder::new().prefix("kemu-bench").tempdir()?;
-    let work_dir = args.work_dir.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    let work_dir = args
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
     let mut results = Vec::new();
 
     if args.spawn > 0 {
@@ -130,14 +133,27 @@ async fn store_bench(args: StoreBenchArgs) -> anyhow::Result<ExitCode> {
         let endpoints = cluster.client_endpoints();
         let result = {
             let target = KemuTarget::connect(&endpoints, &cluster.certs_dir(), args.clients)?;
-            let killer = if args.kill_leader_at > 0.0 { Some(Killer::Kemu(&cluster)) } else { None };
-            drive(&args, &format!("kemu store ({} members)", args.spawn), target, killer).await?
+            let killer = if args.kill_leader_at > 0.0 {
+                Some(Killer::Kemu(&cluster))
+            } else {
+                None
+            };
+            drive(
+                &args,
+                &format!("kemu store ({} members)", args.spawn),
+                target,
+                killer,
+            )
+            .await?
         };
         cluster.stop().await;
         results.push(result);
     }
     if !args.endpoints.is_empty() {
-        let certs = args.certs.clone().context("--certs is required with --endpoints")?;
+        let certs = args
+            .certs
+            .clone()
+            .context("--certs is required with --endpoints")?;
         let target = KemuTarget::connect(&args.endpoints, &certs, args.clients)?;
         results.push(drive(&args, "kemu store", target, None).await?);
     }
@@ -145,9 +161,20 @@ async fn store_bench(args: StoreBenchArgs) -> anyhow::Result<ExitCode> {
         let dir = work_dir.join("etcd");
         let etcd = cluster_proc::LocalEtcd::start(&dir, args.spawn_etcd).await?;
         let result = {
-            let target = etcd_target::EtcdTarget::connect(&etcd.client_urls(), args.clients).await?;
-            let killer = if args.kill_leader_at > 0.0 { Some(Killer::Etcd(&etcd)) } else { None };
-            drive(&args, &format!("etcd ({} members)", args.spawn_etcd), target, killer).await?
+            let target =
+                etcd_target::EtcdTarget::connect(&etcd.client_urls(), args.clients).await?;
+            let killer = if args.kill_leader_at > 0.0 {
+                Some(Killer::Etcd(&etcd))
+            } else {
+                None
+            };
+            drive(
+                &args,
+                &format!("etcd ({} members)", args.spawn_etcd),
+                target,
+                killer,
+            )
+            .await?
         };
         etcd.stop().await;
         results.push(result);
@@ -170,7 +197,16 @@ async fn store_bench(args: StoreBenchArgs) -> anyhow::Result<ExitCode> {
 fn print_table(results: &[BenchResult]) {
     println!(
         "{:<26} {:>8} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>12}",
-        "TARGET", "WORKLOAD", "OPS", "ERRORS", "OPS/S", "P50 ms", "P90 ms", "P99 ms", "MAX ms", "RECOVERY ms"
+        "TARGET",
+        "WORKLOAD",
+        "OPS",
+        "ERRORS",
+        "OPS/S",
+        "P50 ms",
+        "P90 ms",
+        "P99 ms",
+        "MAX ms",
+        "RECOVERY ms"
     );
     for r in results {
         println!(
@@ -184,7 +220,9 @@ fn print_table(results: &[BenchResult]) {
             r.latency_ms.p90,
             r.latency_ms.p99,
             r.latency_ms.max,
-            r.recovery_ms.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()),
+            r.recovery_ms
+                .map(|v| format!("{v:.0}"))
+                .unwrap_or_else(|| "-".into()),
         );
     }
     if results.len() == 2 && results[1].ops_per_sec > 0.0 {
@@ -199,8 +237,17 @@ fn print_table(results: &[BenchResult]) {
 
 /// What the generator needs from a store.
 pub trait KvTarget: Send + Sync + 'static {
-    fn put(&self, client: usize, key: Bytes, value: Bytes) -> impl std::future::Future<Output = anyhow::Result<i64>> + Send;
-    fn get(&self, client: usize, key: Bytes) -> impl std::future::Future<Output = anyhow::Result<i64>> + Send;
+    fn put(
+        &self,
+        client: usize,
+        key: Bytes,
+        value: Bytes,
+    ) -> impl std::future::Future<Output = anyhow::Result<i64>> + Send;
+    fn get(
+        &self,
+        client: usize,
+        key: Bytes,
+    ) -> impl std::future::Future<Output = anyhow::Result<i64>> + Send;
     /// Kubernetes' update: if the key's mod revision is `expected`, put; else read it. Returns
     /// (succeeded, the key's mod revision now).
     fn cas(
@@ -217,7 +264,11 @@ struct KemuTarget {
 }
 
 impl KemuTarget {
-    fn connect(endpoints: &[SocketAddr], certs: &Path, clients: usize) -> anyhow::Result<KemuTarget> {
+    fn connect(
+        endpoints: &[SocketAddr],
+        certs: &Path,
+        clients: usize,
+    ) -> anyhow::Result<KemuTarget> {
         // A handful of connections, spread over the members; clients share them (QUIC streams
         // multiplex), as etcd's benchmark shares its gRPC connections.
         let conns = clients.clamp(1, 16);
@@ -237,24 +288,52 @@ impl KemuTarget {
 
 impl KvTarget for KemuTarget {
     async fn put(&self, client: usize, key: Bytes, value: Bytes) -> anyhow::Result<i64> {
-        let r = self.client(client).put(PutRequest { key, value, lease: 0, prev_kv: false }).await?;
+        let r = self
+            .client(client)
+            .put(PutRequest {
+                key,
+                value,
+                lease: 0,
+                prev_kv: false,
+            })
+            .await?;
         Ok(r.header.revision)
     }
 
     async fn get(&self, client: usize, key: Bytes) -> anyhow::Result<i64> {
-        let r = self.client(client).range(RangeRequest { range: KeyRange::single(key), ..Default::default() }).await?;
+        let r = self
+            .client(client)
+            .range(RangeRequest {
+                range: KeyRange::single(key),
+                ..Default::default()
+            })
+            .await?;
         Ok(r.kvs.first().map(|kv| kv.mod_revision).unwrap_or(0))
     }
 
-    async fn cas(&self, client: usize, key: Bytes, expected: i64, value: Bytes) -> anyhow::Result<(bool, i64)> {
+    async fn cas(
+        &self,
+        client: usize,
+        key: Bytes,
+        expected: i64,
+        value: Bytes,
+    ) -> anyhow::Result<(bool, i64)> {
         let request = TxnRequest {
             compare: vec![Compare {
                 range: KeyRange::single(key.clone()),
                 result: CompareResult::Equal,
                 target: CompareTarget::ModRevision(expected),
             }],
-            success: vec![RequestOp::Put(PutRequest { key: key.clone(), value, lease: 0, prev_kv: false })],
-            failure: vec![RequestOp::Range(RangeRequest { range: KeyRange::single(key), ..Default::default() })],
+            success: vec![RequestOp::Put(PutRequest {
+                key: key.clone(),
+                value,
+                lease: 0,
+                prev_kv: false,
+            })],
+            failure: vec![RequestOp::Range(RangeRequest {
+                range: KeyRange::single(key),
+                ..Default::default()
+            })],
         };
         let r = self.client(client).txn(request).await?;
         if r.succeeded {
@@ -264,7 +343,9 @@ impl KvTarget for KemuTarget {
             .responses
             .iter()
             .find_map(|op| match op {
-                ResponseOp::Range(range) => Some(range.kvs.first().map(|kv| kv.mod_revision).unwrap_or(0)),
+                ResponseOp::Range(range) => {
+                    Some(range.kvs.first().map(|kv| kv.mod_revision).unwrap_or(0))
+                }
                 _ => None,
             })
             .unwrap_or(0);
@@ -301,7 +382,10 @@ async fn drive<T: KvTarget>(
     let value_seed = vec![b'x'; args.value_size];
     prefill(&target, args, &value_seed).await?;
     let issued = Arc::new(AtomicU64::new(0));
-    let recorder = Arc::new(Mutex::new(Recorder { histogram: Histogram::new(3)?, errors: 0 }));
+    let recorder = Arc::new(Mutex::new(Recorder {
+        histogram: Histogram::new(3)?,
+        errors: 0,
+    }));
     // Nanoseconds since `started` of the last acknowledged write (for the recovery figure).
     let last_ack = Arc::new(AtomicU64::new(0));
     let first_ack_after_kill = Arc::new(AtomicU64::new(u64::MAX));
@@ -319,7 +403,8 @@ async fn drive<T: KvTarget>(
         let (ops, keys, workload) = (args.ops, args.keys, args.workload);
         workers.push(tokio::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(c as u64);
-            let mut local = Histogram::<u64>::new(3).expect("3 significant figures is a valid precision");
+            let mut local =
+                Histogram::<u64>::new(3).expect("3 significant figures is a valid precision");
             let mut errors = 0;
             let own_key = Bytes::from(format!("bench/cas/{c:06}"));
             let mut expected = 0i64;
@@ -347,7 +432,10 @@ async fn drive<T: KvTarget>(
                     }
                     Workload::Txn => {
                         is_write = true;
-                        match target.cas(c, own_key.clone(), expected, value.clone()).await {
+                        match target
+                            .cas(c, own_key.clone(), expected, value.clone())
+                            .await
+                        {
                             Ok((_, rev)) => {
                                 expected = rev;
                                 Ok(())
@@ -414,27 +502,43 @@ async fn drive<T: KvTarget>(
         value_size: args.value_size,
         seconds,
         ops_per_sec: ok as f64 / seconds,
-        latency_ms: Percentiles { p50: ms(0.5), p90: ms(0.9), p99: ms(0.99), max: r.histogram.max() as f64 / 1000.0 },
+        latency_ms: Percentiles {
+            p50: ms(0.5),
+            p90: ms(0.9),
+            p99: ms(0.99),
+            max: r.histogram.max() as f64 / 1000.0,
+        },
         recovery_ms,
     })
 }
 
 /// Range and mixed workloads read keys that should exist.
-async fn prefill<T: KvTarget>(target: &Arc<T>, args: &StoreBenchArgs, value: &[u8]) -> anyhow::Result<()> {
+async fn prefill<T: KvTarget>(
+    target: &Arc<T>,
+    args: &StoreBenchArgs,
+    value: &[u8],
+) -> anyhow::Result<()> {
     if !matches!(args.workload, Workload::Range | Workload::Mixed) {
         return Ok(());
     }
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for c in 0..args.clients.min(32) {
-        let (target, next, keys, value) = (target.clone(), next.clone(), args.keys, Bytes::from(value.to_vec()));
+        let (target, next, keys, value) = (
+            target.clone(),
+            next.clone(),
+            args.keys,
+            Bytes::from(value.to_vec()),
+        );
         tasks.push(tokio::spawn(async move {
             loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
                 if k >= keys {
                     return Ok::<_, anyhow::Error>(());
                 }
-                target.put(c, Bytes::from(format!("bench/{k:08}")), value.clone()).await?;
+                target
+                    .put(c, Bytes::from(format!("bench/{k:08}")), value.clone())
+                    .await?;
             }
         }));
     }
@@ -462,7 +566,11 @@ mod etcd_target {
                 // Spread connections over members, as the kemu target does.
                 let mut ordered = urls.to_vec();
                 ordered.rotate_left(i % urls.len().max(1));
-                out.push(etcd_client::Client::connect(ordered, None).await.context("connecting to etcd")?);
+                out.push(
+                    etcd_client::Client::connect(ordered, None)
+                        .await
+                        .context("connecting to etcd")?,
+                );
             }
             Ok(EtcdTarget { clients: out })
         }
@@ -474,7 +582,10 @@ mod etcd_target {
 
     impl KvTarget for EtcdTarget {
         async fn put(&self, client: usize, key: Bytes, value: Bytes) -> anyhow::Result<i64> {
-            let r = self.client(client).put(key.to_vec(), value.to_vec(), None).await?;
+            let r = self
+                .client(client)
+                .put(key.to_vec(), value.to_vec(), None)
+                .await?;
             Ok(r.header().map(|h| h.revision()).unwrap_or(0))
         }
 
@@ -483,9 +594,19 @@ mod etcd_target {
             Ok(r.kvs().first().map(|kv| kv.mod_revision()).unwrap_or(0))
         }
 
-        async fn cas(&self, client: usize, key: Bytes, expected: i64, value: Bytes) -> anyhow::Result<(bool, i64)> {
+        async fn cas(
+            &self,
+            client: usize,
+            key: Bytes,
+            expected: i64,
+            value: Bytes,
+        ) -> anyhow::Result<(bool, i64)> {
             let txn = Txn::new()
-                .when([Compare::mod_revision(key.to_vec(), CompareOp::Equal, expected)])
+                .when([Compare::mod_revision(
+                    key.to_vec(),
+                    CompareOp::Equal,
+                    expected,
+                )])
                 .and_then([TxnOp::put(key.to_vec(), value.to_vec(), None)])
                 .or_else([TxnOp::get(key.to_vec(), None)]);
             let r = self.client(client).txn(txn).await?;
@@ -496,7 +617,9 @@ mod etcd_target {
                 .op_responses()
                 .into_iter()
                 .find_map(|op| match op {
-                    TxnOpResponse::Get(g) => Some(g.kvs().first().map(|kv| kv.mod_revision()).unwrap_or(0)),
+                    TxnOpResponse::Get(g) => {
+                        Some(g.kvs().first().map(|kv| kv.mod_revision()).unwrap_or(0))
+                    }
                     _ => None,
                 })
                 .unwrap_or(0);

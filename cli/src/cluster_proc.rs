@@ -77,20 +77,39 @@ impl LocalStore {
 
     /// Like [`LocalStore::start`], running the `kemu` binary at `exe` with `extra_args` added to
     /// every member's command line.
-    pub async fn start_with(exe: &Path, dir: &Path, n: usize, extra_args: &[String]) -> anyhow::Result<LocalStore> {
+    pub async fn start_with(
+        exe: &Path,
+        dir: &Path,
+        n: usize,
+        extra_args: &[String],
+    ) -> anyhow::Result<LocalStore> {
         std::fs::create_dir_all(dir)?;
         let certs = dir.join("certs");
         std::fs::create_dir_all(&certs)?;
         pki::create_ca(&certs, "kemu-local")?;
         let names: Vec<String> = (1..=n).map(|i| format!("s{i}")).collect();
         for name in &names {
-            let spec = CertSpec { name: name.clone(), organizations: vec![store::config::STORE_MEMBER_ORG.into()], sans: vec![] };
+            let spec = CertSpec {
+                name: name.clone(),
+                organizations: vec![store::config::STORE_MEMBER_ORG.into()],
+                sans: vec![],
+            };
             pki::issue(&certs, &spec)?;
         }
-        pki::issue(&certs, &CertSpec { name: "admin".into(), organizations: vec!["system:masters".into()], sans: vec![] })?;
+        pki::issue(
+            &certs,
+            &CertSpec {
+                name: "admin".into(),
+                organizations: vec!["system:masters".into()],
+                sans: vec![],
+            },
+        )?;
         let ports = free_ports(2 * n, true)?;
-        let initial: Vec<String> =
-            names.iter().enumerate().map(|(i, name)| format!("{name}=127.0.0.1:{}", ports[2 * i + 1])).collect();
+        let initial: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| format!("{name}=127.0.0.1:{}", ports[2 * i + 1]))
+            .collect();
         let mut members = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let client: SocketAddr = format!("127.0.0.1:{}", ports[2 * i]).parse()?;
@@ -111,9 +130,18 @@ impl LocalStore {
             ];
             args.extend(extra_args.iter().cloned());
             let child = spawn_logged(exe, &args, &dir.join(format!("{name}.log")))?;
-            members.push(Member { name: name.clone(), client, child: Some(child), args });
+            members.push(Member {
+                name: name.clone(),
+                client,
+                child: Some(child),
+                args,
+            });
         }
-        let cluster = LocalStore { exe: exe.to_path_buf(), dir: dir.to_path_buf(), members: Mutex::new(members) };
+        let cluster = LocalStore {
+            exe: exe.to_path_buf(),
+            dir: dir.to_path_buf(),
+            members: Mutex::new(members),
+        };
         cluster.wait_for_leader(Duration::from_secs(20)).await?;
         Ok(cluster)
     }
@@ -128,7 +156,11 @@ impl LocalStore {
 
     /// A client with the admin certificate, talking to every member.
     pub fn admin(&self) -> anyhow::Result<Client> {
-        Ok(Client::new(ClientConfig::new(self.client_endpoints()), &self.certs_dir(), "admin")?)
+        Ok(Client::new(
+            ClientConfig::new(self.client_endpoints()),
+            &self.certs_dir(),
+            "admin",
+        )?)
     }
 
     /// The name of the member every live member agrees leads.
@@ -138,7 +170,10 @@ impl LocalStore {
         loop {
             let mut leaders = Vec::new();
             for endpoint in self.client_endpoints() {
-                if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(500), client.status_of(endpoint)).await {
+                if let Ok(Ok(s)) =
+                    tokio::time::timeout(Duration::from_millis(500), client.status_of(endpoint))
+                        .await
+                {
                     leaders.push(s.leader_name);
                 }
             }
@@ -148,7 +183,10 @@ impl LocalStore {
                 }
             }
             if Instant::now() > deadline {
-                bail!("no leader elected within {timeout:?}; see the logs in {}", self.dir.display());
+                bail!(
+                    "no leader elected within {timeout:?}; see the logs in {}",
+                    self.dir.display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -158,7 +196,10 @@ impl LocalStore {
     pub async fn kill_leader(&self) -> anyhow::Result<String> {
         let leader = self.wait_for_leader(Duration::from_secs(10)).await?;
         let mut members = self.members.lock();
-        let member = members.iter_mut().find(|m| m.name == leader).context("leader is not one of ours")?;
+        let member = members
+            .iter_mut()
+            .find(|m| m.name == leader)
+            .context("leader is not one of ours")?;
         if let Some(mut child) = member.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -168,7 +209,12 @@ impl LocalStore {
 
     /// Stops every member (SIGTERM, then SIGKILL).
     pub async fn stop(&self) {
-        let children: Vec<Child> = self.members.lock().iter_mut().filter_map(|m| m.child.take()).collect();
+        let children: Vec<Child> = self
+            .members
+            .lock()
+            .iter_mut()
+            .filter_map(|m| m.child.take())
+            .collect();
         for mut child in children {
             terminate(&mut child, Duration::from_secs(5)).await;
         }
@@ -181,7 +227,11 @@ impl LocalStore {
 
     /// The client address of member `name`.
     pub fn endpoint(&self, name: &str) -> Option<SocketAddr> {
-        self.members.lock().iter().find(|m| m.name == name).map(|m| m.client)
+        self.members
+            .lock()
+            .iter()
+            .find(|m| m.name == name)
+            .map(|m| m.client)
     }
 
     pub fn data_dir(&self, name: &str) -> PathBuf {
@@ -195,7 +245,11 @@ impl LocalStore {
     /// SIGKILLs member `name` (no-op if it is not running).
     pub fn kill(&self, name: &str) {
         let mut members = self.members.lock();
-        if let Some(mut child) = members.iter_mut().find(|m| m.name == name).and_then(|m| m.child.take()) {
+        if let Some(mut child) = members
+            .iter_mut()
+            .find(|m| m.name == name)
+            .and_then(|m| m.child.take())
+        {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -203,7 +257,12 @@ impl LocalStore {
 
     /// SIGTERMs member `name` and waits for it to exit.
     pub async fn terminate(&self, name: &str) {
-        let child = self.members.lock().iter_mut().find(|m| m.name == name).and_then(|m| m.child.take());
+        let child = self
+            .members
+            .lock()
+            .iter_mut()
+            .find(|m| m.name == name)
+            .and_then(|m| m.child.take());
         if let Some(mut child) = child {
             terminate(&mut child, Duration::from_secs(5)).await;
         }
@@ -212,9 +271,16 @@ impl LocalStore {
     /// Starts member `name` again with its original command line (no-op if it is running).
     pub fn restart(&self, name: &str) -> anyhow::Result<()> {
         let mut members = self.members.lock();
-        let member = members.iter_mut().find(|m| m.name == name).context("no such member")?;
+        let member = members
+            .iter_mut()
+            .find(|m| m.name == name)
+            .context("no such member")?;
         if member.child.is_none() {
-            member.child = Some(spawn_logged(&self.exe, &member.args, &self.dir.join(format!("{name}.log")))?);
+            member.child = Some(spawn_logged(
+                &self.exe,
+                &member.args,
+                &self.dir.join(format!("{name}.log")),
+            )?);
         }
         Ok(())
     }
@@ -223,7 +289,10 @@ impl LocalStore {
     pub fn exit_status(&self, name: &str) -> Option<std::process::ExitStatus> {
         let mut members = self.members.lock();
         let member = members.iter_mut().find(|m| m.name == name)?;
-        member.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+        member
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 }
 
@@ -239,7 +308,10 @@ impl Drop for LocalStore {
 }
 
 fn spawn_logged(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
-    let out = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
     let err = out.try_clone()?;
     Command::new(exe)
         .args(args)
@@ -257,12 +329,16 @@ pub struct LocalEtcd {
 
 impl LocalEtcd {
     pub async fn start(dir: &Path, n: usize) -> anyhow::Result<LocalEtcd> {
-        let etcd = which("etcd").context("the etcd binary is not installed (Debian package etcd-server)")?;
+        let etcd = which("etcd")
+            .context("the etcd binary is not installed (Debian package etcd-server)")?;
         std::fs::create_dir_all(dir)?;
         let ports = free_ports(2 * n, false)?;
         let names: Vec<String> = (1..=n).map(|i| format!("e{i}")).collect();
-        let initial: Vec<String> =
-            names.iter().enumerate().map(|(i, name)| format!("{name}=http://127.0.0.1:{}", ports[2 * i + 1])).collect();
+        let initial: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| format!("{name}=http://127.0.0.1:{}", ports[2 * i + 1]))
+            .collect();
         let mut members = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let client_url = format!("http://127.0.0.1:{}", ports[2 * i]);
@@ -290,19 +366,28 @@ impl LocalEtcd {
             let child = spawn_logged(&etcd, &args, &dir.join(format!("{name}.log")))?;
             members.push((name.clone(), client_url, Some(child)));
         }
-        let cluster = LocalEtcd { members: Mutex::new(members) };
+        let cluster = LocalEtcd {
+            members: Mutex::new(members),
+        };
         etcd_ops::wait_for_leader(&cluster.client_urls(), Duration::from_secs(30)).await?;
         Ok(cluster)
     }
 
     pub fn client_urls(&self) -> Vec<String> {
-        self.members.lock().iter().map(|(_, url, _)| url.clone()).collect()
+        self.members
+            .lock()
+            .iter()
+            .map(|(_, url, _)| url.clone())
+            .collect()
     }
 
     pub async fn kill_leader(&self) -> anyhow::Result<String> {
         let leader_url = etcd_ops::leader_url(&self.client_urls()).await?;
         let mut members = self.members.lock();
-        let member = members.iter_mut().find(|(_, url, _)| *url == leader_url).context("leader is not one of ours")?;
+        let member = members
+            .iter_mut()
+            .find(|(_, url, _)| *url == leader_url)
+            .context("leader is not one of ours")?;
         if let Some(mut child) = member.2.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -311,7 +396,12 @@ impl LocalEtcd {
     }
 
     pub async fn stop(&self) {
-        let children: Vec<Child> = self.members.lock().iter_mut().filter_map(|m| m.2.take()).collect();
+        let children: Vec<Child> = self
+            .members
+            .lock()
+            .iter_mut()
+            .filter_map(|m| m.2.take())
+            .collect();
         for mut child in children {
             terminate(&mut child, Duration::from_secs(5)).await;
         }
@@ -331,7 +421,9 @@ impl Drop for LocalEtcd {
 
 fn which(binary: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(binary)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(binary))
+        .find(|p| p.is_file())
 }
 
 #[cfg(feature = "etcd")]
@@ -355,12 +447,19 @@ mod etcd_ops {
     /// The client URL of the member that leads.
     pub async fn leader_url(urls: &[String]) -> anyhow::Result<String> {
         for url in urls {
-            let Ok(Ok(mut client)) =
-                tokio::time::timeout(Duration::from_secs(1), etcd_client::Client::connect([url.clone()], None)).await
+            let Ok(Ok(mut client)) = tokio::time::timeout(
+                Duration::from_secs(1),
+                etcd_client::Client::connect([url.clone()], None),
+            )
+            .await
             else {
                 continue;
             };
-            let Ok(Ok(status)) = tokio::time::timeout(Duration::from_secs(1), client.status()).await else { continue };
+            let Ok(Ok(status)) =
+                tokio::time::timeout(Duration::from_secs(1), client.status()).await
+            else {
+                continue;
+            };
             let own = status.header().map(|h| h.member_id()).unwrap_or(0);
             if status.leader() != 0 && status.leader() == own {
                 return Ok(url.clone());

@@ -39,7 +39,11 @@ pub struct Connect {
 impl Connect {
     pub fn client(&self) -> anyhow::Result<Client> {
         let certs = self.certs.as_ref().context("--certs is required")?;
-        Ok(Client::new(ClientConfig::new(self.endpoints.clone()), certs, &self.user)?)
+        Ok(Client::new(
+            ClientConfig::new(self.endpoints.clone()),
+            certs,
+            &self.user,
+        )?)
     }
 }
 
@@ -135,10 +139,24 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
     let client = args.conn.client()?;
     let json_out = args.output == Output::Json;
     match args.command {
-        KvCommand::Put { key, value, lease, prev_kv } => {
-            let response = client.put(PutRequest { key: key.into(), value: value.into(), lease, prev_kv }).await?;
+        KvCommand::Put {
+            key,
+            value,
+            lease,
+            prev_kv,
+        } => {
+            let response = client
+                .put(PutRequest {
+                    key: key.into(),
+                    value: value.into(),
+                    lease,
+                    prev_kv,
+                })
+                .await?;
             if json_out {
-                print_json(json!({"header": header_json(&response.header), "prev_kv": response.prev_kv.as_ref().map(kv_json)}));
+                print_json(
+                    json!({"header": header_json(&response.header), "prev_kv": response.prev_kv.as_ref().map(kv_json)}),
+                );
             } else {
                 println!("OK");
                 if let Some(prev) = &response.prev_kv {
@@ -146,8 +164,23 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        KvCommand::Get { key, prefix, rev, serializable, count_only, keys_only, limit } => {
-            let request = RangeRequest { range: range_of(key, prefix), limit, revision: rev, count_only, keys_only, serializable };
+        KvCommand::Get {
+            key,
+            prefix,
+            rev,
+            serializable,
+            count_only,
+            keys_only,
+            limit,
+        } => {
+            let request = RangeRequest {
+                range: range_of(key, prefix),
+                limit,
+                revision: rev,
+                count_only,
+                keys_only,
+                serializable,
+            };
             let response = client.range(request).await?;
             if json_out {
                 print_json(json!({
@@ -164,8 +197,17 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        KvCommand::Del { key, prefix, prev_kv } => {
-            let response = client.delete_range(DeleteRangeRequest { range: range_of(key, prefix), prev_kv }).await?;
+        KvCommand::Del {
+            key,
+            prefix,
+            prev_kv,
+        } => {
+            let response = client
+                .delete_range(DeleteRangeRequest {
+                    range: range_of(key, prefix),
+                    prev_kv,
+                })
+                .await?;
             if json_out {
                 print_json(json!({
                     "header": header_json(&response.header),
@@ -179,11 +221,24 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        KvCommand::Txn { compares, success, failure } => {
+        KvCommand::Txn {
+            compares,
+            success,
+            failure,
+        } => {
             let request = TxnRequest {
-                compare: compares.iter().map(|c| parse_compare(c)).collect::<anyhow::Result<_>>()?,
-                success: success.iter().map(|o| parse_op(o)).collect::<anyhow::Result<_>>()?,
-                failure: failure.iter().map(|o| parse_op(o)).collect::<anyhow::Result<_>>()?,
+                compare: compares
+                    .iter()
+                    .map(|c| parse_compare(c))
+                    .collect::<anyhow::Result<_>>()?,
+                success: success
+                    .iter()
+                    .map(|o| parse_op(o))
+                    .collect::<anyhow::Result<_>>()?,
+                failure: failure
+                    .iter()
+                    .map(|o| parse_op(o))
+                    .collect::<anyhow::Result<_>>()?,
             };
             let response = client.txn(request).await?;
             if json_out {
@@ -193,7 +248,14 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
                     "responses": response.responses.iter().map(op_json).collect::<Vec<_>>(),
                 }));
             } else {
-                println!("{}", if response.succeeded { "SUCCESS" } else { "FAILURE" });
+                println!(
+                    "{}",
+                    if response.succeeded {
+                        "SUCCESS"
+                    } else {
+                        "FAILURE"
+                    }
+                );
                 for op in &response.responses {
                     if let ResponseOp::Range(r) = op {
                         for kv in &r.kvs {
@@ -203,8 +265,19 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        KvCommand::Watch { key, prefix, rev, prev_kv, events } => {
-            let request = WatchRequest { range: range_of(key, prefix), start_revision: rev, prev_kv, progress_notify_secs: 0 };
+        KvCommand::Watch {
+            key,
+            prefix,
+            rev,
+            prev_kv,
+            events,
+        } => {
+            let request = WatchRequest {
+                range: range_of(key, prefix),
+                start_revision: rev,
+                prev_kv,
+                progress_notify_secs: 0,
+            };
             return watch(&client, request, events, json_out).await;
         }
         KvCommand::Compact { revision } => {
@@ -237,7 +310,12 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn watch(client: &Client, request: WatchRequest, max_events: u64, json_out: bool) -> anyhow::Result<ExitCode> {
+async fn watch(
+    client: &Client,
+    request: WatchRequest,
+    max_events: u64,
+    json_out: bool,
+) -> anyhow::Result<ExitCode> {
     let mut stream = client.watch(request).await?;
     let mut seen = 0u64;
     loop {
@@ -245,7 +323,9 @@ async fn watch(client: &Client, request: WatchRequest, max_events: u64, json_out
             _ = crate::shutdown::signal() => return Ok(ExitCode::SUCCESS),
             m = stream.next() => m,
         };
-        let Some(message) = message else { bail!("watch ended unexpectedly") };
+        let Some(message) = message else {
+            bail!("watch ended unexpectedly")
+        };
         match message? {
             WatchResponse::Events { events, .. } => {
                 for event in &events {
@@ -256,7 +336,13 @@ async fn watch(client: &Client, request: WatchRequest, max_events: u64, json_out
                             "prev_kv": event.prev_kv.as_ref().map(kv_json),
                         }));
                     } else {
-                        println!("{}", match event.kind { EventKind::Put => "PUT", EventKind::Delete => "DELETE" });
+                        println!(
+                            "{}",
+                            match event.kind {
+                                EventKind::Put => "PUT",
+                                EventKind::Delete => "DELETE",
+                            }
+                        );
                         print_kv_text(&event.kv, event.kind == EventKind::Delete);
                     }
                     seen += 1;
@@ -333,11 +419,23 @@ async fn status(client: &Client, json_out: bool) -> anyhow::Result<ExitCode> {
     } else {
         println!(
             "{:<22} {:<8} {:<8} {:<6} {:>11} {:>11} {:>10} {:>10} {:>10}",
-            "ENDPOINT", "NAME", "LEADER", "TERM", "RAFT INDEX", "APPLIED", "REVISION", "KEYS", "DATA SIZE"
+            "ENDPOINT",
+            "NAME",
+            "LEADER",
+            "TERM",
+            "RAFT INDEX",
+            "APPLIED",
+            "REVISION",
+            "KEYS",
+            "DATA SIZE"
         );
         for row in &rows {
             if let Some(err) = row.get("error") {
-                println!("{:<22} error: {}", row["endpoint"].as_str().unwrap_or(""), err.as_str().unwrap_or(""));
+                println!(
+                    "{:<22} error: {}",
+                    row["endpoint"].as_str().unwrap_or(""),
+                    err.as_str().unwrap_or("")
+                );
                 continue;
             }
             println!(
@@ -354,7 +452,11 @@ async fn status(client: &Client, json_out: bool) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn human_bytes(n: u64) -> String {
@@ -383,8 +485,12 @@ fn range_of(key: String, prefix: bool) -> KeyRange {
 /// `version(k) = 3`, `create(k) > 0`, `mod(k) != 5`, `value(k) = "x"`, `lease(k) = 7`.
 fn parse_compare(text: &str) -> anyhow::Result<Compare> {
     let text = text.trim();
-    let open = text.find('(').with_context(|| format!("compare {text:?}: expected TARGET(KEY) OP VALUE"))?;
-    let close = text.find(')').with_context(|| format!("compare {text:?}: missing ')'"))?;
+    let open = text
+        .find('(')
+        .with_context(|| format!("compare {text:?}: expected TARGET(KEY) OP VALUE"))?;
+    let close = text
+        .find(')')
+        .with_context(|| format!("compare {text:?}: missing ')'"))?;
     if close < open {
         bail!("compare {text:?}: expected TARGET(KEY) OP VALUE");
     }
@@ -401,33 +507,56 @@ fn parse_compare(text: &str) -> anyhow::Result<Compare> {
         ">" => CompareResult::Greater,
         _ => CompareResult::Less,
     };
-    let number = || value.parse::<i64>().with_context(|| format!("compare {text:?}: {value:?} is not a number"));
+    let number = || {
+        value
+            .parse::<i64>()
+            .with_context(|| format!("compare {text:?}: {value:?} is not a number"))
+    };
     let target = match target {
         "version" | "ver" => CompareTarget::Version(number()?),
         "create" | "create_revision" => CompareTarget::CreateRevision(number()?),
         "mod" | "mod_revision" => CompareTarget::ModRevision(number()?),
         "lease" => CompareTarget::Lease(number()?),
         "value" | "val" => CompareTarget::Value(Bytes::from(value.trim_matches('"').to_string())),
-        other => bail!("compare {text:?}: unknown target {other:?} (version, create, mod, value, lease)"),
+        other => {
+            bail!("compare {text:?}: unknown target {other:?} (version, create, mod, value, lease)")
+        }
     };
-    Ok(Compare { range: KeyRange::single(Bytes::from(key.to_string())), result, target })
+    Ok(Compare {
+        range: KeyRange::single(Bytes::from(key.to_string())),
+        result,
+        target,
+    })
 }
 
 /// `put K V`, `get K`, `del K`.
 fn parse_op(text: &str) -> anyhow::Result<RequestOp> {
     let mut parts = text.split_whitespace();
     let verb = parts.next().unwrap_or_default();
-    let key = parts.next().with_context(|| format!("operation {text:?}: missing key"))?.to_string();
+    let key = parts
+        .next()
+        .with_context(|| format!("operation {text:?}: missing key"))?
+        .to_string();
     Ok(match verb {
         "put" => {
             let value: Vec<&str> = parts.collect();
             if value.is_empty() {
                 bail!("operation {text:?}: put needs a value");
             }
-            RequestOp::Put(PutRequest { key: key.into(), value: value.join(" ").into(), ..Default::default() })
+            RequestOp::Put(PutRequest {
+                key: key.into(),
+                value: value.join(" ").into(),
+                ..Default::default()
+            })
         }
-        "get" => RequestOp::Range(RangeRequest { range: KeyRange::single(Bytes::from(key)), ..Default::default() }),
-        "del" => RequestOp::DeleteRange(DeleteRangeRequest { range: KeyRange::single(Bytes::from(key)), prev_kv: false }),
+        "get" => RequestOp::Range(RangeRequest {
+            range: KeyRange::single(Bytes::from(key)),
+            ..Default::default()
+        }),
+        "del" => RequestOp::DeleteRange(DeleteRangeRequest {
+            range: KeyRange::single(Bytes::from(key)),
+            prev_kv: false,
+        }),
         other => bail!("operation {text:?}: unknown verb {other:?} (put, get, del)"),
     })
 }
@@ -460,7 +589,9 @@ pub fn kv_json(kv: &KeyValue) -> Value {
 
 fn op_json(op: &ResponseOp) -> Value {
     match op {
-        ResponseOp::Range(r) => json!({"range": {"kvs": r.kvs.iter().map(kv_json).collect::<Vec<_>>(), "count": r.count}}),
+        ResponseOp::Range(r) => {
+            json!({"range": {"kvs": r.kvs.iter().map(kv_json).collect::<Vec<_>>(), "count": r.count}})
+        }
         ResponseOp::Put(r) => json!({"put": {"prev_kv": r.prev_kv.as_ref().map(kv_json)}}),
         ResponseOp::DeleteRange(r) => json!({"delete_range": {"deleted": r.deleted}}),
         ResponseOp::Txn(r) => json!({"txn": {"succeeded": r.succeeded}}),
@@ -480,7 +611,9 @@ mod tests {
         assert_eq!(c.target, CompareTarget::Value(Bytes::from("x y")));
         assert!(parse_compare("mod(k) ~ 5").is_err());
         assert!(parse_compare("nope(k) = 1").is_err());
-        assert!(matches!(parse_op("put k hello world").expect("put"), RequestOp::Put(p) if &p.value[..] == b"hello world"));
+        assert!(
+            matches!(parse_op("put k hello world").expect("put"), RequestOp::Put(p) if &p.value[..] == b"hello world")
+        );
         assert!(parse_op("put k").is_err());
         assert!(parse_op("frob k").is_err());
     }

@@ -5,7 +5,7 @@
 //! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
 //! - [`bench`]: `kemu bench store`, one load generator for kemu's store and real etcd.
 //! - [`cluster_proc`]: local multi-process clusters (kemu store, etcd) for benchmarks and tests.
-//! - [`shutdown`]: SIGTERM/Ctrl-C.
+//! - [`shutdown`]: stopping cleanly on SIGTERM or Ctrl-C.
 
 pub mod bench;
 pub mod certs;

@@ -5,7 +5,11 @@ use clap::{Parser, Subcommand};
 use kemu::{bench, certs, kv, store_member};
 
 #[derive(Parser)]
-#[command(name = "kemu", version, about = "kemu: a Kubernetes control-plane emulator")]
+#[command(
+    name = "kemu",
+    version,
+    about = "kemu: a Kubernetes control-plane emulator"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -27,7 +31,10 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -56,7 +63,12 @@ fn main() -> std::process::ExitCode {
 /// Logs go to stderr; the level comes from `RUST_LOG` (default `info` for kemu's crates, `warn`
 /// for the rest).
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,kemu=info,store=info,transport=info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,kemu=info,store=info,transport=info")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
 }

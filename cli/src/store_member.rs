@@ -41,8 +41,14 @@ pub struct StoreArgs {
 
 pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
     let cluster = parse_initial_cluster(&args.initial_cluster)?;
-    let mut config =
-        MemberConfig::new(&args.name, &args.data_dir, args.listen_client, args.listen_peer, cluster, &args.certs);
+    let mut config = MemberConfig::new(
+        &args.name,
+        &args.data_dir,
+        args.listen_client,
+        args.listen_peer,
+        cluster,
+        &args.certs,
+    );
     config.tick = Duration::from_millis(args.tick_ms);
     config.election_ticks = args.election_ticks;
     config.snapshot_entries = args.snapshot_entries;

@@ -35,7 +35,11 @@ where
 /// A client that talks to one member only.
 fn member_client(cluster: &LocalStore, name: &str) -> anyhow::Result<Client> {
     let endpoint = cluster.endpoint(name).context("no such member")?;
-    Ok(Client::new(ClientConfig::new(vec![endpoint]), &cluster.certs_dir(), "admin")?)
+    Ok(Client::new(
+        ClientConfig::new(vec![endpoint]),
+        &cluster.certs_dir(),
+        "admin",
+    )?)
 }
 
 async fn revision_of(cluster: &LocalStore, name: &str) -> Option<i64> {
@@ -45,14 +49,20 @@ async fn revision_of(cluster: &LocalStore, name: &str) -> Option<i64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn acknowledged_writes_survive_a_leader_kill_and_the_watch_sees_each_once() -> anyhow::Result<()> {
+async fn acknowledged_writes_survive_a_leader_kill_and_the_watch_sees_each_once(
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let cluster = LocalStore::start_with(kemu_exe(), dir.path(), 3, &[]).await?;
     let admin = cluster.admin()?;
 
     // The watch starts at revision 1, before any write.
     let mut watch = admin
-        .watch(WatchRequest { range: KeyRange::prefix("k/"), start_revision: 1, prev_kv: false, progress_notify_secs: 0 })
+        .watch(WatchRequest {
+            range: KeyRange::prefix("k/"),
+            start_revision: 1,
+            prev_kv: false,
+            progress_notify_secs: 0,
+        })
         .await?;
     let seen: Arc<Mutex<Vec<(i64, Bytes, Bytes)>>> = Arc::default();
     let seen_by_watch = seen.clone();
@@ -65,7 +75,9 @@ async fn acknowledged_writes_survive_a_leader_kill_and_the_watch_sees_each_once(
                         seen.push((e.kv.mod_revision, e.kv.key, e.kv.value));
                     }
                 }
-                Ok(WatchResponse::Canceled { reason, .. }) => return Err(anyhow::anyhow!("watch canceled: {reason}")),
+                Ok(WatchResponse::Canceled { reason, .. }) => {
+                    return Err(anyhow::anyhow!("watch canceled: {reason}"))
+                }
                 Ok(_) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -78,7 +90,11 @@ async fn acknowledged_writes_survive_a_leader_kill_and_the_watch_sees_each_once(
     let acked: Arc<Mutex<HashMap<Bytes, (Bytes, i64)>>> = Arc::default();
     let mut writers = Vec::new();
     for w in 0..WRITERS {
-        let client = Client::new(ClientConfig::new(cluster.client_endpoints()), &cluster.certs_dir(), "admin")?;
+        let client = Client::new(
+            ClientConfig::new(cluster.client_endpoints()),
+            &cluster.certs_dir(),
+            "admin",
+        )?;
         client.prefer(w);
         let acked = acked.clone();
         writers.push(tokio::spawn(async move {
@@ -87,10 +103,17 @@ async fn acknowledged_writes_survive_a_leader_kill_and_the_watch_sees_each_once(
                 let value = Bytes::from(format!("v{w}-{i}"));
                 // A failed write is tried again until one attempt is acknowledged.
                 loop {
-                    let put = PutRequest { key: key.clone(), value: value.clone(), lease: 0, prev_kv: false };
+                    let put = PutRequest {
+                        key: key.clone(),
+                        value: value.clone(),
+                        lease: 0,
+                        prev_kv: false,
+                    };
                     match client.put(put).await {
                         Ok(r) => {
-                            acked.lock().insert(key.clone(), (value.clone(), r.header.revision));
+                            acked
+                                .lock()
+                                .insert(key.clone(), (value.clone(), r.header.revision));
                             break;
                         }
                         Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
@@ -101,7 +124,12 @@ async fn acknowledged_writes_survive_a_leader_kill_and_the_watch_sees_each_once(
     }
 
     // Kill the leader once a third of the writes are in, and bring it back a second later.
-    wait_until("3,000 writes are acknowledged", Duration::from_secs(60), || async { acked.lock().len() >= 3000 }).await?;
+    wait_until(
+        "3,000 writes are acknowledged",
+        Duration::from_secs(60),
+        || async { acked.lock().len() >= 3000 },
+    )
+    .await?;
     let victim = cluster.kill_leader().await?;
     tokio::time::sleep(Duration::from_secs(1)).await;
     cluster.restart(&victim)?;
@@ -112,38 +140,75 @@ async fn acknowledged_writes_survive_a_leader_kill_and_the_watch_sees_each_once(
     assert_eq!(acked.len(), WRITERS * PER_WRITER);
 
     // Every member converges on the same final revision and holds every acknowledged write.
-    let final_revision = admin.range(RangeRequest { range: KeyRange::prefix("k/"), ..Default::default() }).await?.header.revision;
-    for name in cluster.names() {
-        wait_until(&format!("{name} applied revision {final_revision}"), Duration::from_secs(30), || async {
-            revision_of(&cluster, &name).await.is_some_and(|r| r >= final_revision)
+    let final_revision = admin
+        .range(RangeRequest {
+            range: KeyRange::prefix("k/"),
+            ..Default::default()
         })
+        .await?
+        .header
+        .revision;
+    for name in cluster.names() {
+        wait_until(
+            &format!("{name} applied revision {final_revision}"),
+            Duration::from_secs(30),
+            || async {
+                revision_of(&cluster, &name)
+                    .await
+                    .is_some_and(|r| r >= final_revision)
+            },
+        )
         .await?;
         let client = member_client(&cluster, &name)?;
         let all = client
-            .range(RangeRequest { range: KeyRange::prefix("k/"), serializable: true, ..Default::default() })
+            .range(RangeRequest {
+                range: KeyRange::prefix("k/"),
+                serializable: true,
+                ..Default::default()
+            })
             .await?;
-        let stored: HashMap<Bytes, KeyValue> = all.kvs.into_iter().map(|kv| (kv.key.clone(), kv)).collect();
+        let stored: HashMap<Bytes, KeyValue> =
+            all.kvs.into_iter().map(|kv| (kv.key.clone(), kv)).collect();
         for (key, (value, revision)) in &acked {
-            let kv = stored.get(key).with_context(|| format!("{name} lost {key:?}"))?;
+            let kv = stored
+                .get(key)
+                .with_context(|| format!("{name} lost {key:?}"))?;
             assert_eq!(&kv.value, value, "{name}: value of {key:?}");
-            assert_eq!(kv.mod_revision, *revision, "{name}: mod revision of {key:?}");
+            assert_eq!(
+                kv.mod_revision, *revision,
+                "{name}: mod revision of {key:?}"
+            );
         }
     }
 
     // The watch saw every revision exactly once, in order, with no gap: every write here is one
     // put under k/, so the revisions run 2, 3, ... final.
-    wait_until("the watch reached the final revision", Duration::from_secs(30), || async {
-        seen.lock().last().is_some_and(|(r, _, _)| *r >= final_revision)
-    })
+    wait_until(
+        "the watch reached the final revision",
+        Duration::from_secs(30),
+        || async {
+            seen.lock()
+                .last()
+                .is_some_and(|(r, _, _)| *r >= final_revision)
+        },
+    )
     .await?;
     let seen = seen.lock().clone();
     let revisions: Vec<i64> = seen.iter().map(|(r, _, _)| *r).collect();
     let expected: Vec<i64> = (2..=final_revision).collect();
     assert_eq!(revisions.len(), expected.len(), "watch event count");
-    assert!(revisions == expected, "watch revisions are not exactly 2..={final_revision}");
-    let by_revision: HashMap<i64, (&Bytes, &Bytes)> = seen.iter().map(|(r, k, v)| (*r, (k, v))).collect();
+    assert!(
+        revisions == expected,
+        "watch revisions are not exactly 2..={final_revision}"
+    );
+    let by_revision: HashMap<i64, (&Bytes, &Bytes)> =
+        seen.iter().map(|(r, k, v)| (*r, (k, v))).collect();
     for (key, (value, revision)) in &acked {
-        assert_eq!(by_revision.get(revision), Some(&(key, value)), "watch event at revision {revision}");
+        assert_eq!(
+            by_revision.get(revision),
+            Some(&(key, value)),
+            "watch event at revision {revision}"
+        );
     }
     watcher.abort();
     cluster.stop().await;
@@ -155,23 +220,55 @@ async fn compaction_transactions_and_leases_behave_as_in_etcd() -> anyhow::Resul
     let dir = tempfile::tempdir()?;
     let cluster = LocalStore::start_with(kemu_exe(), dir.path(), 3, &[]).await?;
     let c = cluster.admin()?;
-    let put = |k: &str, v: &str| PutRequest { key: Bytes::from(k.to_string()), value: Bytes::from(v.to_string()), lease: 0, prev_kv: true };
+    let put = |k: &str, v: &str| PutRequest {
+        key: Bytes::from(k.to_string()),
+        value: Bytes::from(v.to_string()),
+        lease: 0,
+        prev_kv: true,
+    };
 
     let r1 = c.put(put("a", "1")).await?;
     let r2 = c.put(put("a", "2")).await?;
     assert_eq!(r2.header.revision, r1.header.revision + 1);
-    assert_eq!(r2.prev_kv.as_ref().map(|kv| kv.value.clone()), Some(Bytes::from("1")));
+    assert_eq!(
+        r2.prev_kv.as_ref().map(|kv| kv.value.clone()),
+        Some(Bytes::from("1"))
+    );
     let r3 = c.put(put("b", "x")).await?;
     let a = c.get("a").await?.context("a exists")?;
-    assert_eq!((a.create_revision, a.mod_revision, a.version), (r1.header.revision, r2.header.revision, 2));
+    assert_eq!(
+        (a.create_revision, a.mod_revision, a.version),
+        (r1.header.revision, r2.header.revision, 2)
+    );
 
     // Compaction: reads and watches below the compacted revision answer "compacted".
     c.compact(r2.header.revision).await?;
-    let old = c.range(RangeRequest { range: KeyRange::single("a"), revision: r1.header.revision, ..Default::default() }).await;
-    assert!(matches!(old, Err(ClientError::Store(StoreError::Compacted { .. }))), "got {old:?}");
-    let at = c.range(RangeRequest { range: KeyRange::single("a"), revision: r2.header.revision, ..Default::default() }).await?;
+    let old = c
+        .range(RangeRequest {
+            range: KeyRange::single("a"),
+            revision: r1.header.revision,
+            ..Default::default()
+        })
+        .await;
+    assert!(
+        matches!(old, Err(ClientError::Store(StoreError::Compacted { .. }))),
+        "got {old:?}"
+    );
+    let at = c
+        .range(RangeRequest {
+            range: KeyRange::single("a"),
+            revision: r2.header.revision,
+            ..Default::default()
+        })
+        .await?;
     assert_eq!(at.kvs[0].value, Bytes::from("2"));
-    let mut w = c.watch(WatchRequest { range: KeyRange::single("a"), start_revision: r1.header.revision, ..Default::default() }).await?;
+    let mut w = c
+        .watch(WatchRequest {
+            range: KeyRange::single("a"),
+            start_revision: r1.header.revision,
+            ..Default::default()
+        })
+        .await?;
     let canceled = loop {
         match w.next().await.context("watch ended without a cancel")?? {
             WatchResponse::Created { .. } => continue,
@@ -182,23 +279,52 @@ async fn compaction_transactions_and_leases_behave_as_in_etcd() -> anyhow::Resul
         matches!(canceled, WatchResponse::Canceled { compact_revision, .. } if compact_revision == r2.header.revision),
         "got {canceled:?}"
     );
-    let count = c.range(RangeRequest { range: KeyRange::prefix(""), count_only: true, ..Default::default() }).await?;
+    let count = c
+        .range(RangeRequest {
+            range: KeyRange::prefix(""),
+            count_only: true,
+            ..Default::default()
+        })
+        .await?;
     assert_eq!((count.count, count.kvs.len()), (2, 0));
-    let limited = c.range(RangeRequest { range: KeyRange::prefix(""), limit: 1, ..Default::default() }).await?;
-    assert_eq!((limited.kvs.len(), limited.more, limited.count), (1, true, 2));
+    let limited = c
+        .range(RangeRequest {
+            range: KeyRange::prefix(""),
+            limit: 1,
+            ..Default::default()
+        })
+        .await?;
+    assert_eq!(
+        (limited.kvs.len(), limited.more, limited.count),
+        (1, true, 2)
+    );
 
     // Kubernetes' create and update transactions.
     let create = |key: &str| TxnRequest {
-        compare: vec![Compare { range: KeyRange::single(key.to_string()), result: CompareResult::Equal, target: CompareTarget::ModRevision(0) }],
+        compare: vec![Compare {
+            range: KeyRange::single(key.to_string()),
+            result: CompareResult::Equal,
+            target: CompareTarget::ModRevision(0),
+        }],
         success: vec![RequestOp::Put(put(key, "new"))],
         failure: vec![],
     };
-    assert!(!c.txn(create("a")).await?.succeeded, "create of an existing key must fail");
+    assert!(
+        !c.txn(create("a")).await?.succeeded,
+        "create of an existing key must fail"
+    );
     assert!(c.txn(create("fresh")).await?.succeeded);
     let update = |rev: i64| TxnRequest {
-        compare: vec![Compare { range: KeyRange::single("b"), result: CompareResult::Equal, target: CompareTarget::ModRevision(rev) }],
+        compare: vec![Compare {
+            range: KeyRange::single("b"),
+            result: CompareResult::Equal,
+            target: CompareTarget::ModRevision(rev),
+        }],
         success: vec![RequestOp::Put(put("b", "y"))],
-        failure: vec![RequestOp::Range(RangeRequest { range: KeyRange::single("b"), ..Default::default() })],
+        failure: vec![RequestOp::Range(RangeRequest {
+            range: KeyRange::single("b"),
+            ..Default::default()
+        })],
     };
     let stale = c.txn(update(r1.header.revision)).await?;
     assert!(!stale.succeeded);
@@ -210,9 +336,20 @@ async fn compaction_transactions_and_leases_behave_as_in_etcd() -> anyhow::Resul
 
     // A lease's expiry deletes its keys and emits delete events.
     let lease = c.lease_grant(1).await?;
-    let leased = PutRequest { key: Bytes::from("leased"), value: Bytes::from("v"), lease: lease.id, prev_kv: false };
+    let leased = PutRequest {
+        key: Bytes::from("leased"),
+        value: Bytes::from("v"),
+        lease: lease.id,
+        prev_kv: false,
+    };
     let put_rev = c.put(leased).await?.header.revision;
-    let mut w = c.watch(WatchRequest { range: KeyRange::single("leased"), start_revision: put_rev + 1, ..Default::default() }).await?;
+    let mut w = c
+        .watch(WatchRequest {
+            range: KeyRange::single("leased"),
+            start_revision: put_rev + 1,
+            ..Default::default()
+        })
+        .await?;
     let deleted = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match w.next().await {
@@ -229,41 +366,82 @@ async fn compaction_transactions_and_leases_behave_as_in_etcd() -> anyhow::Resul
     assert_eq!(deleted[0].kind, EventKind::Delete);
     assert!(c.get("leased").await?.is_none());
     let missing = c.lease_keep_alive(lease.id).await;
-    assert!(matches!(missing, Err(ClientError::Store(StoreError::LeaseNotFound { .. }))), "got {missing:?}");
+    assert!(
+        matches!(
+            missing,
+            Err(ClientError::Store(StoreError::LeaseNotFound { .. }))
+        ),
+        "got {missing:?}"
+    );
     cluster.stop().await;
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_restarted_after_log_compaction_catches_up_from_a_snapshot() -> anyhow::Result<()> {
+async fn a_member_restarted_after_log_compaction_catches_up_from_a_snapshot() -> anyhow::Result<()>
+{
     let dir = tempfile::tempdir()?;
     let extra = ["--snapshot-entries".to_string(), "100".to_string()];
     let cluster = LocalStore::start_with(kemu_exe(), dir.path(), 3, &extra).await?;
     let leader = cluster.wait_for_leader(Duration::from_secs(10)).await?;
-    let follower = cluster.names().into_iter().find(|n| *n != leader).context("a follower")?;
+    let follower = cluster
+        .names()
+        .into_iter()
+        .find(|n| *n != leader)
+        .context("a follower")?;
     cluster.kill(&follower);
     let c = cluster.admin()?;
     for i in 0..600 {
-        let put = PutRequest { key: Bytes::from(format!("snap/{i:04}")), value: Bytes::from(vec![b'v'; 512]), lease: 0, prev_kv: false };
+        let put = PutRequest {
+            key: Bytes::from(format!("snap/{i:04}")),
+            value: Bytes::from(vec![b'v'; 512]),
+            lease: 0,
+            prev_kv: false,
+        };
         c.put(put).await?;
     }
     cluster.restart(&follower)?;
-    let final_revision = c.range(RangeRequest { range: KeyRange::prefix("snap/"), count_only: true, ..Default::default() }).await?.header.revision;
-    wait_until(&format!("{follower} caught up"), Duration::from_secs(30), || async {
-        revision_of(&cluster, &follower).await.is_some_and(|r| r >= final_revision)
-    })
+    let final_revision = c
+        .range(RangeRequest {
+            range: KeyRange::prefix("snap/"),
+            count_only: true,
+            ..Default::default()
+        })
+        .await?
+        .header
+        .revision;
+    wait_until(
+        &format!("{follower} caught up"),
+        Duration::from_secs(30),
+        || async {
+            revision_of(&cluster, &follower)
+                .await
+                .is_some_and(|r| r >= final_revision)
+        },
+    )
     .await?;
     let log = std::fs::read_to_string(cluster.log_path(&follower))?;
-    assert!(log.contains("installed a snapshot"), "{follower} did not catch up from a snapshot:\n{log}");
+    assert!(
+        log.contains("installed a snapshot"),
+        "{follower} did not catch up from a snapshot:\n{log}"
+    );
     let mut hashes = Vec::new();
     for endpoint in cluster.client_endpoints() {
         let h = c.hash_of(endpoint).await?;
         hashes.push((h.header.revision, h.hash));
     }
-    assert!(hashes.windows(2).all(|w| w[0] == w[1]), "members diverged: {hashes:?}");
+    assert!(
+        hashes.windows(2).all(|w| w[0] == w[1]),
+        "members diverged: {hashes:?}"
+    );
     let follower_client = member_client(&cluster, &follower)?;
     let count = follower_client
-        .range(RangeRequest { range: KeyRange::prefix("snap/"), count_only: true, serializable: true, ..Default::default() })
+        .range(RangeRequest {
+            range: KeyRange::prefix("snap/"),
+            count_only: true,
+            serializable: true,
+            ..Default::default()
+        })
         .await?;
     assert_eq!(count.count, 600);
     cluster.stop().await;
@@ -280,35 +458,62 @@ async fn strangers_are_refused_and_garbage_closes_only_its_stream() -> anyhow::R
     let other = dir.path().join("other-ca");
     std::fs::create_dir_all(&other)?;
     transport::pki::create_ca(&other, "stranger")?;
-    let spec = transport::pki::CertSpec { name: "admin".into(), organizations: vec!["system:masters".into()], sans: vec![] };
+    let spec = transport::pki::CertSpec {
+        name: "admin".into(),
+        organizations: vec!["system:masters".into()],
+        sans: vec![],
+    };
     transport::pki::issue(&other, &spec)?;
     let mut config = ClientConfig::new(vec![endpoint]);
     config.call_timeout = Duration::from_secs(3);
     let stranger = Client::new(config, &other, "admin")?;
-    assert!(stranger.get("a").await.is_err(), "a client from another CA was served");
+    assert!(
+        stranger.get("a").await.is_err(),
+        "a client from another CA was served"
+    );
 
     // Garbage on one stream: that stream fails, the connection and the member go on.
     let identity = transport::tls::TlsIdentity::load(&cluster.certs_dir(), "admin")?;
     let rpc = transport::rpc::RpcClient::new(&identity)?;
     let connection = rpc.connect(endpoint).await?;
     let (mut send, mut recv) = connection.raw().open_bi().await?;
-    send.write_all(&[0, 0, 0, 8, 0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8]).await?;
+    send.write_all(&[0, 0, 0, 8, 0xff, 0xfe, 0xfd, 0xfc, 0xfb, 0xfa, 0xf9, 0xf8])
+        .await?;
     let _ = send.finish();
     let answer = tokio::time::timeout(Duration::from_secs(5), recv.read_to_end(1 << 20)).await?;
-    assert!(answer.map(|b| b.is_empty()).unwrap_or(true), "garbage got an answer");
+    assert!(
+        answer.map(|b| b.is_empty()).unwrap_or(true),
+        "garbage got an answer"
+    );
     let status: ClientResponse = connection.unary(&ClientRequest::Status).await?;
-    assert!(matches!(status, ClientResponse::Status(_)), "got {status:?}");
+    assert!(
+        matches!(status, ClientResponse::Status(_)),
+        "got {status:?}"
+    );
 
     // A huge length prefix is refused the same way.
     let (mut send, mut recv) = connection.raw().open_bi().await?;
     send.write_all(&[0xff, 0xff, 0xff, 0xff, 1, 2, 3]).await?;
     let _ = send.finish();
     let answer = tokio::time::timeout(Duration::from_secs(5), recv.read_to_end(1 << 20)).await?;
-    assert!(answer.map(|b| b.is_empty()).unwrap_or(true), "oversized frame got an answer");
+    assert!(
+        answer.map(|b| b.is_empty()).unwrap_or(true),
+        "oversized frame got an answer"
+    );
 
     let client = cluster.admin()?;
-    client.put(PutRequest { key: "still".into(), value: "serving".into(), lease: 0, prev_kv: false }).await?;
-    assert_eq!(client.get("still").await?.map(|kv| kv.value), Some(Bytes::from("serving")));
+    client
+        .put(PutRequest {
+            key: "still".into(),
+            value: "serving".into(),
+            lease: 0,
+            prev_kv: false,
+        })
+        .await?;
+    assert_eq!(
+        client.get("still").await?.map(|kv| kv.value),
+        Some(Bytes::from("serving"))
+    );
     for name in cluster.names() {
         assert!(cluster.exit_status(&name).is_none(), "{name} exited");
     }

@@ -50,7 +50,11 @@ pub struct ClientConfig {
 
 impl ClientConfig {
     pub fn new(endpoints: Vec<SocketAddr>) -> Self {
-        ClientConfig { endpoints, attempt_timeout: Duration::from_secs(6), call_timeout: Duration::from_secs(15) }
+        ClientConfig {
+            endpoints,
+            attempt_timeout: Duration::from_secs(6),
+            call_timeout: Duration::from_secs(15),
+        }
     }
 }
 
@@ -74,17 +78,32 @@ struct Inner {
 impl Client {
     /// A client presenting the certificate `identity` from `certs_dir`. Connections are made
     /// lazily.
-    pub fn new(config: ClientConfig, certs_dir: &Path, identity: &str) -> Result<Client, ClientError> {
+    pub fn new(
+        config: ClientConfig,
+        certs_dir: &Path,
+        identity: &str,
+    ) -> Result<Client, ClientError> {
         if config.endpoints.is_empty() {
-            return Err(ClientError::Store(StoreError::InvalidRequest { reason: "no endpoints given".into() }));
+            return Err(ClientError::Store(StoreError::InvalidRequest {
+                reason: "no endpoints given".into(),
+            }));
         }
         let tls = TlsIdentity::load(certs_dir, identity)?;
         let rpc = RpcClient::new(&tls)?;
         let n = config.endpoints.len();
         // Spread clients over the members from the start.
         let preferred = (std::process::id() as usize + rand::random::<u8>() as usize) % n;
-        let slot = Slot { preferred, connections: vec![None; n] };
-        Ok(Client { inner: Arc::new(Inner { rpc, config, slot: Mutex::new(slot) }) })
+        let slot = Slot {
+            preferred,
+            connections: vec![None; n],
+        };
+        Ok(Client {
+            inner: Arc::new(Inner {
+                rpc,
+                config,
+                slot: Mutex::new(slot),
+            }),
+        })
     }
 
     /// Makes this client prefer endpoint `index` (the bench spreads its clients this way).
@@ -106,7 +125,12 @@ impl Client {
 
     /// Reads one key at the current revision (linearizable).
     pub async fn get(&self, key: impl Into<Bytes>) -> Result<Option<KeyValue>, ClientError> {
-        let response = self.range(RangeRequest { range: KeyRange::single(key), ..Default::default() }).await?;
+        let response = self
+            .range(RangeRequest {
+                range: KeyRange::single(key),
+                ..Default::default()
+            })
+            .await?;
         Ok(response.kvs.into_iter().next())
     }
 
@@ -117,8 +141,14 @@ impl Client {
         }
     }
 
-    pub async fn delete_range(&self, request: DeleteRangeRequest) -> Result<DeleteRangeResponse, ClientError> {
-        match self.call(ClientRequest::DeleteRange(request), false).await? {
+    pub async fn delete_range(
+        &self,
+        request: DeleteRangeRequest,
+    ) -> Result<DeleteRangeResponse, ClientError> {
+        match self
+            .call(ClientRequest::DeleteRange(request), false)
+            .await?
+        {
             ClientResponse::DeleteRange(r) => Ok(r),
             other => Err(unexpected(other)),
         }
@@ -132,14 +162,23 @@ impl Client {
     }
 
     pub async fn compact(&self, revision: Revision) -> Result<CompactResponse, ClientError> {
-        match self.call(ClientRequest::Compact(CompactRequest { revision }), true).await? {
+        match self
+            .call(ClientRequest::Compact(CompactRequest { revision }), true)
+            .await?
+        {
             ClientResponse::Compact(r) => Ok(r),
             other => Err(unexpected(other)),
         }
     }
 
     pub async fn lease_grant(&self, ttl: i64) -> Result<LeaseGrantResponse, ClientError> {
-        match self.call(ClientRequest::LeaseGrant(LeaseGrantRequest { ttl, id: 0 }), false).await? {
+        match self
+            .call(
+                ClientRequest::LeaseGrant(LeaseGrantRequest { ttl, id: 0 }),
+                false,
+            )
+            .await?
+        {
             ClientResponse::LeaseGrant(r) => Ok(r),
             other => Err(unexpected(other)),
         }
@@ -152,8 +191,14 @@ impl Client {
         }
     }
 
-    pub async fn lease_keep_alive(&self, id: LeaseId) -> Result<LeaseKeepAliveResponse, ClientError> {
-        match self.call(ClientRequest::LeaseKeepAlive { id }, true).await? {
+    pub async fn lease_keep_alive(
+        &self,
+        id: LeaseId,
+    ) -> Result<LeaseKeepAliveResponse, ClientError> {
+        match self
+            .call(ClientRequest::LeaseKeepAlive { id }, true)
+            .await?
+        {
             ClientResponse::LeaseKeepAlive(r) => Ok(r),
             other => Err(unexpected(other)),
         }
@@ -175,7 +220,11 @@ impl Client {
         }
     }
 
-    async fn call_at(&self, endpoint: SocketAddr, request: ClientRequest) -> Result<ClientResponse, ClientError> {
+    async fn call_at(
+        &self,
+        endpoint: SocketAddr,
+        request: ClientRequest,
+    ) -> Result<ClientResponse, ClientError> {
         let attempt = async {
             let connection = self.inner.rpc.connect(endpoint).await?;
             let response: ClientResponse = connection.unary(&request).await?;
@@ -185,13 +234,19 @@ impl Client {
         match tokio::time::timeout(self.inner.config.attempt_timeout, attempt).await {
             Ok(Ok(ClientResponse::Error(e))) => Err(ClientError::Store(e)),
             Ok(result) => result,
-            Err(_) => Err(ClientError::Unreachable { last: format!("{endpoint} did not answer") }),
+            Err(_) => Err(ClientError::Unreachable {
+                last: format!("{endpoint} did not answer"),
+            }),
         }
     }
 
     /// Sends `request`, moving between members on failures. `idempotent` requests are retried
     /// after a lost answer; others are then reported as ambiguous.
-    async fn call(&self, request: ClientRequest, idempotent: bool) -> Result<ClientResponse, ClientError> {
+    async fn call(
+        &self,
+        request: ClientRequest,
+        idempotent: bool,
+    ) -> Result<ClientResponse, ClientError> {
         let deadline = Instant::now() + self.inner.config.call_timeout;
         let mut backoff = Duration::from_millis(20);
         let mut last_error = String::from("no attempt made");
@@ -241,7 +296,10 @@ impl Client {
                     if !idempotent {
                         return Err(ClientError::Ambiguous);
                     }
-                    last_error = format!("{} did not answer in time", self.inner.config.endpoints[index]);
+                    last_error = format!(
+                        "{} did not answer in time",
+                        self.inner.config.endpoints[index]
+                    );
                 }
             }
         }
@@ -271,7 +329,9 @@ impl Client {
             }
             Err(_) => {
                 self.forget(index);
-                Err(ClientError::Unreachable { last: format!("connecting to {endpoint} timed out") })
+                Err(ClientError::Unreachable {
+                    last: format!("connecting to {endpoint} timed out"),
+                })
             }
         }
     }
@@ -296,7 +356,11 @@ impl Client {
         Ok(WatchStream { rx })
     }
 
-    async fn run_watch(self, mut request: WatchRequest, tx: mpsc::Sender<Result<WatchResponse, ClientError>>) {
+    async fn run_watch(
+        self,
+        mut request: WatchRequest,
+        tx: mpsc::Sender<Result<WatchResponse, ClientError>>,
+    ) {
         let mut created_sent = false;
         let mut backoff = Duration::from_millis(20);
         loop {
@@ -312,15 +376,19 @@ impl Client {
                     continue;
                 }
             };
-            let mut stream =
-                match connection.server_stream::<ClientRequest, ClientResponse>(&ClientRequest::Watch(request.clone())).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        debug!(error = %e, "watch stream failed to open");
-                        self.forget(index);
-                        continue;
-                    }
-                };
+            let mut stream = match connection
+                .server_stream::<ClientRequest, ClientResponse>(&ClientRequest::Watch(
+                    request.clone(),
+                ))
+                .await
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    debug!(error = %e, "watch stream failed to open");
+                    self.forget(index);
+                    continue;
+                }
+            };
             loop {
                 let item = tokio::select! {
                     _ = tx.closed() => return,
@@ -360,12 +428,15 @@ impl Client {
                     }
                     WatchResponse::Events { header, events } => {
                         let last = events.last().map(|e| e.kv.mod_revision).unwrap_or(0);
-                        request.start_revision = request.start_revision.max(header.revision.max(last) + 1);
+                        request.start_revision =
+                            request.start_revision.max(header.revision.max(last) + 1);
                     }
                     WatchResponse::Progress { header } => {
                         request.start_revision = request.start_revision.max(header.revision + 1);
                     }
-                    WatchResponse::Canceled { resume_revision, .. } if *resume_revision > 0 => {
+                    WatchResponse::Canceled {
+                        resume_revision, ..
+                    } if *resume_revision > 0 => {
                         request.start_revision = *resume_revision;
                         break;
                     }

@@ -71,7 +71,12 @@ impl MemberConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |field, reason: &str| Err(ConfigError::Invalid { field, reason: reason.to_string() });
+        let invalid = |field, reason: &str| {
+            Err(ConfigError::Invalid {
+                field,
+                reason: reason.to_string(),
+            })
+        };
         if self.name.is_empty() {
             return invalid("name", "must not be empty");
         }
@@ -94,7 +99,10 @@ impl MemberConfig {
             return invalid("tick", "must be positive");
         }
         if self.heartbeat_ticks == 0 || self.election_ticks <= self.heartbeat_ticks {
-            return invalid("election_ticks", "must be greater than heartbeat_ticks, which must be positive");
+            return invalid(
+                "election_ticks",
+                "must be greater than heartbeat_ticks, which must be positive",
+            );
         }
         if self.snapshot_entries < 10 {
             return invalid("snapshot_entries", "must be at least 10");
@@ -112,7 +120,10 @@ impl MemberConfig {
 
     /// The raft id of a member name, if it is in the cluster.
     pub fn member_id(&self, name: &str) -> Option<u64> {
-        self.initial_cluster.iter().position(|(n, _)| n == name).map(|i| i as u64 + 1)
+        self.initial_cluster
+            .iter()
+            .position(|(n, _)| n == name)
+            .map(|i| i as u64 + 1)
     }
 
     /// The name of a raft id.

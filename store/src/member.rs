@@ -84,21 +84,34 @@ impl Shared {
 
     /// A response header at `revision` from this member.
     pub fn header(&self, revision: i64) -> ResponseHeader {
-        ResponseHeader { revision, member_id: self.config.id(), raft_term: self.status.read().term }
+        ResponseHeader {
+            revision,
+            member_id: self.config.id(),
+            raft_term: self.status.read().term,
+        }
     }
 
     pub fn status_response(&self) -> StatusResponse {
         let raft = self.raft_status();
         let (revision, compact_revision, data_size, keys) = {
             let mvcc = self.mvcc.read();
-            (mvcc.current_revision(), mvcc.compact_revision(), mvcc.data_size(), mvcc.key_count())
+            (
+                mvcc.current_revision(),
+                mvcc.compact_revision(),
+                mvcc.data_size(),
+                mvcc.key_count(),
+            )
         };
         StatusResponse {
             header: self.header(revision),
             name: self.config.name.clone(),
             member_id: self.config.id(),
             leader_id: raft.leader_id,
-            leader_name: self.config.member_name(raft.leader_id).unwrap_or_default().to_string(),
+            leader_name: self
+                .config
+                .member_name(raft.leader_id)
+                .unwrap_or_default()
+                .to_string(),
             term: raft.term,
             raft_index: raft.last_index,
             applied_index: raft.applied_index,
@@ -114,8 +127,13 @@ impl Shared {
 
 /// What the services ask of the driver.
 enum DriverRequest {
-    Propose { data: Vec<u8>, reply: oneshot::Sender<Result<CommandResult, StoreError>> },
-    Read { reply: oneshot::Sender<Result<(), StoreError>> },
+    Propose {
+        data: Vec<u8>,
+        reply: oneshot::Sender<Result<CommandResult, StoreError>>,
+    },
+    Read {
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
 }
 
 /// What peer links tell the driver about deliveries.
@@ -140,10 +158,15 @@ impl MemberHandle {
     pub async fn propose(&self, cmd: &Command) -> Result<CommandResult, StoreError> {
         let mut data = vec![0u8; PROPOSAL_HEADER];
         bincode::serde::encode_into_std_write(cmd, &mut data, bincode::config::standard())
-            .map_err(|e| StoreError::InvalidRequest { reason: format!("cannot encode command: {e}") })?;
+            .map_err(|e| StoreError::InvalidRequest {
+                reason: format!("cannot encode command: {e}"),
+            })?;
         let limit = self.shared.config.max_request_bytes;
         if data.len() > limit {
-            return Err(StoreError::TooLarge { size: data.len(), limit });
+            return Err(StoreError::TooLarge {
+                size: data.len(),
+                limit,
+            });
         }
         let (reply, answer) = oneshot::channel();
         self.send(DriverRequest::Propose { data, reply }).await?;
@@ -164,7 +187,9 @@ impl MemberHandle {
 }
 
 fn stopping() -> StoreError {
-    StoreError::Unavailable { reason: "member is stopping".into() }
+    StoreError::Unavailable {
+        reason: "member is stopping".into(),
+    }
 }
 
 /// Channels the driver is built from.
@@ -177,7 +202,10 @@ pub(crate) struct DriverChannels {
 /// Opens the member's storage and state, and returns the handle plus the driver to run.
 pub(crate) fn open(config: MemberConfig) -> Result<(MemberHandle, DriverParts), MemberError> {
     config.validate()?;
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| LogError::Io { path: config.data_dir.clone(), source })?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| LogError::Io {
+        path: config.data_dir.clone(),
+        source,
+    })?;
     let storage = DiskStorage::open(&config.data_dir.join("raft"))?;
     if storage.is_fresh() {
         let voters: Vec<u64> = (1..=config.initial_cluster.len() as u64).collect();
@@ -186,8 +214,13 @@ pub(crate) fn open(config: MemberConfig) -> Result<(MemberHandle, DriverParts), 
     }
     let (mvcc, applied) = match storage.snapshot_data() {
         Some((meta, data)) if !data.is_empty() => {
-            let mvcc = Mvcc::from_snapshot(&data).map_err(|e| MemberError::Snapshot(e.to_string()))?;
-            info!(index = meta.index, revision = mvcc.current_revision(), "restored state machine from snapshot");
+            let mvcc =
+                Mvcc::from_snapshot(&data).map_err(|e| MemberError::Snapshot(e.to_string()))?;
+            info!(
+                index = meta.index,
+                revision = mvcc.current_revision(),
+                "restored state machine from snapshot"
+            );
             (mvcc, meta.index)
         }
         Some((meta, _)) => (Mvcc::new(), meta.index),
@@ -201,8 +234,19 @@ pub(crate) fn open(config: MemberConfig) -> Result<(MemberHandle, DriverParts), 
         storage: storage.clone(),
     });
     let (requests_tx, requests_rx) = mpsc::channel(65_536);
-    let handle = MemberHandle { requests: requests_tx, shared: shared.clone() };
-    Ok((handle, DriverParts { shared, storage, requests: requests_rx, applied }))
+    let handle = MemberHandle {
+        requests: requests_tx,
+        shared: shared.clone(),
+    };
+    Ok((
+        handle,
+        DriverParts {
+            shared,
+            storage,
+            requests: requests_rx,
+            applied,
+        },
+    ))
 }
 
 pub(crate) struct DriverParts {
@@ -362,7 +406,11 @@ impl Driver {
         match feedback {
             PeerFeedback::Unreachable(to) => self.node.report_unreachable(to),
             PeerFeedback::Snapshot { to, ok } => {
-                let status = if ok { SnapshotStatus::Finish } else { SnapshotStatus::Failure };
+                let status = if ok {
+                    SnapshotStatus::Finish
+                } else {
+                    SnapshotStatus::Failure
+                };
                 self.node.report_snapshot(to, status);
             }
         }
@@ -374,7 +422,11 @@ impl Driver {
                 let seq = self.next_seq;
                 self.next_seq = self.next_seq.wrapping_add(1);
                 let deadline = Instant::now() + self.shared.config.request_timeout;
-                let pending = Pending { reply, data, term: self.node.raft.term };
+                let pending = Pending {
+                    reply,
+                    data,
+                    term: self.node.raft.term,
+                };
                 self.pending.insert(seq, pending);
                 self.pending_order.push_back((deadline, seq));
                 self.propose_pending(seq);
@@ -386,7 +438,9 @@ impl Driver {
     /// Proposes (or proposes again) a pending proposal; a proposal raft refuses outright (no
     /// leader known) is answered `NoLeader` at once, since it certainly was not applied.
     fn propose_pending(&mut self, seq: u64) {
-        let Some(pending) = self.pending.get_mut(&seq) else { return };
+        let Some(pending) = self.pending.get_mut(&seq) else {
+            return;
+        };
         pending.data[..8].copy_from_slice(&self.id.to_le_bytes());
         pending.data[8..PROPOSAL_HEADER].copy_from_slice(&seq.to_le_bytes());
         pending.term = self.node.raft.term;
@@ -422,7 +476,14 @@ impl Driver {
         let ctx = self.next_read_ctx;
         self.next_read_ctx += 1;
         let deadline = Instant::now() + self.shared.config.request_timeout;
-        self.read_batches.insert(ctx, ReadBatch { replies, ticks_waiting: 0, deadline });
+        self.read_batches.insert(
+            ctx,
+            ReadBatch {
+                replies,
+                ticks_waiting: 0,
+                deadline,
+            },
+        );
         self.node.read_index(ctx.to_le_bytes().to_vec());
     }
 
@@ -485,7 +546,9 @@ impl Driver {
     fn expire_leases(&mut self, now: Instant) {
         let mut expire = Vec::new();
         for (id, clock) in self.leases.iter_mut() {
-            let retry_due = clock.expire_proposed.is_none_or(|at| now.duration_since(at) > Duration::from_secs(2));
+            let retry_due = clock
+                .expire_proposed
+                .is_none_or(|at| now.duration_since(at) > Duration::from_secs(2));
             if clock.deadline <= now && retry_due {
                 clock.expire_proposed = Some(now);
                 expire.push(*id);
@@ -495,7 +558,9 @@ impl Driver {
             info!(lease = id, "lease expired; revoking it");
             let mut data = vec![0u8; PROPOSAL_HEADER];
             let cmd = Command::LeaseExpire { id };
-            if bincode::serde::encode_into_std_write(&cmd, &mut data, bincode::config::standard()).is_ok() {
+            if bincode::serde::encode_into_std_write(&cmd, &mut data, bincode::config::standard())
+                .is_ok()
+            {
                 // Sequence 0 is never a waiter's, so nobody is answered for it.
                 data[..8].copy_from_slice(&self.id.to_le_bytes());
                 if let Err(e) = self.node.propose(vec![], data) {
@@ -514,7 +579,14 @@ impl Driver {
             .into_iter()
             .map(|(id, ttl)| {
                 let ttl = Duration::from_secs(ttl.max(1) as u64);
-                (id, LeaseClock { deadline: now + ttl, ttl, expire_proposed: None })
+                (
+                    id,
+                    LeaseClock {
+                        deadline: now + ttl,
+                        ttl,
+                        expire_proposed: None,
+                    },
+                )
             })
             .collect();
     }
@@ -594,20 +666,36 @@ impl Driver {
 
     fn take_snapshot(&mut self) -> Result<(), MemberError> {
         let started = Instant::now();
-        let data = self.shared.mvcc.read().to_snapshot().map_err(|e| MemberError::Snapshot(e.to_string()))?;
+        let data = self
+            .shared
+            .mvcc
+            .read()
+            .to_snapshot()
+            .map_err(|e| MemberError::Snapshot(e.to_string()))?;
         let conf_state: ConfState = self.node.raft.prs().conf().to_conf_state();
         let size = data.len();
-        self.storage.create_snapshot(self.applied, conf_state, data)?;
+        self.storage
+            .create_snapshot(self.applied, conf_state, data)?;
         self.last_snapshot_index = self.applied;
-        info!(index = self.applied, bytes = size, took_ms = started.elapsed().as_millis() as u64, "took a snapshot and compacted the log");
+        info!(
+            index = self.applied,
+            bytes = size,
+            took_ms = started.elapsed().as_millis() as u64,
+            "took a snapshot and compacted the log"
+        );
         Ok(())
     }
 
     fn install_snapshot(&mut self, snapshot: Snapshot) -> Result<(), MemberError> {
         let index = snapshot.get_metadata().index;
-        let mvcc = Mvcc::from_snapshot(snapshot.get_data()).map_err(|e| MemberError::Snapshot(e.to_string()))?;
+        let mvcc = Mvcc::from_snapshot(snapshot.get_data())
+            .map_err(|e| MemberError::Snapshot(e.to_string()))?;
         self.storage.apply_snapshot(snapshot)?;
-        info!(index, revision = mvcc.current_revision(), "installed a snapshot from the leader");
+        info!(
+            index,
+            revision = mvcc.current_revision(),
+            "installed a snapshot from the leader"
+        );
         {
             let mut current = self.shared.mvcc.write();
             *current = mvcc;
@@ -658,18 +746,27 @@ impl Driver {
 
     fn apply_command(&mut self, mvcc: &mut Mvcc, data: &[u8], term: u64, member_id: u64) {
         if data.len() < PROPOSAL_HEADER {
-            warn!(len = data.len(), "skipping a log entry too short to be a proposal");
+            warn!(
+                len = data.len(),
+                "skipping a log entry too short to be a proposal"
+            );
             return;
         }
         let origin = u64::from_le_bytes(data[..8].try_into().unwrap_or_default());
         let seq = u64::from_le_bytes(data[8..PROPOSAL_HEADER].try_into().unwrap_or_default());
-        let decoded: Result<(Command, usize), _> =
-            bincode::serde::decode_from_slice(&data[PROPOSAL_HEADER..], bincode::config::standard());
+        let decoded: Result<(Command, usize), _> = bincode::serde::decode_from_slice(
+            &data[PROPOSAL_HEADER..],
+            bincode::config::standard(),
+        );
         let result = match decoded {
             Ok((cmd, _)) => {
                 let (result, events) = mvcc.apply(&cmd);
                 if !events.is_empty() {
-                    let header = ResponseHeader { revision: mvcc.current_revision(), member_id, raft_term: term };
+                    let header = ResponseHeader {
+                        revision: mvcc.current_revision(),
+                        member_id,
+                        raft_term: term,
+                    };
                     self.shared.hub.lock().notify(&header, &events);
                 }
                 self.track_lease(&cmd, &result);
@@ -678,7 +775,9 @@ impl Driver {
             Err(e) => {
                 // Every member skips the same entry the same way, so they stay identical.
                 warn!(error = %e, "skipping a log entry that does not decode");
-                CommandResult::Error(StoreError::InvalidRequest { reason: format!("undecodable entry: {e}") })
+                CommandResult::Error(StoreError::InvalidRequest {
+                    reason: format!("undecodable entry: {e}"),
+                })
             }
         };
         if origin == self.id {
@@ -693,7 +792,14 @@ impl Driver {
         match (cmd, result) {
             (Command::LeaseGrant(_), CommandResult::LeaseGrant(granted)) => {
                 let ttl = Duration::from_secs(granted.ttl.max(1) as u64);
-                self.leases.insert(granted.id, LeaseClock { deadline: now + ttl, ttl, expire_proposed: None });
+                self.leases.insert(
+                    granted.id,
+                    LeaseClock {
+                        deadline: now + ttl,
+                        ttl,
+                        expire_proposed: None,
+                    },
+                );
             }
             (Command::LeaseKeepAlive { id }, CommandResult::LeaseKeepAlive(_)) => {
                 if let Some(clock) = self.leases.get_mut(id) {
@@ -709,9 +815,16 @@ impl Driver {
     }
 
     fn on_read_state(&mut self, ctx: &[u8], index: u64) {
-        let Ok(bytes) = <[u8; 8]>::try_from(ctx) else { return };
-        let Some(batch) = self.read_batches.remove(&u64::from_le_bytes(bytes)) else { return };
-        self.reads_waiting_apply.entry(index).or_default().extend(batch.replies);
+        let Ok(bytes) = <[u8; 8]>::try_from(ctx) else {
+            return;
+        };
+        let Some(batch) = self.read_batches.remove(&u64::from_le_bytes(bytes)) else {
+            return;
+        };
+        self.reads_waiting_apply
+            .entry(index)
+            .or_default()
+            .extend(batch.replies);
         self.wake_reads();
     }
 
@@ -735,7 +848,9 @@ impl Driver {
             by_peer.entry(msg.to).or_default().push(msg);
         }
         for (to, batch) in by_peer {
-            let has_snapshot = batch.iter().any(|m| m.get_msg_type() == MessageType::MsgSnapshot);
+            let has_snapshot = batch
+                .iter()
+                .any(|m| m.get_msg_type() == MessageType::MsgSnapshot);
             let delivered = match self.channels.outbound.get(&to) {
                 Some(link) => link.try_send(batch).is_ok(),
                 None => false,
@@ -799,13 +914,24 @@ pub(crate) fn spawn_driver(
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|source| LogError::Io { path: "tokio runtime".into(), source })?;
+                .map_err(|source| LogError::Io {
+                    path: "tokio runtime".into(),
+                    source,
+                })?;
             runtime.block_on(driver.run(shutdown))
         })
-        .map_err(|source| MemberError::Log(LogError::Io { path: "raft thread".into(), source }))
+        .map_err(|source| {
+            MemberError::Log(LogError::Io {
+                path: "raft thread".into(),
+                source,
+            })
+        })
 }
 
 /// Encodes a batch of raft messages for a peer link.
 pub(crate) fn encode_messages(messages: &[Message]) -> Vec<Bytes> {
-    messages.iter().filter_map(|m| m.write_to_bytes().ok().map(Bytes::from)).collect()
+    messages
+        .iter()
+        .filter_map(|m| m.write_to_bytes().ok().map(Bytes::from))
+        .collect()
 }

@@ -19,9 +19,12 @@ use transport::rpc::{Call, Handler, Peer, RpcClient, RpcServer};
 use transport::tls::TlsIdentity;
 
 use crate::config::{MemberConfig, STORE_MEMBER_ORG};
-use crate::member::{self, encode_messages, DriverChannels, MemberError, MemberHandle, PeerFeedback};
+use crate::member::{
+    self, encode_messages, DriverChannels, MemberError, MemberHandle, PeerFeedback,
+};
 use crate::types::{
-    ClientRequest, ClientResponse, CommandResult, Command, KeyRange, StoreError, WatchRequest, WatchResponse,
+    ClientRequest, ClientResponse, Command, CommandResult, KeyRange, StoreError, WatchRequest,
+    WatchResponse,
 };
 
 /// Organisations (certificate subject O) allowed to use the client API besides store members.
@@ -39,7 +42,10 @@ pub struct PeerBatch {
 }
 
 /// Runs one member until `shutdown` resolves or the raft driver fails.
-pub async fn run_member(config: MemberConfig, shutdown: impl Future<Output = ()> + Send) -> Result<(), MemberError> {
+pub async fn run_member(
+    config: MemberConfig,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), MemberError> {
     config.validate()?;
     let identity = TlsIdentity::load(&config.certs_dir, &config.name)?;
     let (handle, parts) = member::open(config.clone())?;
@@ -50,17 +56,32 @@ pub async fn run_member(config: MemberConfig, shutdown: impl Future<Output = ()>
     let (feedback_tx, feedback_rx) = mpsc::channel(1024);
     let mut outbound = HashMap::new();
     for (name, addr) in &config.initial_cluster {
-        let Some(peer_id) = config.member_id(name) else { continue };
+        let Some(peer_id) = config.member_id(name) else {
+            continue;
+        };
         if peer_id == id {
             continue;
         }
         let (tx, rx) = mpsc::channel(1024);
         outbound.insert(peer_id, tx);
-        let link = PeerLink { rpc: rpc.clone(), from: id, to: peer_id, addr: *addr, feedback: feedback_tx.clone() };
-        tokio::spawn(link.run(rx, stop_rx.clone()).instrument(tracing::info_span!("peer_link", peer = %name)));
+        let link = PeerLink {
+            rpc: rpc.clone(),
+            from: id,
+            to: peer_id,
+            addr: *addr,
+            feedback: feedback_tx.clone(),
+        };
+        tokio::spawn(
+            link.run(rx, stop_rx.clone())
+                .instrument(tracing::info_span!("peer_link", peer = %name)),
+        );
     }
     let (inbound_tx, inbound_rx) = mpsc::channel(8192);
-    let channels = DriverChannels { inbound: inbound_rx, feedback: feedback_rx, outbound };
+    let channels = DriverChannels {
+        inbound: inbound_rx,
+        feedback: feedback_rx,
+        outbound,
+    };
     let driver = member::spawn_driver(parts, channels, stop_rx.clone())?;
     let mut driver_done = tokio::task::spawn_blocking(move || driver.join());
 
@@ -70,8 +91,15 @@ pub async fn run_member(config: MemberConfig, shutdown: impl Future<Output = ()>
         member = %config.name, id, client = %config.listen_client, peer = %config.listen_peer,
         "store member serving"
     );
-    let members: Vec<String> = config.initial_cluster.iter().map(|(n, _)| n.clone()).collect();
-    let peer_service = Arc::new(PeerService { members, inbound: inbound_tx });
+    let members: Vec<String> = config
+        .initial_cluster
+        .iter()
+        .map(|(n, _)| n.clone())
+        .collect();
+    let peer_service = Arc::new(PeerService {
+        members,
+        inbound: inbound_tx,
+    });
     let client_service = Arc::new(ClientService { member: handle });
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
@@ -143,12 +171,23 @@ impl PeerLink {
                     }
                 }
             }
-            let Some(stream) = sink.as_mut() else { continue };
-            let frame = PeerBatch { from: self.from, messages: encode_messages(&batch) };
+            let Some(stream) = sink.as_mut() else {
+                continue;
+            };
+            let frame = PeerBatch {
+                from: self.from,
+                messages: encode_messages(&batch),
+            };
             match tokio::time::timeout(Duration::from_secs(2), stream.send(&frame)).await {
                 Ok(Ok(())) => {
-                    for m in batch.iter().filter(|m| m.get_msg_type() == MessageType::MsgSnapshot) {
-                        let _ = self.feedback.send(PeerFeedback::Snapshot { to: m.to, ok: true }).await;
+                    for m in batch
+                        .iter()
+                        .filter(|m| m.get_msg_type() == MessageType::MsgSnapshot)
+                    {
+                        let _ = self
+                            .feedback
+                            .send(PeerFeedback::Snapshot { to: m.to, ok: true })
+                            .await;
                     }
                 }
                 Ok(Err(e)) => {
@@ -165,7 +204,9 @@ impl PeerLink {
         }
     }
 
-    async fn open(&self) -> Result<transport::rpc::FrameSink<PeerBatch>, transport::TransportError> {
+    async fn open(
+        &self,
+    ) -> Result<transport::rpc::FrameSink<PeerBatch>, transport::TransportError> {
         let connection = tokio::time::timeout(Duration::from_secs(1), self.rpc.connect(self.addr))
             .await
             .map_err(|_| transport::TransportError::Timeout {
@@ -173,13 +214,27 @@ impl PeerLink {
                 addr: self.addr,
                 after: Duration::from_secs(1),
             })??;
-        connection.client_stream(&PeerBatch { from: self.from, messages: Vec::new() }).await
+        connection
+            .client_stream(&PeerBatch {
+                from: self.from,
+                messages: Vec::new(),
+            })
+            .await
     }
 
     async fn lost(&self, batch: &[Message]) {
         let _ = self.feedback.try_send(PeerFeedback::Unreachable(self.to));
-        for m in batch.iter().filter(|m| m.get_msg_type() == MessageType::MsgSnapshot) {
-            let _ = self.feedback.send(PeerFeedback::Snapshot { to: m.to, ok: false }).await;
+        for m in batch
+            .iter()
+            .filter(|m| m.get_msg_type() == MessageType::MsgSnapshot)
+        {
+            let _ = self
+                .feedback
+                .send(PeerFeedback::Snapshot {
+                    to: m.to,
+                    ok: false,
+                })
+                .await;
         }
     }
 }
@@ -195,7 +250,9 @@ impl Handler for PeerService {
     type Response = ();
 
     async fn handle(&self, peer: Peer, first: PeerBatch, mut call: Call<()>) {
-        if !self.members.contains(&peer.name) || !peer.organizations.iter().any(|o| o == STORE_MEMBER_ORG) {
+        if !self.members.contains(&peer.name)
+            || !peer.organizations.iter().any(|o| o == STORE_MEMBER_ORG)
+        {
             warn!(peer = %peer.name, addr = %peer.addr, "refusing raft messages from a non-member");
             return;
         }
@@ -235,8 +292,14 @@ impl Handler for ClientService {
     type Response = ClientResponse;
 
     async fn handle(&self, peer: Peer, request: ClientRequest, call: Call<ClientResponse>) {
-        if !peer.organizations.iter().any(|o| CLIENT_ORGS.contains(&o.as_str())) {
-            let denied = StoreError::PermissionDenied { identity: peer.name.clone() };
+        if !peer
+            .organizations
+            .iter()
+            .any(|o| CLIENT_ORGS.contains(&o.as_str()))
+        {
+            let denied = StoreError::PermissionDenied {
+                identity: peer.name.clone(),
+            };
             let _ = call.reply(&ClientResponse::Error(denied)).await;
             return;
         }
@@ -278,11 +341,15 @@ impl ClientService {
                 }));
             }
             ClientRequest::Watch(_) => {
-                return Err(StoreError::InvalidRequest { reason: "watch is a streaming call".into() })
+                return Err(StoreError::InvalidRequest {
+                    reason: "watch is a streaming call".into(),
+                })
             }
             ClientRequest::Put(put) => {
                 if put.key.is_empty() {
-                    return Err(StoreError::InvalidRequest { reason: "key is empty".into() });
+                    return Err(StoreError::InvalidRequest {
+                        reason: "key is empty".into(),
+                    });
                 }
                 Command::Put(put)
             }
@@ -291,7 +358,9 @@ impl ClientService {
             ClientRequest::Compact(compact) => Command::Compact(compact),
             ClientRequest::LeaseGrant(grant) => {
                 if grant.ttl <= 0 {
-                    return Err(StoreError::InvalidRequest { reason: "lease ttl must be positive".into() });
+                    return Err(StoreError::InvalidRequest {
+                        reason: "lease ttl must be positive".into(),
+                    });
                 }
                 Command::LeaseGrant(grant)
             }
@@ -321,7 +390,9 @@ impl ClientService {
         } else {
             shared.mvcc.read().current_revision() + 1
         };
-        let created = WatchResponse::Created { header: shared.header(next - 1) };
+        let created = WatchResponse::Created {
+            header: shared.header(next - 1),
+        };
         if call.send(&ClientResponse::Watch(created)).await.is_err() {
             return;
         }
@@ -331,7 +402,12 @@ impl ClientService {
                 let mvcc = shared.mvcc.read();
                 if next > mvcc.current_revision() {
                     let Some(tx) = sender.take() else { return };
-                    Ok(Err(shared.hub.lock().register(range.clone(), request.prev_kv, next, tx)))
+                    Ok(Err(shared.hub.lock().register(
+                        range.clone(),
+                        request.prev_kv,
+                        next,
+                        tx,
+                    )))
                 } else {
                     mvcc.events_since(&range, next, CATCH_UP_CHUNK).map(Ok)
                 }
@@ -347,11 +423,20 @@ impl ClientService {
                         events.iter_mut().for_each(|e| e.prev_kv = None);
                     }
                     let header = shared.header(next - 1);
-                    if call.send(&ClientResponse::Watch(WatchResponse::Events { header, events })).await.is_err() {
+                    if call
+                        .send(&ClientResponse::Watch(WatchResponse::Events {
+                            header,
+                            events,
+                        }))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
-                Err(StoreError::Compacted { compact_revision, .. }) => {
+                Err(StoreError::Compacted {
+                    compact_revision, ..
+                }) => {
                     let canceled = WatchResponse::Canceled {
                         header: shared.header(shared.mvcc.read().current_revision()),
                         reason: format!("required revision {next} has been compacted"),

@@ -52,7 +52,10 @@ pub struct KeyRange {
 
 impl KeyRange {
     pub fn single(key: impl Into<Bytes>) -> Self {
-        KeyRange { key: key.into(), range_end: Bytes::new() }
+        KeyRange {
+            key: key.into(),
+            range_end: Bytes::new(),
+        }
     }
 
     /// Every key starting with `prefix`.
@@ -259,7 +262,10 @@ pub enum WatchResponse {
     Created { header: ResponseHeader },
     /// Events of one or more whole revisions, in revision order. A revision's events are never
     /// split across two messages.
-    Events { header: ResponseHeader, events: Vec<Event> },
+    Events {
+        header: ResponseHeader,
+        events: Vec<Event>,
+    },
     /// Nothing happened in the range up to `header.revision`.
     Progress { header: ResponseHeader },
     /// The watch ended; the stream closes after this. `compact_revision` is set when the start
@@ -310,8 +316,12 @@ pub enum ClientRequest {
     Txn(TxnRequest),
     Compact(CompactRequest),
     LeaseGrant(LeaseGrantRequest),
-    LeaseRevoke { id: LeaseId },
-    LeaseKeepAlive { id: LeaseId },
+    LeaseRevoke {
+        id: LeaseId,
+    },
+    LeaseKeepAlive {
+        id: LeaseId,
+    },
     Status,
     Hash,
     /// Server-streaming: answered by a sequence of [`WatchResponse`] frames.
@@ -340,14 +350,25 @@ pub enum ClientResponse {
 /// elsewhere"; the others are final answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum StoreError {
-    #[error("required revision {requested} has been compacted (compact revision {compact_revision})")]
-    Compacted { requested: Revision, compact_revision: Revision },
+    #[error(
+        "required revision {requested} has been compacted (compact revision {compact_revision})"
+    )]
+    Compacted {
+        requested: Revision,
+        compact_revision: Revision,
+    },
     #[error("required revision {requested} is a future revision (current {current})")]
-    FutureRevision { requested: Revision, current: Revision },
+    FutureRevision {
+        requested: Revision,
+        current: Revision,
+    },
     #[error("lease {id} not found")]
     LeaseNotFound { id: LeaseId },
     #[error("no leader is known to member {member}; retry")]
-    NoLeader { member: String, leader_hint: Option<String> },
+    NoLeader {
+        member: String,
+        leader_hint: Option<String>,
+    },
     #[error("request timed out; it may or may not have been applied")]
     Timeout,
     #[error("member unavailable: {reason}")]
@@ -363,7 +384,10 @@ pub enum StoreError {
 impl StoreError {
     /// True for errors after which the same request may succeed on a retry (here or elsewhere).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::NoLeader { .. } | StoreError::Timeout | StoreError::Unavailable { .. })
+        matches!(
+            self,
+            StoreError::NoLeader { .. } | StoreError::Timeout | StoreError::Unavailable { .. }
+        )
     }
 }
 
@@ -375,11 +399,17 @@ pub enum Command {
     Txn(TxnRequest),
     Compact(CompactRequest),
     LeaseGrant(LeaseGrantRequest),
-    LeaseRevoke { id: LeaseId },
+    LeaseRevoke {
+        id: LeaseId,
+    },
     /// Proposed by the leader when it sees a lease run out.
-    LeaseExpire { id: LeaseId },
+    LeaseExpire {
+        id: LeaseId,
+    },
     /// Renews a lease; replicated so that whichever member leads next knows it was renewed.
-    LeaseKeepAlive { id: LeaseId },
+    LeaseKeepAlive {
+        id: LeaseId,
+    },
 }
 
 /// The result of applying a [`Command`].
@@ -411,7 +441,10 @@ mod tests {
         let r = KeyRange::prefix(&b"/a/"[..]);
         assert!(r.contains(b"/a/x"));
         assert!(!r.contains(b"/b"));
-        let all = KeyRange { key: Bytes::from_static(b"m"), range_end: Bytes::from_static(&[0]) };
+        let all = KeyRange {
+            key: Bytes::from_static(b"m"),
+            range_end: Bytes::from_static(&[0]),
+        };
         assert!(all.contains(b"zzz"));
         assert!(!all.contains(b"a"));
         assert!(KeyRange::single(&b"k"[..]).contains(b"k"));
