@@ -1,0 +1,23 @@
+//! kemu's Kubernetes object model and the API machinery shared by the API server and the
+//! components.
+//!
+//! - [`resources`]: the table of served resources (group, version, kind, plural, scope, storage).
+//! - [`strict`]: typed decoding of objects (k8s-openapi v1_37) with unknown-field detection.
+//! - [`validation`]: object validation with Kubernetes' field-path causes.
+//! - [`selectors`]: label and field selectors.
+//! - [`quantity`]: resource quantities (`100m`, `1Gi`).
+//! - [`patch`]: JSON merge patch, JSON patch, strategic merge patch and server-side apply.
+//! - [`printers`]: `meta.k8s.io/v1` Table rows with kubectl's columns.
+//! - [`discovery`]: `/api`, `/apis` and group-version discovery documents, and the minimal
+//!   OpenAPI v3 that kubectl's validation needs.
+
+pub mod discovery;
+pub mod patch;
+pub mod printers;
+pub mod quantity;
+pub mod resources;
+pub mod selectors;
+pub mod strict;
+pub mod validation;
+
+pub use resources::{ResourceInfo, RESOURCES};

@@ -1,0 +1,326 @@
+//! The resources kemu serves: one [`ResourceInfo`] per (group, version, plural), the single table
+//! that discovery, routing, storage keys and clients all read.
+
+/// Everything the API machinery needs to know about one resource.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// API group; "" is the core (legacy) group served under `/api`.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    /// The URL segment and storage segment, e.g. `pods`.
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub verbs: &'static [&'static str],
+    /// Subresources served, e.g. `status`, `binding`, `log`.
+    pub subresources: &'static [&'static str],
+    /// `kubectl get all` includes resources in the `all` category.
+    pub categories: &'static [&'static str],
+    /// Storage segment under `/registry/` — shared by two views of one resource
+    /// (core/v1 and events.k8s.io/v1 events).
+    pub storage: &'static str,
+}
+
+const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const CLUSTER_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+
+/// Every served resource. Order is the order of discovery documents.
+pub static RESOURCES: &[ResourceInfo] = &[
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        singular: "namespace",
+        namespaced: false,
+        short_names: &["ns"],
+        verbs: CLUSTER_VERBS,
+        subresources: &["status", "finalize"],
+        categories: &[],
+        storage: "namespaces",
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        singular: "pod",
+        namespaced: true,
+        short_names: &["po"],
+        verbs: ALL_VERBS,
+        subresources: &["status", "binding", "log"],
+        categories: &["all"],
+        storage: "pods",
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        singular: "node",
+        namespaced: false,
+        short_names: &["no"],
+        verbs: ALL_VERBS,
+        subresources: &["status"],
+        categories: &[],
+        storage: "minions",
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        singular: "event",
+        namespaced: true,
+        short_names: &["ev"],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "events",
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        singular: "configmap",
+        namespaced: true,
+        short_names: &["cm"],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "configmaps",
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        singular: "secret",
+        namespaced: true,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "secrets",
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        singular: "service",
+        namespaced: true,
+        short_names: &["svc"],
+        verbs: ALL_VERBS,
+        subresources: &["status"],
+        categories: &["all"],
+        storage: "services/specs",
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "Endpoints",
+        plural: "endpoints",
+        singular: "endpoints",
+        namespaced: true,
+        short_names: &["ep"],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "services/endpoints",
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        namespaced: true,
+        short_names: &["sa"],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "serviceaccounts",
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "Deployment",
+        plural: "deployments",
+        singular: "deployment",
+        namespaced: true,
+        short_names: &["deploy"],
+        verbs: ALL_VERBS,
+        subresources: &["status", "scale"],
+        categories: &["all"],
+        storage: "deployments",
+    },
+    ResourceInfo {
+        group: "apps",
+        version: "v1",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        singular: "replicaset",
+        namespaced: true,
+        short_names: &["rs"],
+        verbs: ALL_VERBS,
+        subresources: &["status", "scale"],
+        categories: &["all"],
+        storage: "replicasets",
+    },
+    ResourceInfo {
+        group: "batch",
+        version: "v1",
+        kind: "Job",
+        plural: "jobs",
+        singular: "job",
+        namespaced: true,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        subresources: &["status"],
+        categories: &["all"],
+        storage: "jobs",
+    },
+    ResourceInfo {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        singular: "lease",
+        namespaced: true,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "leases",
+    },
+    ResourceInfo {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        singular: "event",
+        namespaced: true,
+        short_names: &["ev"],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "events",
+    },
+];
+
+impl ResourceInfo {
+    /// `v1` for the core group, else `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// The storage key prefix of every object of this resource (with a trailing `/`).
+    pub fn prefix(&self) -> String {
+        format!("/registry/{}/", self.storage)
+    }
+
+    /// The storage key prefix of the objects in one namespace (or all, for `None`).
+    pub fn namespace_prefix(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => format!("/registry/{}/{}/", self.storage, ns),
+            _ => self.prefix(),
+        }
+    }
+
+    /// The storage key of one object.
+    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(ns) if self.namespaced => format!("/registry/{}/{}/{}", self.storage, ns, name),
+            _ => format!("/registry/{}/{}", self.storage, name),
+        }
+    }
+
+    /// The URL path of the collection, e.g. `/api/v1/namespaces/ns/pods`.
+    pub fn collection_path(&self, namespace: Option<&str>) -> String {
+        let base = if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        };
+        match namespace {
+            Some(ns) if self.namespaced => format!("{base}/namespaces/{ns}/{}", self.plural),
+            _ => format!("{base}/{}", self.plural),
+        }
+    }
+
+    pub fn has_subresource(&self, name: &str) -> bool {
+        self.subresources.contains(&name)
+    }
+}
+
+/// Looks a resource up by group, version and plural (the URL's view).
+pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
+    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// Looks a resource up by apiVersion and kind (a manifest's view).
+pub fn find_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
+    RESOURCES.iter().find(|r| r.kind == kind && r.api_version() == api_version)
+}
+
+/// The distinct API groups (besides core), each with its versions, in table order.
+pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in RESOURCES.iter().filter(|r| !r.group.is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
+            Some(_) => {}
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    out
+}
+
+/// Shorthand for the most used resource.
+pub fn pods() -> &'static ResourceInfo {
+    &RESOURCES[1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookups_and_keys() {
+        let pods = find("", "v1", "pods").expect("pods");
+        assert_eq!(pods, super::pods());
+        assert_eq!(pods.key(Some("default"), "web"), "/registry/pods/default/web");
+        assert_eq!(pods.collection_path(Some("ns")), "/api/v1/namespaces/ns/pods");
+        let nodes = find_kind("v1", "Node").expect("nodes");
+        assert_eq!(nodes.key(None, "n1"), "/registry/minions/n1");
+        let deploy = find("apps", "v1", "deployments").expect("deployments");
+        assert_eq!(deploy.api_version(), "apps/v1");
+        assert_eq!(deploy.collection_path(None), "/apis/apps/v1/deployments");
+        assert_eq!(deploy.list_kind(), "DeploymentList");
+        let core_events = find("", "v1", "events").expect("core events");
+        let new_events = find("events.k8s.io", "v1", "events").expect("events.k8s.io");
+        assert_eq!(core_events.prefix(), new_events.prefix());
+        assert!(groups().iter().any(|(g, v)| *g == "apps" && v == &vec!["v1"]));
+    }
+
+    #[test]
+    fn plurals_are_unique_per_group_version() {
+        for (i, a) in RESOURCES.iter().enumerate() {
+            for b in &RESOURCES[i + 1..] {
+                assert!(!(a.group == b.group && a.version == b.version && a.plural == b.plural), "{}", a.plural);
+            }
+        }
+    }
+}

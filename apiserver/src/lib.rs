@@ -1,0 +1,1 @@
+//! The kemu API server (in progress).
