@@ -1,1 +1,21 @@
-//! The kemu API server (in progress).
+//! The kemu API server: the Kubernetes REST API over the kemu store.
+//!
+//! - [`http`]: the HTTP front (routing, discovery, Table, watch streams, `Status` errors).
+//! - [`registry`]: the verbs on every resource, shared by both fronts.
+//! - [`strategy`]: per-resource create/update behaviour (server-owned fields, defaults, status).
+//! - [`storage`]: Kubernetes' conditional writes on the store.
+//! - [`watch_cache`]: all objects in memory, fed by one store watch; lists and watches come from it.
+//! - [`event_view`]: core/v1 ⇄ events.k8s.io/v1 events.
+//! - [`errors`], [`meta`], [`metrics`]: Status errors, metadata access, Prometheus metrics.
+//! - [`server`]: [`server::run`] wires one replica together.
+
+pub mod errors;
+pub mod event_view;
+pub mod http;
+pub mod meta;
+pub mod metrics;
+pub mod registry;
+pub mod server;
+pub mod storage;
+pub mod strategy;
+pub mod watch_cache;

@@ -1,0 +1,614 @@
+//! The HTTP front: Kubernetes REST paths → registry verbs, with discovery, OpenAPI, Table
+//! responses, chunked watch streams and `Status` errors.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use api::patch::PatchType;
+use api::printers::{self, IncludeObject};
+use api::ResourceInfo;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tracing::debug;
+
+use crate::errors::ApiError;
+use crate::metrics::Metrics;
+use crate::registry::{DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WriteOptions};
+use crate::watch_cache::{CachedObject, WatchItem};
+
+/// Largest accepted request body, as kube-apiserver's 3 MiB limit.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Queue of one HTTP watcher before it counts as too slow and is dropped.
+const HTTP_WATCH_BUFFER: usize = 4096;
+/// How often a watch that allows bookmarks gets one.
+const BOOKMARK_INTERVAL: Duration = Duration::from_secs(30);
+
+/// What every handler shares.
+pub struct AppState {
+    pub registry: Arc<Registry>,
+    pub metrics: Metrics,
+    pub server_address: String,
+}
+
+/// One request's target after path parsing.
+#[derive(Debug)]
+struct Target {
+    resource: &'static ResourceInfo,
+    namespace: Option<String>,
+    name: Option<String>,
+    subresource: Option<String>,
+    watch_path: bool,
+}
+
+/// Non-resource paths and the resource paths under `/api` and `/apis`.
+enum Route {
+    Health,
+    Metrics,
+    Version,
+    ApiVersions,
+    ApiGroupList,
+    ApiGroup(String),
+    ResourceList(String, String),
+    OpenApiRoot,
+    OpenApi(String, String),
+    Resource(Target),
+}
+
+pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let query = parse_query(request.uri().query().unwrap_or(""));
+    let (response, verb, resource) = match route(&path) {
+        Ok(Route::Resource(target)) => {
+            let verb = verb_of(&method, &target, &query);
+            let resource = match &target.subresource {
+                Some(sub) => format!("{}/{}", target.resource.plural, sub),
+                None => target.resource.plural.to_string(),
+            };
+            let response = match resource_request(&state, target, method.clone(), &query, request).await {
+                Ok(response) => response,
+                Err(e) => error_response(&e),
+            };
+            (response, verb, resource)
+        }
+        Ok(other) => (non_resource(&state, other, &method), method.as_str().to_string(), String::new()),
+        Err(e) => (error_response(&e), method.as_str().to_string(), String::new()),
+    };
+    if verb != "WATCH" {
+        state.metrics.observe(&verb, &resource, response.status().as_u16(), started.elapsed());
+    }
+    debug!(%method, %path, status = response.status().as_u16(), took_us = started.elapsed().as_micros() as u64, "request");
+    response
+}
+
+fn verb_of(method: &Method, target: &Target, query: &HashMap<String, String>) -> String {
+    let watch = target.watch_path || is_true(query.get("watch"));
+    match (method.as_str(), target.name.is_some()) {
+        ("GET", _) if watch => "WATCH",
+        ("GET", true) => "GET",
+        ("GET", false) => "LIST",
+        ("POST", _) => "POST",
+        ("PUT", _) => "PUT",
+        ("PATCH", _) => "PATCH",
+        ("DELETE", _) => "DELETE",
+        (other, _) => other,
+    }
+    .to_string()
+}
+
+fn route(path: &str) -> Result<Route, ApiError> {
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> = trimmed.split('/').filter(|s| !s.is_empty()).collect();
+    let not_found = || ApiError::NotFound {
+        message: "the server could not find the requested resource".into(),
+        name: String::new(),
+        group: String::new(),
+        kind: String::new(),
+    };
+    match segments.as_slice() {
+        ["healthz"] | ["livez"] | ["readyz"] => Ok(Route::Health),
+        ["metrics"] => Ok(Route::Metrics),
+        ["version"] => Ok(Route::Version),
+        ["api"] => Ok(Route::ApiVersions),
+        ["apis"] => Ok(Route::ApiGroupList),
+        ["openapi", "v3"] => Ok(Route::OpenApiRoot),
+        ["openapi", "v3", "api", version] => Ok(Route::OpenApi(String::new(), version.to_string())),
+        ["openapi", "v3", "apis", group, version] => Ok(Route::OpenApi(group.to_string(), version.to_string())),
+        ["api", version] => Ok(Route::ResourceList(String::new(), version.to_string())),
+        ["apis", group] => Ok(Route::ApiGroup(group.to_string())),
+        ["apis", group, version] => Ok(Route::ResourceList(group.to_string(), version.to_string())),
+        ["api", version, rest @ ..] => resource_route("", version, rest).ok_or_else(not_found),
+        ["apis", group, version, rest @ ..] => resource_route(group, version, rest).ok_or_else(not_found),
+        _ => Err(not_found()),
+    }
+}
+
+fn resource_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
+    let (watch_path, rest) = match rest {
+        ["watch", tail @ ..] => (true, tail),
+        other => (false, other),
+    };
+    let namespaced_resource =
+        |plural: &str| api::resources::find(group, version, plural).filter(|r| r.namespaced);
+    let (resource, namespace, tail) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if namespaced_resource(plural).is_some() => {
+            (namespaced_resource(plural)?, Some(ns.to_string()), tail)
+        }
+        [plural, tail @ ..] => (api::resources::find(group, version, plural)?, None, tail),
+        [] => return None,
+    };
+    let (name, subresource) = match tail {
+        [] => (None, None),
+        [name] => (Some(name.to_string()), None),
+        [name, sub] if resource.has_subresource(sub) => (Some(name.to_string()), Some(sub.to_string())),
+        _ => return None,
+    };
+    Some(Route::Resource(Target { resource, namespace, name, subresource, watch_path }))
+}
+
+fn non_resource(state: &AppState, route: Route, method: &Method) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        return error_response(&ApiError::MethodNotAllowed { message: format!("method {method} is not allowed here") });
+    }
+    match route {
+        Route::Health => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response(),
+        Route::Metrics => {
+            let cache = state.registry.cache();
+            let watchers: Vec<(String, usize)> =
+                cache.caches().iter().map(|c| (c.storage.to_string(), c.watcher_count())).collect();
+            let objects: Vec<(String, usize)> =
+                cache.caches().iter().map(|c| (c.storage.to_string(), c.object_count())).collect();
+            let body = state.metrics.render(&watchers, &objects);
+            (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+        }
+        Route::Version => json_response(StatusCode::OK, &api::discovery::version_info()),
+        Route::ApiVersions => json_response(StatusCode::OK, &api::discovery::api_versions(&state.server_address)),
+        Route::ApiGroupList => json_response(StatusCode::OK, &api::discovery::api_group_list()),
+        Route::ApiGroup(group) => match api::discovery::api_group(&group) {
+            Some(v) => json_response(StatusCode::OK, &v),
+            None => error_response(&not_found_path()),
+        },
+        Route::ResourceList(group, version) => match api::discovery::api_resource_list(&group, &version) {
+            Some(v) => json_response(StatusCode::OK, &v),
+            None => error_response(&not_found_path()),
+        },
+        Route::OpenApiRoot => json_response(StatusCode::OK, &api::discovery::openapi_v3_root()),
+        Route::OpenApi(group, version) => match api::discovery::openapi_v3_group_version(&group, &version) {
+            Some(v) => json_response(StatusCode::OK, &v),
+            None => error_response(&not_found_path()),
+        },
+        Route::Resource(_) => error_response(&not_found_path()),
+    }
+}
+
+fn not_found_path() -> ApiError {
+    ApiError::NotFound {
+        message: "the server could not find the requested resource".into(),
+        name: String::new(),
+        group: String::new(),
+        kind: String::new(),
+    }
+}
+
+async fn resource_request(
+    state: &AppState,
+    target: Target,
+    method: Method,
+    query: &HashMap<String, String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let registry = &state.registry;
+    let resource = target.resource;
+    let ns = target.namespace.as_deref();
+    if resource.namespaced && ns.is_none() && target.name.is_some() {
+        return Err(not_found_path());
+    }
+    let headers = request.headers().clone();
+    let table = wants_table(&headers);
+    let write = write_options(query)?;
+    match (&method, target.name.as_deref(), target.subresource.as_deref()) {
+        (&Method::GET, _, _) if target.watch_path || is_true(query.get("watch")) => {
+            let mut options = list_options(query)?;
+            if let Some(name) = &target.name {
+                let by_name = format!("metadata.name={name}");
+                options.field_selector = Some(match options.field_selector.take() {
+                    Some(f) if !f.is_empty() => format!("{f},{by_name}"),
+                    _ => by_name,
+                });
+            }
+            watch(state, resource, ns, options, query, table).await
+        }
+        (&Method::GET, None, None) => {
+            let options = list_options(query)?;
+            let listed = registry.list(resource, ns, &options).await?;
+            if table {
+                let objects = listed.items.iter().map(|o| o.value()).collect::<Result<Vec<_>, _>>()?;
+                let include = IncludeObject::parse(query.get("includeObject").map(String::as_str).unwrap_or("Metadata"));
+                let rv = listed.resource_version.to_string();
+                let t = printers::table(resource, &objects, include, chrono::Utc::now(), &rv, listed.continue_token.as_deref());
+                return Ok(json_response(StatusCode::OK, &t));
+            }
+            Ok(list_response(resource, &listed.items, listed.resource_version, listed.continue_token.as_deref()))
+        }
+        (&Method::GET, Some(name), None) => {
+            let object = registry.get(resource, ns, name).await?;
+            if table {
+                let include = IncludeObject::parse(query.get("includeObject").map(String::as_str).unwrap_or("Metadata"));
+                let rv = crate::meta::resource_version(&object).to_string();
+                let t = printers::table(resource, &[object], include, chrono::Utc::now(), &rv, None);
+                return Ok(json_response(StatusCode::OK, &t));
+            }
+            Ok(json_response(StatusCode::OK, &object))
+        }
+        (&Method::GET, Some(name), Some("status")) => Ok(json_response(StatusCode::OK, &registry.get(resource, ns, name).await?)),
+        (&Method::GET, Some(_), Some("log")) => Err(ApiError::BadRequest {
+            message: "container logs are served by the node host, which is not connected".into(),
+        }),
+        (&Method::POST, None, None) => {
+            let body = read_object(request).await?;
+            let created = registry.create(resource, ns, body, &write).await?;
+            Ok(json_response(StatusCode::CREATED, &created))
+        }
+        (&Method::POST, Some(name), Some("binding")) => {
+            let body = read_object(request).await?;
+            let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;
+            registry.bind(ns, name, &body).await?;
+            Ok(json_response(
+                StatusCode::CREATED,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            ))
+        }
+        (&Method::PUT, Some(name), sub @ (None | Some("status") | Some("finalize"))) => {
+            let body = read_object(request).await?;
+            let sub = if sub == Some("finalize") { Some("finalize") } else { sub };
+            let updated = if sub == Some("finalize") {
+                finalize_namespace(registry, name, body, &write).await?
+            } else {
+                registry.update(resource, ns, name, sub, body, &write).await?
+            };
+            Ok(json_response(StatusCode::OK, &updated))
+        }
+        (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
+            let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let patch_type = PatchType::from_content_type(content_type).ok_or_else(|| ApiError::UnsupportedMediaType {
+                message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got \"{content_type}\")"),
+            })?;
+            if patch_type == PatchType::Apply && write.field_manager.is_none() {
+                return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
+            }
+            let body = read_body(request).await?;
+            let force = is_true(query.get("force"));
+            let patched = registry.patch(resource, ns, name, sub, patch_type, &body, force, &write).await?;
+            Ok(json_response(StatusCode::OK, &patched))
+        }
+        (&Method::DELETE, Some(name), None) => {
+            let body = read_body(request).await?;
+            let options = delete_options(&body, query)?;
+            match registry.delete(resource, ns, name, &options).await? {
+                Deleted::Gone(object) => Ok(json_response(StatusCode::OK, &object)),
+                Deleted::Pending(object) => Ok(json_response(StatusCode::OK, &object)),
+            }
+        }
+        (&Method::DELETE, None, None) => {
+            let body = read_body(request).await?;
+            let options = delete_options(&body, query)?;
+            let deleted = registry.delete_collection(resource, ns, &list_options(query)?, &options).await?;
+            let items: Vec<Value> = deleted;
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({"kind": resource.list_kind(), "apiVersion": resource.api_version(), "metadata": {}, "items": items}),
+            ))
+        }
+        _ => Err(ApiError::MethodNotAllowed {
+            message: format!("the server does not allow this method on the requested resource ({method})"),
+        }),
+    }
+}
+
+/// `namespaces/{name}/finalize`: replaces spec.finalizers; an emptied, terminating namespace
+/// is removed.
+async fn finalize_namespace(registry: &Registry, name: &str, body: Value, write: &WriteOptions) -> Result<Value, ApiError> {
+    let namespaces = api::resources::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("no namespaces"))?;
+    let finalizers = body.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+    let patch = json!({"spec": {"finalizers": finalizers}}).to_string();
+    let patched = registry
+        .patch(namespaces, None, name, Some("finalize"), PatchType::Merge, patch.as_bytes(), false, write)
+        .await?;
+    let empty = patched.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(|a| a.is_empty());
+    if empty && crate::meta::deletion_timestamp(&patched).is_some() && crate::meta::finalizers(&patched).is_empty() {
+        registry.delete(namespaces, None, name, &DeleteOptions::default()).await?;
+    }
+    Ok(patched)
+}
+
+async fn watch(
+    state: &AppState,
+    resource: &'static ResourceInfo,
+    namespace: Option<&str>,
+    options: ListOptions,
+    query: &HashMap<String, String>,
+    table: bool,
+) -> Result<Response, ApiError> {
+    let send_initial = is_true(query.get("sendInitialEvents"));
+    let bookmarks = is_true(query.get("allowWatchBookmarks"));
+    if send_initial && (!bookmarks || query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan")) {
+        return Err(ApiError::Invalid {
+            message: "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks".into(),
+            name: String::new(),
+            group: "meta.k8s.io".into(),
+            kind: "ListOptions".into(),
+            causes: vec![],
+        });
+    }
+    let timeout = match query.get("timeoutSeconds") {
+        Some(t) => Duration::from_secs(t.parse::<u64>().map_err(|_| ApiError::bad_request("timeoutSeconds must be a number"))?),
+        None => Duration::from_secs(1800 + rand::random::<u64>() % 1800),
+    };
+    let subscription = state.registry.watch(resource, namespace, &options, send_initial, HTTP_WATCH_BUFFER).await?;
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let revision = subscription.revision;
+    tokio::spawn(async move {
+        let mut subscription = subscription;
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut last_rv = revision;
+        let initial = std::mem::take(&mut subscription.initial);
+        for item in initial {
+            last_rv = last_rv.max(item.object.rv);
+            if tx.send(watch_line(resource, &item, table)).await.is_err() {
+                return;
+            }
+        }
+        if send_initial {
+            let line = bookmark_line(resource, revision.max(last_rv), true);
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        let mut bookmark_timer = tokio::time::interval(BOOKMARK_INTERVAL);
+        bookmark_timer.tick().await;
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut deadline => return,
+                _ = tx.closed() => return,
+                item = subscription.live.recv() => match item {
+                    Some(item) => {
+                        last_rv = last_rv.max(item.object.rv);
+                        if tx.send(watch_line(resource, &item, table)).await.is_err() {
+                            return;
+                        }
+                    }
+                    // Dropped for falling behind: ending the stream makes the client re-list.
+                    None => return,
+                },
+                _ = bookmark_timer.tick(), if bookmarks => {
+                    if tx.send(bookmark_line(resource, last_rv, false)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) });
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    Ok(response)
+}
+
+fn watch_line(resource: &ResourceInfo, item: &WatchItem, table: bool) -> Bytes {
+    let mut line = BytesMut::with_capacity(item.object.json.len() + 40);
+    line.put_slice(b"{\"type\":\"");
+    line.put_slice(item.kind.as_str().as_bytes());
+    line.put_slice(b"\",\"object\":");
+    if table {
+        let object = item.object.value().unwrap_or(Value::Null);
+        let rv = item.object.rv.to_string();
+        let t = printers::table(resource, &[object], IncludeObject::Metadata, chrono::Utc::now(), &rv, None);
+        line.put_slice(&serde_json::to_vec(&t).unwrap_or_default());
+    } else {
+        put_object(&mut line, resource, &item.object);
+    }
+    line.put_slice(b"}\n");
+    line.freeze()
+}
+
+fn bookmark_line(resource: &ResourceInfo, rv: i64, initial_end: bool) -> Bytes {
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let object = json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata});
+    let mut line = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+/// Writes a cached object's JSON, rewriting apiVersion/kind when the resource is another view
+/// of the stored objects (events.k8s.io/v1 events are stored as core/v1).
+fn put_object(out: &mut BytesMut, resource: &ResourceInfo, object: &CachedObject) {
+    if resource.group.is_empty() || resource.storage != "events" {
+        out.put_slice(&object.json);
+        return;
+    }
+    let value = object.value().unwrap_or(Value::Null);
+    let converted = crate::event_view::to_events_v1(&value);
+    out.put_slice(&serde_json::to_vec(&converted).unwrap_or_default());
+}
+
+/// A list built from the cached JSON without re-encoding each item.
+fn list_response(resource: &ResourceInfo, items: &[Arc<CachedObject>], rv: i64, continue_token: Option<&str>) -> Response {
+    let size: usize = items.iter().map(|o| o.json.len() + 1).sum();
+    let mut body = BytesMut::with_capacity(size + 256);
+    let metadata = match continue_token {
+        Some(c) => json!({"resourceVersion": rv.to_string(), "continue": c}),
+        None => json!({"resourceVersion": rv.to_string()}),
+    };
+    body.put_slice(format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[", resource.list_kind(), resource.api_version(), metadata).as_bytes());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.put_u8(b',');
+        }
+        put_object(&mut body, resource, item);
+    }
+    body.put_slice(b"]}");
+    let mut response = Response::new(Body::from(body.freeze()));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = code;
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+pub fn error_response(e: &ApiError) -> Response {
+    json_response(StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &e.status())
+}
+
+/// kubectl asks for `application/json;as=Table;v=v1;g=meta.k8s.io` first.
+fn wants_table(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return false };
+    let Some(first) = accept.split(',').next() else { return false };
+    first.contains("as=Table")
+}
+
+async fn read_body(request: Request) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await.map_err(|_| ApiError::TooLarge {
+        message: format!("the request body is larger than the limit of {MAX_BODY_BYTES} bytes"),
+    })
+}
+
+/// Reads a JSON or YAML object body.
+async fn read_object(request: Request) -> Result<Value, ApiError> {
+    let content_type =
+        request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    let body = read_body(request).await?;
+    decode_object(&content_type, &body)
+}
+
+pub fn decode_object(content_type: &str, body: &[u8]) -> Result<Value, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("the request body is empty; an object was expected"));
+    }
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    let value: Value = match media {
+        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}")))?,
+        "application/json" | "" | "*/*" => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
+        "application/vnd.kubernetes.protobuf" => {
+            return Err(ApiError::UnsupportedMediaType { message: "protobuf is not supported; send JSON or YAML".into() })
+        }
+        other => {
+            return Err(ApiError::UnsupportedMediaType {
+                message: format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got \"{other}\")"),
+            })
+        }
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    Ok(value)
+}
+
+fn parse_query(query: &str) -> HashMap<String, String> {
+    serde_urlencoded::from_str::<Vec<(String, String)>>(query).unwrap_or_default().into_iter().collect()
+}
+
+fn is_true(value: Option<&String>) -> bool {
+    matches!(value.map(String::as_str), Some("true" | "1"))
+}
+
+fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
+    let limit = match query.get("limit") {
+        Some(l) if !l.is_empty() => l.parse::<usize>().map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?,
+        _ => 0,
+    };
+    Ok(ListOptions {
+        label_selector: query.get("labelSelector").cloned(),
+        field_selector: query.get("fieldSelector").cloned(),
+        limit,
+        continue_token: query.get("continue").filter(|c| !c.is_empty()).cloned(),
+        resource_version: query.get("resourceVersion").cloned(),
+    })
+}
+
+fn write_options(query: &HashMap<String, String>) -> Result<WriteOptions, ApiError> {
+    Ok(WriteOptions {
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+        field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str).unwrap_or(""))?,
+        field_manager: query.get("fieldManager").cloned(),
+    })
+}
+
+fn delete_options(body: &[u8], query: &HashMap<String, String>) -> Result<DeleteOptions, ApiError> {
+    let value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+    };
+    let mut options = DeleteOptions::from_body(&value)?;
+    if let Some(grace) = query.get("gracePeriodSeconds") {
+        options.grace_period_seconds =
+            Some(grace.parse().map_err(|_| ApiError::bad_request("gracePeriodSeconds must be an integer"))?);
+    }
+    if let Some(policy) = query.get("propagationPolicy") {
+        options.propagation_policy = Some(policy.clone());
+    }
+    if query.get("dryRun").is_some_and(|d| d == "All") {
+        options.dry_run = true;
+    }
+    Ok(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(path: &str) -> Target {
+        match route(path) {
+            Ok(Route::Resource(t)) => t,
+            _ => panic!("{path} is not a resource path"),
+        }
+    }
+
+    #[test]
+    fn routes_resource_paths() {
+        let t = target("/api/v1/namespaces/default/pods/web/status");
+        assert_eq!((t.resource.plural, t.namespace.as_deref(), t.name.as_deref(), t.subresource.as_deref()), ("pods", Some("default"), Some("web"), Some("status")));
+        let t = target("/api/v1/namespaces/kube-system");
+        assert_eq!((t.resource.plural, t.name.as_deref()), ("namespaces", Some("kube-system")));
+        let t = target("/api/v1/namespaces/x/finalize");
+        assert_eq!((t.resource.plural, t.subresource.as_deref()), ("namespaces", Some("finalize")));
+        let t = target("/apis/apps/v1/deployments");
+        assert_eq!((t.resource.plural, t.namespace), ("deployments", None));
+        let t = target("/api/v1/watch/namespaces/ns/pods");
+        assert!(t.watch_path);
+        assert!(route("/api/v1/namespaces/ns/pods/a/bogus").is_err());
+        assert!(route("/apis/nope/v1/things").is_err());
+        assert!(matches!(route("/version/"), Ok(Route::Version)));
+    }
+
+    #[test]
+    fn decodes_json_and_yaml_bodies() {
+        assert!(decode_object("application/json", b"{\"a\":1}").is_ok());
+        assert!(decode_object("application/yaml", b"a: 1\nb: [x]\n").is_ok());
+        assert_eq!(decode_object("application/json", b"{nope").map_err(|e| e.code()).err(), Some(400));
+        assert_eq!(decode_object("application/yaml", b"a: [").map_err(|e| e.code()).err(), Some(400));
+        assert_eq!(decode_object("text/html", b"{}").map_err(|e| e.code()).err(), Some(415));
+        assert_eq!(decode_object("application/json", b"[1]").map_err(|e| e.code()).err(), Some(400));
+    }
+}

@@ -1,0 +1,875 @@
+//! The verbs on every resource: create, get, list, update, patch, delete, deletecollection and
+//! watch, plus the pod subresources (status, binding). Both fronts (HTTP and QUIC) call these.
+//!
+//! Reads come from the watch cache; writes go to the store as conditional transactions. An
+//! update that loses a race re-reads the object and tries again when the caller did not pin a
+//! resourceVersion (Kubernetes' GuaranteedUpdate).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::patch::PatchType;
+use api::selectors::{FieldSelector, LabelSelector};
+use api::ResourceInfo;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use store::types::LeaseId;
+
+use crate::errors::ApiError;
+use crate::meta;
+use crate::storage::{Storage, Written};
+use crate::strategy;
+use crate::watch_cache::{CachedObject, Filter, Subscription, WatchCache};
+
+/// How many times an unpinned update retries after losing a race.
+const UPDATE_RETRIES: usize = 16;
+
+/// Options of a write.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    pub dry_run: bool,
+    /// `Strict` rejects unknown fields; `Warn`/`Ignore` drop them.
+    pub field_validation: FieldValidation,
+    pub field_manager: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    Strict,
+    #[default]
+    Warn,
+    Ignore,
+}
+
+impl FieldValidation {
+    pub fn parse(s: &str) -> Result<FieldValidation, ApiError> {
+        match s {
+            "Strict" => Ok(FieldValidation::Strict),
+            "Warn" | "" => Ok(FieldValidation::Warn),
+            "Ignore" => Ok(FieldValidation::Ignore),
+            other => Err(ApiError::bad_request(format!(
+                "fieldValidation parameter unsupported: {other}; must be one of Strict, Warn, Ignore"
+            ))),
+        }
+    }
+}
+
+/// A list or watch request's scope.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub limit: usize,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+/// DeleteOptions as clients send them.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    pub propagation_policy: Option<String>,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    /// Reads a DeleteOptions body (may be empty) merged with query parameters.
+    pub fn from_body(body: &Value) -> Result<DeleteOptions, ApiError> {
+        if !body.is_null() && !body.is_object() {
+            return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
+        }
+        let grace = match body.get("gracePeriodSeconds") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_i64().ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?),
+        };
+        let text = |ptr: &str| body.pointer(ptr).and_then(Value::as_str).map(str::to_string);
+        let policy = text("/propagationPolicy");
+        if let Some(p) = &policy {
+            if !["Orphan", "Background", "Foreground"].contains(&p.as_str()) {
+                return Err(ApiError::bad_request(format!(
+                    "propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                )));
+            }
+        }
+        Ok(DeleteOptions {
+            grace_period_seconds: grace,
+            propagation_policy: policy,
+            precondition_uid: text("/preconditions/uid"),
+            precondition_rv: text("/preconditions/resourceVersion"),
+            dry_run: body.get("dryRun").and_then(Value::as_array).is_some_and(|a| !a.is_empty()),
+        })
+    }
+}
+
+/// The result of a list.
+pub struct ListResult {
+    pub items: Vec<Arc<CachedObject>>,
+    pub resource_version: i64,
+    pub continue_token: Option<String>,
+}
+
+/// What a delete did.
+pub enum Deleted {
+    /// The object is gone; this was its last state.
+    Gone(Value),
+    /// Deletion started (graceful pod deletion or finalizers); the object remains for now.
+    Pending(Value),
+}
+
+/// Events expire: they are written with a store lease, one lease shared per minute.
+struct EventLeases {
+    ttl: Duration,
+    current: Option<(LeaseId, std::time::Instant)>,
+}
+
+/// The verbs, shared by both fronts.
+pub struct Registry {
+    storage: Storage,
+    cache: Arc<WatchCache>,
+    event_leases: Mutex<EventLeases>,
+    lease_lock: tokio::sync::Mutex<()>,
+}
+
+impl Registry {
+    pub fn new(storage: Storage, cache: Arc<WatchCache>, event_ttl: Duration) -> Registry {
+        Registry {
+            storage,
+            cache,
+            event_leases: Mutex::new(EventLeases { ttl: event_ttl, current: None }),
+            lease_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn cache(&self) -> &Arc<WatchCache> {
+        &self.cache
+    }
+
+    fn key(resource: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
+        resource.key(namespace, name)
+    }
+
+    /// The lease new events are attached to.
+    async fn event_lease(&self, resource: &ResourceInfo) -> Result<LeaseId, ApiError> {
+        if resource.storage != "events" {
+            return Ok(0);
+        }
+        if let Some((id, at)) = self.event_leases.lock().current {
+            if at.elapsed() < Duration::from_secs(60) {
+                return Ok(id);
+            }
+        }
+        let _guard = self.lease_lock.lock().await;
+        let ttl = {
+            let leases = self.event_leases.lock();
+            if let Some((id, at)) = leases.current {
+                if at.elapsed() < Duration::from_secs(60) {
+                    return Ok(id);
+                }
+            }
+            leases.ttl
+        };
+        // One lease per minute of events: each expires a full TTL after its last event.
+        let granted = self.storage.client().lease_grant(ttl.as_secs() as i64 + 60).await?;
+        self.event_leases.lock().current = Some((granted.id, std::time::Instant::now()));
+        Ok(granted.id)
+    }
+
+    /// Decodes, checks and normalises a body for `resource`.
+    fn admit(&self, resource: &ResourceInfo, object: &Value, validation: FieldValidation) -> Result<Value, ApiError> {
+        let canonical = api::strict::decode(resource, object).map_err(|e| {
+            ApiError::bad_request(format!(
+                "{} in version \"{}\" cannot be handled as a {}: {}",
+                resource.kind,
+                resource.version,
+                resource.kind,
+                e
+            ))
+        })?;
+        if validation == FieldValidation::Strict {
+            let unknown = api::strict::unknown_fields(object, &canonical);
+            if !unknown.is_empty() {
+                let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+                return Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))));
+            }
+        }
+        Ok(canonical)
+    }
+
+    pub async fn create(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        check_kind(resource, &mut object)?;
+        strategy::prepare_create(resource, namespace, &mut object)?;
+        let mut object = self.admit(resource, &object, options.field_validation)?;
+        let name = meta::name(&object).to_string();
+        if name.is_empty() {
+            return Err(ApiError::invalid(
+                resource,
+                "",
+                vec![api::validation::Cause {
+                    reason: "FieldValueRequired".into(),
+                    message: "Required value: name or generateName is required".into(),
+                    field: "metadata.name".into(),
+                }],
+            ));
+        }
+        let causes = api::validation::validate_create(resource, &object);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(resource, &name, causes));
+        }
+        let ns = if resource.namespaced { meta::namespace(&object).map(str::to_string) } else { None };
+        if resource.namespaced {
+            let Some(ns) = &ns else { return Err(ApiError::bad_request("a namespace is required")) };
+            self.check_namespace(ns, resource.kind == "Event").await?;
+        }
+        if options.dry_run {
+            return Ok(object);
+        }
+        let key = Self::key(resource, ns.as_deref(), &name);
+        let lease = self.event_lease(resource).await?;
+        let stored = from_view(resource, object.clone());
+        match self.storage.create(&key, &stored, lease).await? {
+            Written::Ok(rv) => {
+                meta::set_resource_version(&mut object, rv);
+                Ok(object)
+            }
+            Written::Conflict(_) => Err(ApiError::already_exists(resource, &name)),
+        }
+    }
+
+    /// New objects may not go into a namespace that does not exist or is terminating
+    /// (Kubernetes' NamespaceLifecycle); events about a terminating namespace are still allowed.
+    async fn check_namespace(&self, namespace: &str, is_event: bool) -> Result<(), ApiError> {
+        let namespaces = api::resources::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("no namespaces"))?;
+        let key = namespaces.key(None, namespace);
+        let cached = self.cache.resource(namespaces).and_then(|c| c.get(&key));
+        let object = match cached {
+            Some(o) => Some(o.value()?),
+            None => self.storage.get(&key).await?.map(|(v, _)| v),
+        };
+        match object {
+            None => Err(ApiError::NotFound {
+                message: format!("namespaces \"{namespace}\" not found"),
+                name: namespace.to_string(),
+                group: String::new(),
+                kind: "namespaces".into(),
+            }),
+            Some(ns) if !is_event && meta::deletion_timestamp(&ns).is_some() => Err(ApiError::Forbidden {
+                message: format!(
+                    "unable to create new content in namespace {namespace} because it is being terminated"
+                ),
+                name: namespace.to_string(),
+                group: String::new(),
+                kind: "namespaces".into(),
+            }),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// The current object from the cache, or the store when the cache does not have it yet.
+    async fn current(&self, resource: &ResourceInfo, key: &str) -> Result<Option<(Value, i64)>, ApiError> {
+        if let Some(o) = self.cache.resource(resource).and_then(|c| c.get(key)) {
+            return Ok(Some((o.value()?, o.rv)));
+        }
+        self.storage.get(key).await
+    }
+
+    pub async fn get(&self, resource: &ResourceInfo, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        let key = Self::key(resource, namespace, name);
+        // A get is a consistent read: wait until the cache has caught up with the store.
+        let revision = self.cache.current_store_revision().await?;
+        if self.cache.wait_for(revision, Duration::from_secs(3)).await.is_ok() {
+            let cached = self.cache.resource(resource).and_then(|c| c.get(&key));
+            return match cached {
+                Some(o) => Ok(view(resource, o.value()?)),
+                None => Err(ApiError::not_found(resource, name)),
+            };
+        }
+        match self.storage.get(&key).await? {
+            Some((object, _)) => Ok(view(resource, object)),
+            None => Err(ApiError::not_found(resource, name)),
+        }
+    }
+
+    pub async fn list(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<ListResult, ApiError> {
+        let filter = self.filter(resource, namespace, options)?;
+        let cache = self.cache.resource(resource).ok_or_else(|| ApiError::internal("resource not cached"))?;
+        // resourceVersion "0" means "any": serve what the cache has. Otherwise read consistently.
+        let minimum = match options.resource_version.as_deref() {
+            Some("0") => 0,
+            Some(rv) if !rv.is_empty() => parse_rv(rv)?,
+            _ => self.cache.current_store_revision().await?,
+        };
+        if minimum > 0 {
+            self.cache.wait_for(minimum, Duration::from_secs(3)).await?;
+        }
+        let start_after = match &options.continue_token {
+            Some(token) => Some(decode_continue(token)?),
+            None => None,
+        };
+        let revision = self.cache.revision();
+        let prefix = resource.namespace_prefix(namespace);
+        let (items, last) = cache.list(&prefix, &filter, start_after.as_deref(), options.limit);
+        Ok(ListResult { items, resource_version: revision, continue_token: last.map(|k| encode_continue(&k, revision)) })
+    }
+
+    fn filter(&self, resource: &ResourceInfo, namespace: Option<&str>, options: &ListOptions) -> Result<Filter, ApiError> {
+        let labels = match options.label_selector.as_deref().filter(|s| !s.trim().is_empty()) {
+            Some(s) => Some(LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
+            None => None,
+        };
+        let fields = match options.field_selector.as_deref().filter(|s| !s.trim().is_empty()) {
+            Some(s) => {
+                let selector = FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
+                selector.validate_for(resource).map_err(|e| ApiError::bad_request(e.to_string()))?;
+                Some(selector)
+            }
+            None => None,
+        };
+        Ok(Filter { namespace: namespace.filter(|_| resource.namespaced).map(str::to_string), labels, fields })
+    }
+
+    /// Starts a watch. `send_initial` replays the current state as ADDED events; otherwise
+    /// events after `resourceVersion` (or after now, for an empty one) are sent.
+    pub async fn watch(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        options: &ListOptions,
+        send_initial: bool,
+        buffer: usize,
+    ) -> Result<Subscription, ApiError> {
+        let filter = self.filter(resource, namespace, options)?;
+        let cache = self.cache.resource(resource).ok_or_else(|| ApiError::internal("resource not cached"))?;
+        let rv = options.resource_version.as_deref().unwrap_or("");
+        let from = if send_initial {
+            let revision = self.cache.current_store_revision().await?;
+            self.cache.wait_for(revision, Duration::from_secs(3)).await?;
+            None
+        } else if rv.is_empty() || rv == "0" {
+            // Kubernetes: an unset or "0" resourceVersion starts with the current state.
+            None
+        } else {
+            let rv = parse_rv(rv)?;
+            self.cache.wait_for(rv, Duration::from_secs(3)).await?;
+            Some(rv)
+        };
+        cache.subscribe(filter, from, self.cache.revision(), buffer)
+    }
+
+    /// Full replacement (PUT). `subresource` is `status` for `/status`.
+    pub async fn update(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        check_kind(resource, &mut object)?;
+        let body_name = meta::name(&object).to_string();
+        if body_name.is_empty() {
+            meta::metadata_mut(&mut object).insert("name".into(), json!(name));
+        } else if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        if resource.namespaced {
+            if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&object), namespace) {
+                if body_ns != url_ns {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+            }
+        }
+        let object = self.admit(resource, &object, options.field_validation)?;
+        let pinned = parse_optional_rv(meta::resource_version(&object))?;
+        self.guaranteed_update(resource, namespace, name, pinned, options, |current| {
+            let mut next = from_view(resource, object.clone());
+            strategy::prepare_update(resource, current, &mut next, subresource);
+            Ok(Some(next))
+        })
+        .await
+    }
+
+    /// PATCH: applies the patch to the current object, then updates as PUT does.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn patch(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        patch_type: PatchType,
+        body: &[u8],
+        force: bool,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let manager = options.field_manager.clone().unwrap_or_else(|| "unknown".into());
+        let key = Self::key(resource, namespace, name);
+        if patch_type == PatchType::Apply && self.current(resource, &key).await?.is_none() {
+            // Server-side apply creates what does not exist.
+            let created = api::patch::apply(resource.kind, &Value::Null, body, patch_type, &manager, force)
+                .map_err(patch_error)?;
+            return self.create(resource, namespace, created, options).await;
+        }
+        self.guaranteed_update(resource, namespace, name, None, options, |current| {
+            let shown = view(resource, current.clone());
+            let mut patched =
+                api::patch::apply(resource.kind, &shown, body, patch_type, &manager, force).map_err(patch_error)?;
+            check_kind(resource, &mut patched)?;
+            if meta::name(&patched) != name {
+                return Err(ApiError::bad_request("the patch may not change the object's name"));
+            }
+            let pinned = meta::resource_version(&patched).to_string();
+            if !pinned.is_empty() && pinned != meta::resource_version(current) {
+                return Err(ApiError::stale(resource, name));
+            }
+            let mut next = from_view(resource, self.admit(resource, &patched, options.field_validation)?);
+            strategy::prepare_update(resource, current, &mut next, subresource);
+            Ok(Some(next))
+        })
+        .await
+    }
+
+    /// Reads the current object, computes the next one with `mutate` (None: nothing to do) and
+    /// writes it if the object did not change meanwhile; retries on a lost race unless the caller
+    /// pinned a resourceVersion.
+    async fn guaranteed_update<F>(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        pinned: Option<i64>,
+        options: &WriteOptions,
+        mutate: F,
+    ) -> Result<Value, ApiError>
+    where
+        F: Fn(&Value) -> Result<Option<Value>, ApiError>,
+    {
+        let key = Self::key(resource, namespace, name);
+        let mut current = self.current(resource, &key).await?;
+        for _ in 0..UPDATE_RETRIES {
+            let Some((existing, rv)) = current.take() else { return Err(ApiError::not_found(resource, name)) };
+            if let Some(pinned) = pinned {
+                if pinned != rv {
+                    // The cache may lag; confirm with the store before calling it a conflict.
+                    let fresh = self.storage.get(&key).await?;
+                    match fresh {
+                        Some((_, fresh_rv)) if fresh_rv == pinned => {
+                            current = self.storage.get(&key).await?;
+                            continue;
+                        }
+                        Some(_) => return Err(ApiError::stale(resource, name)),
+                        None => return Err(ApiError::not_found(resource, name)),
+                    }
+                }
+            }
+            let Some(mut next) = mutate(&existing)? else { return Ok(existing) };
+            let causes = api::validation::validate_update(resource, &existing, &next);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(resource, name, causes));
+            }
+            if options.dry_run {
+                return Ok(next);
+            }
+            // The last finalizer removed from an object being deleted: it goes now.
+            if meta::deletion_timestamp(&next).is_some()
+                && meta::finalizers(&next).is_empty()
+                && !(resource.kind == "Pod" && next.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty()))
+            {
+                return match self.storage.delete(&key, rv).await? {
+                    Written::Ok(delete_rv) => {
+                        meta::set_resource_version(&mut next, delete_rv);
+                        Ok(next)
+                    }
+                    Written::Conflict(fresh) => {
+                        current = fresh;
+                        continue;
+                    }
+                };
+            }
+            let lease = self.event_lease(resource).await?;
+            match self.storage.update(&key, &next, rv, lease).await? {
+                Written::Ok(new_rv) => {
+                    meta::set_resource_version(&mut next, new_rv);
+                    return Ok(view(resource, next));
+                }
+                Written::Conflict(fresh) => {
+                    if pinned.is_some() {
+                        return Err(ApiError::stale(resource, name));
+                    }
+                    current = fresh;
+                }
+            }
+        }
+        Err(ApiError::conflict(resource, name, "too many concurrent updates; try again"))
+    }
+
+    /// Binds an unassigned pod to a node (`pods/binding`).
+    pub async fn bind(&self, namespace: &str, name: &str, binding: &Value) -> Result<(), ApiError> {
+        let pods = api::resources::pods();
+        let node = binding
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ApiError::invalid(pods, name, vec![required("target.name")]))?
+            .to_string();
+        let options = WriteOptions::default();
+        self.guaranteed_update(pods, Some(namespace), name, None, &options, |current| {
+            if meta::deletion_timestamp(current).is_some() {
+                return Err(ApiError::conflict(pods, name, "pod is being deleted, cannot be assigned to a host"));
+            }
+            let bound = current.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+            if !bound.is_empty() {
+                return Err(ApiError::conflict(pods, name, &format!("pod {name} is already assigned to node \"{bound}\"")));
+            }
+            let mut next = current.clone();
+            next["spec"]["nodeName"] = json!(node);
+            set_condition(&mut next, "PodScheduled", "True", None, None);
+            Ok(Some(next))
+        })
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn delete(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Deleted, ApiError> {
+        let key = Self::key(resource, namespace, name);
+        let mut current = self.current(resource, &key).await?;
+        for _ in 0..UPDATE_RETRIES {
+            let Some((existing, rv)) = current.take() else { return Err(ApiError::not_found(resource, name)) };
+            if let Some(uid) = &options.precondition_uid {
+                if uid != meta::uid(&existing) {
+                    return Err(ApiError::conflict(
+                        resource,
+                        name,
+                        &format!(
+                            "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                            meta::uid(&existing)
+                        ),
+                    ));
+                }
+            }
+            if let Some(prv) = &options.precondition_rv {
+                if *prv != rv.to_string() {
+                    return Err(ApiError::conflict(
+                        resource,
+                        name,
+                        &format!("Precondition failed: ResourceVersion in precondition: {prv}, ResourceVersion in object meta: {rv}"),
+                    ));
+                }
+            }
+            let plan = deletion_plan(resource, &existing, options);
+            if options.dry_run {
+                return Ok(match plan {
+                    Some(next) => Deleted::Pending(next),
+                    None => Deleted::Gone(existing),
+                });
+            }
+            if plan.as_ref() == Some(&existing) {
+                return Ok(Deleted::Pending(existing));
+            }
+            let written = match &plan {
+                Some(next) => self.storage.update(&key, next, rv, self.event_lease(resource).await?).await?,
+                None => self.storage.delete(&key, rv).await?,
+            };
+            match written {
+                Written::Ok(new_rv) => {
+                    return Ok(match plan {
+                        Some(mut next) => {
+                            meta::set_resource_version(&mut next, new_rv);
+                            Deleted::Pending(view(resource, next))
+                        }
+                        None => {
+                            let mut last = existing;
+                            meta::set_resource_version(&mut last, new_rv);
+                            Deleted::Gone(view(resource, last))
+                        }
+                    });
+                }
+                Written::Conflict(fresh) => current = fresh,
+            }
+        }
+        Err(ApiError::conflict(resource, name, "too many concurrent updates; try again"))
+    }
+
+    /// Deletes everything a list with `list_options` would return.
+    pub async fn delete_collection(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        list_options: &ListOptions,
+        options: &DeleteOptions,
+    ) -> Result<Vec<Value>, ApiError> {
+        let listed = self.list(resource, namespace, list_options).await?;
+        let mut out = Vec::new();
+        for item in listed.items {
+            match self.delete(resource, item.namespace.as_deref(), &item.name, options).await {
+                Ok(Deleted::Gone(v)) | Ok(Deleted::Pending(v)) => out.push(v),
+                Err(ApiError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What a delete turns `existing` into: `None` to remove it now, or the object marked for
+/// deletion (graceful pod termination, finalizers, foreground/orphan propagation).
+fn deletion_plan(resource: &ResourceInfo, existing: &Value, options: &DeleteOptions) -> Option<Value> {
+    let mut finalizers = meta::finalizers(existing);
+    match options.propagation_policy.as_deref() {
+        Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
+            finalizers.push("foregroundDeletion".into())
+        }
+        Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => finalizers.push("orphan".into()),
+        _ => {}
+    }
+    let already_deleting = meta::deletion_timestamp(existing).is_some();
+    let mut grace: i64 = 0;
+    if resource.kind == "Pod" {
+        let bound = existing.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        let phase = existing.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
+        let terminal = phase == "Succeeded" || phase == "Failed";
+        let default = existing.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30);
+        grace = options.grace_period_seconds.unwrap_or(default).max(0);
+        if !bound || terminal {
+            grace = 0;
+        }
+        if already_deleting {
+            // A second delete may only shorten the grace period.
+            let current = existing.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0);
+            if grace >= current && grace > 0 && finalizers == meta::finalizers(existing) {
+                // Nothing changes: the object stays as it is, still terminating.
+                return Some(existing.clone());
+            }
+        }
+    } else if resource.kind == "Namespace" {
+        // The namespace controller empties it, then removes the "kubernetes" finalizer.
+        let spec_finalizers = existing.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        if spec_finalizers || !finalizers.is_empty() {
+            let mut next = existing.clone();
+            if !already_deleting {
+                meta::metadata_mut(&mut next).insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
+            }
+            next["status"]["phase"] = json!("Terminating");
+            meta::metadata_mut(&mut next).insert("finalizers".into(), json!(finalizers));
+            if finalizers.is_empty() {
+                meta::metadata_mut(&mut next).remove("finalizers");
+            }
+            return Some(next);
+        }
+        return None;
+    }
+    if grace == 0 && finalizers.is_empty() {
+        return None;
+    }
+    let mut next = existing.clone();
+    {
+        let metadata = meta::metadata_mut(&mut next);
+        if !finalizers.is_empty() {
+            metadata.insert("finalizers".into(), json!(finalizers));
+        }
+        if !already_deleting || grace > 0 {
+            let at = chrono::Utc::now() + chrono::Duration::seconds(grace);
+            metadata.insert("deletionTimestamp".into(), json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
+            metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
+        }
+        if let Some(policy) = &options.propagation_policy {
+            // Recorded for the garbage collector.
+            let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
+            if let Some(a) = annotations.as_object_mut() {
+                a.insert("kemu.dev/propagation-policy".into(), json!(policy));
+            }
+        }
+    }
+    if resource.kind == "Pod" && grace == 0 && finalizers.is_empty() {
+        return None;
+    }
+    Some(next)
+}
+
+/// Sets (or adds) a status condition, keeping lastTransitionTime when the status is unchanged.
+pub fn set_condition(object: &mut Value, kind: &str, status: &str, reason: Option<&str>, message: Option<&str>) {
+    let now = meta::now_rfc3339();
+    if !object["status"].is_object() {
+        object["status"] = json!({});
+    }
+    if !object["status"]["conditions"].is_array() {
+        object["status"]["conditions"] = json!([]);
+    }
+    let Some(conditions) = object["status"]["conditions"].as_array_mut() else { return };
+    let mut condition = json!({"type": kind, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
+    if let Some(r) = reason {
+        condition["reason"] = json!(r);
+    }
+    if let Some(m) = message {
+        condition["message"] = json!(m);
+    }
+    match conditions.iter_mut().find(|c| c["type"] == kind) {
+        Some(existing) => {
+            if existing["status"] == status {
+                condition["lastTransitionTime"] = existing["lastTransitionTime"].clone();
+            }
+            *existing = condition;
+        }
+        None => conditions.push(condition),
+    }
+}
+
+fn required(field: &str) -> api::validation::Cause {
+    api::validation::Cause { reason: "FieldValueRequired".into(), message: "Required value".into(), field: field.into() }
+}
+
+/// Fills in apiVersion and kind when missing (the Python client may omit them) and rejects a
+/// body whose kind does not match the URL.
+fn check_kind(resource: &ResourceInfo, object: &mut Value) -> Result<(), ApiError> {
+    let Some(map) = object.as_object_mut() else { return Err(ApiError::bad_request("the request body must be a JSON object")) };
+    let api_version = resource.api_version();
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("kind".into(), json!(resource.kind));
+        }
+        Some(kind) if kind == resource.kind => {}
+        Some(kind) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind of the provided object ({kind}) does not match the kind of the resource ({})",
+                resource.kind
+            )))
+        }
+    }
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("apiVersion".into(), json!(api_version));
+        }
+        Some(v) if v == api_version => {}
+        // events.k8s.io objects may be posted to either view's URL as the other; keep the URL's.
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )))
+        }
+    }
+    Ok(())
+}
+
+/// The object as this resource's URL shows it (apiVersion and kind of the view).
+pub fn view(resource: &ResourceInfo, mut object: Value) -> Value {
+    if resource.group == "events.k8s.io" {
+        return crate::event_view::to_events_v1(&object);
+    }
+    if let Some(map) = object.as_object_mut() {
+        map.insert("apiVersion".into(), json!(resource.api_version()));
+        map.insert("kind".into(), json!(resource.kind));
+    }
+    object
+}
+
+/// The stored (core) shape of an object given in this resource's view.
+fn from_view(resource: &ResourceInfo, object: Value) -> Value {
+    if resource.group == "events.k8s.io" {
+        crate::event_view::to_core(&object)
+    } else {
+        object
+    }
+}
+
+fn patch_error(e: api::patch::PatchError) -> ApiError {
+    if e.http_code() == 422 {
+        ApiError::Invalid {
+            message: e.to_string(),
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            causes: vec![],
+        }
+    } else {
+        ApiError::bad_request(e.to_string())
+    }
+}
+
+pub fn parse_rv(rv: &str) -> Result<i64, ApiError> {
+    rv.parse::<i64>()
+        .ok()
+        .filter(|v| *v >= 0)
+        .ok_or_else(|| ApiError::bad_request(format!("invalid resource version \"{rv}\"")))
+}
+
+fn parse_optional_rv(rv: &str) -> Result<Option<i64>, ApiError> {
+    if rv.is_empty() {
+        Ok(None)
+    } else {
+        parse_rv(rv).map(Some)
+    }
+}
+
+/// Continue tokens carry the last key returned (and the revision, for the client's curiosity).
+fn encode_continue(key: &str, revision: i64) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!({"v": 1, "rv": revision, "start": key}).to_string())
+}
+
+fn decode_continue(token: &str) -> Result<String, ApiError> {
+    use base64::Engine;
+    let bad = || ApiError::bad_request("continue key is not valid: invalid continue token");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    value.get("start").and_then(Value::as_str).map(str::to_string).ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_tokens_round_trip() {
+        let token = encode_continue("/registry/pods/ns/a", 7);
+        assert_eq!(decode_continue(&token).expect("decodes"), "/registry/pods/ns/a");
+        assert!(decode_continue("!!!").is_err());
+    }
+
+    #[test]
+    fn pod_deletion_is_graceful_only_when_bound() {
+        let pods = api::resources::pods();
+        let unbound = json!({"metadata": {"name": "a"}, "spec": {}});
+        assert!(deletion_plan(pods, &unbound, &DeleteOptions::default()).is_none());
+        let bound = json!({"metadata": {"name": "a"}, "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 10}});
+        let plan = deletion_plan(pods, &bound, &DeleteOptions::default()).expect("graceful");
+        assert_eq!(plan["metadata"]["deletionGracePeriodSeconds"], 10);
+        let force = DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+        assert!(deletion_plan(pods, &bound, &force).is_none());
+        let finalized = json!({"metadata": {"name": "a", "finalizers": ["x"]}, "spec": {}});
+        assert!(deletion_plan(pods, &finalized, &force).is_some());
+    }
+
+    #[test]
+    fn kinds_must_match_the_url() {
+        let pods = api::resources::pods();
+        let mut missing = json!({"metadata": {"name": "a"}});
+        check_kind(pods, &mut missing).expect("fills in");
+        assert_eq!(missing["kind"], "Pod");
+        assert_eq!(missing["apiVersion"], "v1");
+        let mut wrong = json!({"kind": "Node", "apiVersion": "v1"});
+        assert!(check_kind(pods, &mut wrong).is_err());
+    }
+}

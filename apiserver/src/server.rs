@@ -1,0 +1,145 @@
+//! One API server replica: store client, watch cache, registry, the HTTP front, and the
+//! background compactor.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use serde_json::json;
+use store::client::{Client, ClientConfig};
+use tracing::{info, warn};
+
+use crate::errors::ApiError;
+use crate::http::{self, AppState};
+use crate::metrics::Metrics;
+use crate::registry::{Registry, WriteOptions};
+use crate::storage::Storage;
+use crate::watch_cache::{WatchCache, DEFAULT_WINDOW};
+
+/// An API server replica's settings.
+#[derive(Clone, Debug)]
+pub struct ApiServerConfig {
+    pub store_endpoints: Vec<SocketAddr>,
+    pub certs_dir: PathBuf,
+    /// Which certificate in `certs_dir` the server presents to the store.
+    pub identity: String,
+    pub listen_http: SocketAddr,
+    /// How long events live.
+    pub event_ttl: Duration,
+    /// Events kept per resource for watches that start in the past.
+    pub watch_window: usize,
+    /// How often history older than one interval is compacted away.
+    pub compaction_interval: Duration,
+}
+
+impl ApiServerConfig {
+    pub fn new(store_endpoints: Vec<SocketAddr>, certs_dir: impl Into<PathBuf>, listen_http: SocketAddr) -> Self {
+        ApiServerConfig {
+            store_endpoints,
+            certs_dir: certs_dir.into(),
+            identity: "apiserver".into(),
+            listen_http,
+            event_ttl: Duration::from_secs(3600),
+            watch_window: DEFAULT_WINDOW,
+            compaction_interval: Duration::from_secs(300),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ApiError> {
+        if self.store_endpoints.is_empty() {
+            return Err(ApiError::bad_request("store_endpoints: at least one is required"));
+        }
+        if self.watch_window == 0 {
+            return Err(ApiError::bad_request("watch_window: must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// Errors that stop the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("store client: {0}")]
+    Store(#[from] store::client::ClientError),
+    #[error("{0}")]
+    Api(#[from] ApiError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("http server: {0}")]
+    Serve(std::io::Error),
+}
+
+/// The namespaces every cluster has.
+const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Runs one replica until `shutdown` resolves.
+pub async fn run(config: ApiServerConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
+    config.validate()?;
+    let client = Client::new(ClientConfig::new(config.store_endpoints.clone()), &config.certs_dir, &config.identity)?;
+    let cache = WatchCache::start(client.clone(), config.watch_window).await?;
+    let registry = Arc::new(Registry::new(Storage::new(client.clone()), cache, config.event_ttl));
+    ensure_namespaces(&registry).await?;
+    tokio::spawn(compactor(client.clone(), config.compaction_interval));
+
+    let listener = tokio::net::TcpListener::bind(config.listen_http)
+        .await
+        .map_err(|source| ServerError::Listen { addr: config.listen_http, source })?;
+    let local = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.listen_http, source })?;
+    let state = Arc::new(AppState { registry, metrics: Metrics::default(), server_address: local.to_string() });
+    let app = Router::new().fallback(http::handle).with_state(state);
+    info!(http = %local, "API server serving");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut stopped = stop_rx.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    });
+    let serve = tokio::spawn(async move { server.await });
+    shutdown.await;
+    info!("shutting down");
+    let _ = stop_tx.send(true);
+    // Watches never finish by themselves; give in-flight requests a moment, then stop.
+    match tokio::time::timeout(Duration::from_secs(2), serve).await {
+        Ok(Ok(Err(e))) => Err(ServerError::Serve(e)),
+        _ => Ok(()),
+    }
+}
+
+async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
+    let namespaces = api::resources::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("no namespaces"))?;
+    for name in SYSTEM_NAMESPACES {
+        let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match registry.create(namespaces, None, object, &WriteOptions::default()).await {
+            Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Compacts the store every `interval` to the revision seen one interval earlier, as
+/// kube-apiserver does, so history does not grow without bound.
+async fn compactor(client: Client, interval: Duration) {
+    let mut previous: Option<i64> = None;
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let current = match client.range(store::types::RangeRequest { range: store::types::KeyRange::single("/registry/"), ..Default::default() }).await {
+            Ok(r) => r.header.revision,
+            Err(e) => {
+                warn!(error = %e, "compactor cannot read the revision");
+                continue;
+            }
+        };
+        if let Some(revision) = previous {
+            match client.compact(revision).await {
+                Ok(_) => info!(revision, "compacted store history"),
+                Err(e) => warn!(revision, error = %e, "compaction skipped"),
+            }
+        }
+        previous = Some(current);
+    }
+}

@@ -1,0 +1,314 @@
+//! Per-resource behaviour on create and update (Kubernetes' "strategies"): what the server sets,
+//! resets or keeps, independent of where the request came from.
+
+use api::ResourceInfo;
+use rand::Rng;
+use serde_json::{json, Map, Value};
+
+use crate::errors::ApiError;
+use crate::meta;
+
+/// Characters Kubernetes uses for generateName suffixes (no vowels, no confusable digits).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// A generated name: `prefix` plus five random characters.
+pub fn generate_name(prefix: &str) -> String {
+    let mut rng = rand::thread_rng();
+    let suffix: String = (0..5).map(|_| NAME_ALPHABET[rng.gen_range(0..NAME_ALPHABET.len())] as char).collect();
+    format!("{prefix}{suffix}")
+}
+
+/// Sets what the server owns on a new object: name from generateName, namespace, uid,
+/// creationTimestamp, generation, and each kind's initial status.
+pub fn prepare_create(resource: &ResourceInfo, namespace: Option<&str>, object: &mut Value) -> Result<(), ApiError> {
+    if !object.is_object() {
+        return Err(ApiError::bad_request("the request body must be a JSON object"));
+    }
+    let has_spec = object.get("spec").is_some();
+    {
+        let metadata = meta::metadata_mut(object);
+        let name = metadata.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        if name.is_empty() {
+            match metadata.get("generateName").and_then(Value::as_str) {
+                Some(prefix) if !prefix.is_empty() => {
+                    let generated = generate_name(prefix);
+                    metadata.insert("name".into(), json!(generated));
+                }
+                _ => {}
+            }
+        }
+        if resource.namespaced {
+            let body_ns = metadata.get("namespace").and_then(Value::as_str).unwrap_or("").to_string();
+            let url_ns = namespace.unwrap_or("");
+            if !body_ns.is_empty() && !url_ns.is_empty() && body_ns != url_ns {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            let ns = if url_ns.is_empty() { body_ns } else { url_ns.to_string() };
+            metadata.insert("namespace".into(), json!(ns));
+        } else {
+            metadata.remove("namespace");
+        }
+        metadata.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+        metadata.insert("creationTimestamp".into(), json!(meta::now_rfc3339()));
+        metadata.remove("resourceVersion");
+        metadata.remove("deletionTimestamp");
+        metadata.remove("deletionGracePeriodSeconds");
+        metadata.remove("selfLink");
+        if has_spec {
+            metadata.insert("generation".into(), json!(1));
+        } else {
+            metadata.remove("generation");
+        }
+    }
+    match resource.kind {
+        "Pod" => {
+            default_pod_spec(object);
+            let qos = qos_class(object.get("spec").unwrap_or(&Value::Null));
+            object["status"] = json!({"phase": "Pending", "qosClass": qos});
+        }
+        "Namespace" => {
+            object["spec"] = json!({"finalizers": ["kubernetes"]});
+            object["status"] = json!({"phase": "Active"});
+        }
+        "Deployment" | "ReplicaSet" | "Job" => {
+            if let Some(map) = object.as_object_mut() {
+                map.remove("status");
+            }
+            if let Some(template) = object.pointer_mut("/spec/template/spec") {
+                default_pod_spec_fields(template);
+            }
+            if resource.kind == "Deployment" {
+                default_deployment(object);
+            }
+        }
+        "Node" => {
+            // A node registers with its status; it is kept.
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Kubernetes' defaults for a pod's spec (the API server's defaulting, before admission).
+pub fn default_pod_spec(pod: &mut Value) {
+    if let Some(spec) = pod.get_mut("spec") {
+        default_pod_spec_fields(spec);
+    }
+}
+
+fn default_pod_spec_fields(spec: &mut Value) {
+    let Some(spec) = spec.as_object_mut() else { return };
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "securityContext", json!({}));
+    set_default(spec, "enableServiceLinks", json!(true));
+    for list in ["initContainers", "containers"] {
+        if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            for c in containers.iter_mut().filter_map(Value::as_object_mut) {
+                let image = c.get("image").and_then(Value::as_str).unwrap_or("").to_string();
+                set_default(c, "imagePullPolicy", json!(default_pull_policy(&image)));
+                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                set_default(c, "terminationMessagePolicy", json!("File"));
+                set_default(c, "resources", json!({}));
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                        set_default(p, "protocol", json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `Always` for `:latest` or an untagged image, else `IfNotPresent`.
+pub fn default_pull_policy(image: &str) -> &'static str {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    let last = without_digest.rsplit('/').next().unwrap_or(without_digest);
+    match last.split_once(':') {
+        Some((_, "latest")) | None => "Always",
+        Some(_) => "IfNotPresent",
+    }
+}
+
+fn default_deployment(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(spec, "progressDeadlineSeconds", json!(600));
+    set_default(
+        spec,
+        "strategy",
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+    );
+}
+
+fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
+    if map.get(key).is_none_or(Value::is_null) {
+        map.insert(key.to_string(), value);
+    }
+}
+
+/// The pod's QoS class from its containers' requests and limits.
+pub fn qos_class(spec: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["initContainers", "containers"]
+        .iter()
+        .filter_map(|k| spec.get(*k).and_then(Value::as_array))
+        .flatten()
+        .collect();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        let requests = c.pointer("/resources/requests").and_then(Value::as_object);
+        let limits = c.pointer("/resources/limits").and_then(Value::as_object);
+        let has = |m: Option<&Map<String, Value>>, k: &str| m.is_some_and(|m| m.contains_key(k));
+        for resource in ["cpu", "memory"] {
+            if has(requests, resource) || has(limits, resource) {
+                any = true;
+            }
+            if !has(limits, resource) {
+                guaranteed = false;
+            } else if let (Some(r), Some(l)) =
+                (requests.and_then(|m| m.get(resource)), limits.and_then(|m| m.get(resource)))
+            {
+                if r != l {
+                    guaranteed = false;
+                }
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// What an update may change depends on the subresource: the main resource keeps the stored
+/// status (for resources with a status subresource), `status` keeps everything but status.
+/// Server-owned metadata is always kept, and generation follows spec changes.
+pub fn prepare_update(resource: &ResourceInfo, old: &Value, new: &mut Value, subresource: Option<&str>) {
+    match subresource {
+        Some("status") => {
+            let status = new.get("status").cloned();
+            let mut merged = old.clone();
+            match status {
+                Some(s) => merged["status"] = s,
+                None => {
+                    if let Some(m) = merged.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            // A status writer's resourceVersion precondition is honoured by the caller.
+            if let Some(rv) = new.pointer("/metadata/resourceVersion").cloned() {
+                meta::metadata_mut(&mut merged).insert("resourceVersion".into(), rv);
+            }
+            *new = merged;
+        }
+        _ => {
+            if resource.has_subresource("status") {
+                match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let old_meta = old.get("metadata").cloned().unwrap_or(Value::Null);
+    let metadata = meta::metadata_mut(new);
+    for key in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name"] {
+        match old_meta.get(key) {
+            Some(v) => {
+                metadata.insert(key.to_string(), v.clone());
+            }
+            None => {
+                metadata.remove(key);
+            }
+        }
+    }
+    let old_generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+    metadata.insert("generation".into(), json!(old_generation));
+    if spec_changed(old, new) {
+        meta::metadata_mut(new).insert("generation".into(), json!(old_generation + 1));
+    }
+    if old_generation == 0 && new.get("spec").is_none() {
+        meta::metadata_mut(new).remove("generation");
+    }
+}
+
+/// Whether anything but metadata and status differs.
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| -> Value {
+        let mut v = v.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("metadata");
+            m.remove("status");
+        }
+        v
+    };
+    strip(old) != strip(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_policy_defaults() {
+        assert_eq!(default_pull_policy("nginx"), "Always");
+        assert_eq!(default_pull_policy("nginx:latest"), "Always");
+        assert_eq!(default_pull_policy("nginx:1.25"), "IfNotPresent");
+        assert_eq!(default_pull_policy("registry:5000/app"), "Always");
+        assert_eq!(default_pull_policy("registry:5000/app:v1"), "IfNotPresent");
+    }
+
+    #[test]
+    fn qos_classes() {
+        assert_eq!(qos_class(&json!({"containers": [{"name": "a"}]})), "BestEffort");
+        let guaranteed = json!({"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]});
+        assert_eq!(qos_class(&guaranteed), "Guaranteed");
+        let burstable = json!({"containers": [{"resources": {"requests": {"cpu": "100m"}}}]});
+        assert_eq!(qos_class(&burstable), "Burstable");
+    }
+
+    #[test]
+    fn create_sets_server_fields_and_pod_defaults() {
+        let pods = api::resources::pods();
+        let mut pod = json!({"metadata": {"generateName": "web-"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+        prepare_create(pods, Some("default"), &mut pod).expect("prepares");
+        assert!(meta::name(&pod).starts_with("web-") && meta::name(&pod).len() == 9);
+        assert_eq!(meta::namespace(&pod), Some("default"));
+        assert!(!meta::uid(&pod).is_empty());
+        assert_eq!(pod["status"]["phase"], "Pending");
+        assert_eq!(pod["spec"]["restartPolicy"], "Always");
+        assert_eq!(pod["spec"]["containers"][0]["imagePullPolicy"], "Always");
+        let mut wrong = json!({"metadata": {"name": "a", "namespace": "other"}});
+        assert!(prepare_create(pods, Some("default"), &mut wrong).is_err());
+    }
+
+    #[test]
+    fn update_keeps_status_and_bumps_generation() {
+        let deploy = api::resources::find("apps", "v1", "deployments").expect("deployments");
+        let old = json!({"metadata": {"name": "d", "uid": "u", "generation": 1}, "spec": {"replicas": 1}, "status": {"replicas": 1}});
+        let mut new = json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}, "status": {"replicas": 99}});
+        prepare_update(deploy, &old, &mut new, None);
+        assert_eq!(new["status"]["replicas"], 1);
+        assert_eq!(new["metadata"]["generation"], 2);
+        assert_eq!(new["metadata"]["uid"], "u");
+        let mut status = json!({"metadata": {"name": "d"}, "spec": {"replicas": 7}, "status": {"replicas": 2}});
+        prepare_update(deploy, &old, &mut status, Some("status"));
+        assert_eq!(status["spec"]["replicas"], 1);
+        assert_eq!(status["status"]["replicas"], 2);
+        assert_eq!(status["metadata"]["generation"], 1);
+    }
+}

@@ -1,0 +1,645 @@
+//! The watch cache: every object of every resource in memory, kept current by one store watch, so
+//! that lists and watches are served without touching the store.
+//!
+//! One store watch covers all of `/registry/`; its events are demultiplexed to one
+//! [`ResourceCache`] per storage prefix. Because every store revision under `/registry/` passes
+//! through here, the cache knows exactly which store revision it reflects, and a consistent read
+//! only waits until the cache has reached the store's current revision.
+//!
+//! Each resource keeps a window of recent events so a watch can start from a recent
+//! resourceVersion; older ones answer 410 Gone. Watchers get events through bounded queues: one
+//! that falls behind is dropped (its client re-lists) and never delays the others. Pod watchers
+//! filtering on `spec.nodeName` are indexed by node, so a node's watcher costs nothing when other
+//! nodes' pods change.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::selectors::{FieldSelector, LabelSelector};
+use api::ResourceInfo;
+use bytes::Bytes;
+use parking_lot::RwLock;
+use serde_json::{json, Value};
+use store::client::Client;
+use store::types::{EventKind, KeyRange, KeyValue, RangeRequest, WatchRequest, WatchResponse};
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+use crate::errors::ApiError;
+use crate::meta;
+
+/// Fields kept per object for field selectors, by storage segment.
+fn selectable_fields(storage: &str) -> &'static [&'static str] {
+    match storage {
+        "pods" => &[
+            "spec.nodeName",
+            "status.phase",
+            "spec.schedulerName",
+            "spec.restartPolicy",
+            "status.podIP",
+            "spec.serviceAccountName",
+        ],
+        "minions" => &["spec.unschedulable"],
+        "events" => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        "namespaces" => &["status.phase"],
+        "secrets" => &["type"],
+        _ => &[],
+    }
+}
+
+/// One object as the cache holds it: its JSON (with resourceVersion set) and what filters need.
+#[derive(Debug)]
+pub struct CachedObject {
+    pub key: String,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub rv: i64,
+    pub json: Bytes,
+    pub labels: BTreeMap<String, String>,
+    /// A small object holding only the selectable fields, for [`FieldSelector::matches`].
+    pub fields: Value,
+}
+
+impl CachedObject {
+    /// Builds the cached form of a stored value at revision `rv`.
+    pub fn decode(storage: &str, key: &str, value: &[u8], rv: i64) -> Result<CachedObject, serde_json::Error> {
+        let mut object: Value = serde_json::from_slice(value)?;
+        meta::set_resource_version(&mut object, rv);
+        Ok(CachedObject::from_value(storage, key, &object, rv))
+    }
+
+    pub fn from_value(storage: &str, key: &str, object: &Value, rv: i64) -> CachedObject {
+        let labels = meta::labels(object)
+            .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect())
+            .unwrap_or_default();
+        let mut fields = json!({"metadata": {"name": meta::name(object), "namespace": meta::namespace(object).unwrap_or("")}});
+        for path in selectable_fields(storage) {
+            let value = field_value(object, path);
+            let mut target = &mut fields;
+            let parts: Vec<&str> = path.split('.').collect();
+            for part in &parts[..parts.len() - 1] {
+                target = &mut target[*part];
+            }
+            target[parts[parts.len() - 1]] = Value::String(value);
+        }
+        CachedObject {
+            key: key.to_string(),
+            name: meta::name(object).to_string(),
+            namespace: meta::namespace(object).map(str::to_string),
+            rv,
+            json: Bytes::from(serde_json::to_vec(object).unwrap_or_default()),
+            labels,
+            fields,
+        }
+    }
+
+    /// The same object stamped with another resourceVersion (a deletion's).
+    fn restamped(&self, rv: i64) -> CachedObject {
+        let mut object: Value = serde_json::from_slice(&self.json).unwrap_or(Value::Null);
+        meta::set_resource_version(&mut object, rv);
+        CachedObject {
+            key: self.key.clone(),
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            rv,
+            json: Bytes::from(serde_json::to_vec(&object).unwrap_or_default()),
+            labels: self.labels.clone(),
+            fields: self.fields.clone(),
+        }
+    }
+
+    pub fn node_name(&self) -> &str {
+        self.fields.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("")
+    }
+
+    pub fn value(&self) -> Result<Value, ApiError> {
+        serde_json::from_slice(&self.json).map_err(|e| ApiError::internal(format!("cached object does not decode: {e}")))
+    }
+}
+
+/// A selectable field's value as Kubernetes' field sets render it.
+fn field_value(object: &Value, path: &str) -> String {
+    if path == "source" {
+        return meta::str_at(object, "source.component").unwrap_or("").to_string();
+    }
+    let mut current = object;
+    for part in path.split('.') {
+        match current.get(part) {
+            Some(v) => current = v,
+            None => return String::new(),
+        }
+    }
+    match current {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change to one object.
+#[derive(Debug)]
+pub struct CacheEvent {
+    pub rv: i64,
+    pub kind: EventType,
+    /// The new object; for a deletion, the last state stamped with the deletion's revision.
+    pub object: Arc<CachedObject>,
+    pub prev: Option<Arc<CachedObject>>,
+}
+
+/// What a watcher receives.
+#[derive(Debug, Clone)]
+pub struct WatchItem {
+    pub kind: EventType,
+    pub object: Arc<CachedObject>,
+}
+
+/// Which objects a watch or list wants.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub namespace: Option<String>,
+    pub labels: Option<LabelSelector>,
+    pub fields: Option<FieldSelector>,
+}
+
+impl Filter {
+    pub fn matches(&self, object: &CachedObject) -> bool {
+        if let Some(ns) = &self.namespace {
+            if object.namespace.as_deref() != Some(ns.as_str()) {
+                return false;
+            }
+        }
+        if let Some(labels) = &self.labels {
+            if !labels.matches(&object.labels) {
+                return false;
+            }
+        }
+        if let Some(fields) = &self.fields {
+            if !fields.matches(&object.fields) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The node a pod watch is limited to, if it says `spec.nodeName=X`.
+    fn node(&self) -> Option<&str> {
+        self.fields.as_ref().and_then(|f| f.exact("spec.nodeName"))
+    }
+}
+
+struct Watcher {
+    filter: Filter,
+    tx: mpsc::Sender<WatchItem>,
+}
+
+struct CacheState {
+    objects: BTreeMap<String, Arc<CachedObject>>,
+    events: VecDeque<Arc<CacheEvent>>,
+    /// Watches may start at any revision >= this one.
+    oldest: i64,
+    watchers: HashMap<u64, Watcher>,
+    general: Vec<u64>,
+    by_node: HashMap<String, Vec<u64>>,
+}
+
+/// The cache of one storage prefix.
+pub struct ResourceCache {
+    pub storage: &'static str,
+    prefix: String,
+    capacity: usize,
+    state: RwLock<CacheState>,
+}
+
+static NEXT_WATCHER: AtomicU64 = AtomicU64::new(1);
+
+/// A registered watch: the events to replay first, then live ones.
+pub struct Subscription {
+    pub initial: Vec<WatchItem>,
+    pub live: mpsc::Receiver<WatchItem>,
+    pub revision: i64,
+    id: u64,
+    cache: Arc<ResourceCache>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.cache.unregister(self.id);
+    }
+}
+
+impl ResourceCache {
+    fn new(storage: &'static str, capacity: usize) -> ResourceCache {
+        ResourceCache {
+            storage,
+            prefix: format!("/registry/{storage}/"),
+            capacity,
+            state: RwLock::new(CacheState {
+                objects: BTreeMap::new(),
+                events: VecDeque::new(),
+                oldest: 0,
+                watchers: HashMap::new(),
+                general: Vec::new(),
+                by_node: HashMap::new(),
+            }),
+        }
+    }
+
+    /// Objects under `prefix` (a namespace's or all) matching `filter`, in key order, starting
+    /// after `start_after`, at most `limit` (0 = all). Returns the objects and, when cut short,
+    /// the last key returned.
+    pub fn list(
+        &self,
+        key_prefix: &str,
+        filter: &Filter,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<Arc<CachedObject>>, Option<String>) {
+        let state = self.state.read();
+        let lower = match start_after {
+            Some(k) => std::ops::Bound::Excluded(k.to_string()),
+            None => std::ops::Bound::Included(key_prefix.to_string()),
+        };
+        let mut out = Vec::new();
+        for (key, object) in state.objects.range((lower, std::ops::Bound::Unbounded)) {
+            if !key.starts_with(key_prefix) {
+                break;
+            }
+            if !filter.matches(object) {
+                continue;
+            }
+            if limit > 0 && out.len() == limit {
+                let last = out.last().map(|o: &Arc<CachedObject>| o.key.clone());
+                return (out, last);
+            }
+            out.push(object.clone());
+        }
+        (out, None)
+    }
+
+    pub fn get(&self, key: &str) -> Option<Arc<CachedObject>> {
+        self.state.read().objects.get(key).cloned()
+    }
+
+    /// Registers a watcher. With `from = Some(rv)`, replays buffered events after `rv` (410 if
+    /// they are no longer buffered); with `None`, replays the current state as ADDED events.
+    pub fn subscribe(
+        self: &Arc<Self>,
+        filter: Filter,
+        from: Option<i64>,
+        revision: i64,
+        buffer: usize,
+    ) -> Result<Subscription, ApiError> {
+        let mut state = self.state.write();
+        let initial = match from {
+            Some(rv) => {
+                if rv < state.oldest {
+                    return Err(ApiError::Gone {
+                        message: format!("too old resource version: {rv} ({})", state.oldest),
+                    });
+                }
+                let start = state.events.partition_point(|e| e.rv <= rv);
+                state.events.iter().skip(start).filter_map(|e| convert(&filter, e)).collect()
+            }
+            None => state
+                .objects
+                .values()
+                .filter(|o| filter.matches(o))
+                .map(|o| WatchItem { kind: EventType::Added, object: o.clone() })
+                .collect(),
+        };
+        let (tx, live) = mpsc::channel(buffer.max(16));
+        let id = NEXT_WATCHER.fetch_add(1, Ordering::Relaxed);
+        match filter.node() {
+            Some(node) if self.storage == "pods" => state.by_node.entry(node.to_string()).or_default().push(id),
+            _ => state.general.push(id),
+        }
+        state.watchers.insert(id, Watcher { filter, tx });
+        Ok(Subscription { initial, live, revision, id, cache: self.clone() })
+    }
+
+    fn unregister(&self, id: u64) {
+        let mut state = self.state.write();
+        remove_watcher(&mut state, id);
+    }
+
+    pub fn watcher_count(&self) -> usize {
+        self.state.read().watchers.len()
+    }
+
+    pub fn object_count(&self) -> usize {
+        self.state.read().objects.len()
+    }
+
+    /// Replaces the whole state (initial list, or a re-list after falling behind); every watcher
+    /// is dropped, since it cannot be told what happened in between.
+    fn reset(&self, objects: Vec<CachedObject>, revision: i64) {
+        let mut state = self.state.write();
+        state.objects = objects.into_iter().map(|o| (o.key.clone(), Arc::new(o))).collect();
+        state.events.clear();
+        state.oldest = revision;
+        state.watchers.clear();
+        state.general.clear();
+        state.by_node.clear();
+    }
+
+    /// Applies one store event.
+    fn apply(&self, kind: EventKind, kv: &KeyValue) {
+        let key = String::from_utf8_lossy(&kv.key).into_owned();
+        let rv = kv.mod_revision;
+        let mut state = self.state.write();
+        let prev = state.objects.get(&key).cloned();
+        let event = match kind {
+            EventKind::Put => match CachedObject::decode(self.storage, &key, &kv.value, rv) {
+                Ok(object) => {
+                    let object = Arc::new(object);
+                    state.objects.insert(key, object.clone());
+                    let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
+                    CacheEvent { rv, kind, object, prev }
+                }
+                Err(e) => {
+                    warn!(key, error = %e, "skipping a stored object that is not JSON");
+                    return;
+                }
+            },
+            EventKind::Delete => {
+                state.objects.remove(&key);
+                let Some(prev) = prev else { return };
+                CacheEvent { rv, kind: EventType::Deleted, object: Arc::new(prev.restamped(rv)), prev: Some(prev) }
+            }
+        };
+        let event = Arc::new(event);
+        state.events.push_back(event.clone());
+        while state.events.len() > self.capacity {
+            if let Some(evicted) = state.events.pop_front() {
+                state.oldest = evicted.rv;
+            }
+        }
+        // Watchers that cannot take the event are dropped; their clients re-list.
+        let mut dropped = Vec::new();
+        let mut deliver = |id: u64, state: &CacheState| {
+            if let Some(w) = state.watchers.get(&id) {
+                if let Some(item) = convert(&w.filter, &event) {
+                    if w.tx.try_send(item).is_err() {
+                        dropped.push(id);
+                    }
+                }
+            }
+        };
+        for id in &state.general {
+            deliver(*id, &state);
+        }
+        if self.storage == "pods" {
+            let node = event.object.node_name();
+            if let Some(ids) = state.by_node.get(node) {
+                for id in ids {
+                    deliver(*id, &state);
+                }
+            }
+            if let Some(prev) = &event.prev {
+                let old_node = prev.node_name();
+                if old_node != node {
+                    if let Some(ids) = state.by_node.get(old_node) {
+                        for id in ids {
+                            deliver(*id, &state);
+                        }
+                    }
+                }
+            }
+        }
+        for id in dropped {
+            warn!(storage = self.storage, watcher = id, "dropping a watcher that fell behind");
+            remove_watcher(&mut state, id);
+        }
+    }
+}
+
+fn remove_watcher(state: &mut CacheState, id: u64) {
+    if state.watchers.remove(&id).is_none() {
+        return;
+    }
+    state.general.retain(|w| *w != id);
+    state.by_node.retain(|_, ids| {
+        ids.retain(|w| *w != id);
+        !ids.is_empty()
+    });
+}
+
+/// What a watcher with `filter` sees of `event`: objects entering or leaving the filter appear
+/// as ADDED or DELETED.
+fn convert(filter: &Filter, event: &Arc<CacheEvent>) -> Option<WatchItem> {
+    let new_matches = event.kind != EventType::Deleted && filter.matches(&event.object);
+    let old_matches = event.prev.as_ref().is_some_and(|p| filter.matches(p));
+    let kind = match (event.kind, old_matches, new_matches) {
+        (EventType::Deleted, true, _) => EventType::Deleted,
+        (EventType::Deleted, false, _) => return None,
+        (_, true, true) => EventType::Modified,
+        (_, false, true) => EventType::Added,
+        (_, true, false) => {
+            let prev = event.prev.as_ref()?;
+            return Some(WatchItem { kind: EventType::Deleted, object: Arc::new(prev.restamped(event.rv)) });
+        }
+        (_, false, false) => return None,
+    };
+    Some(WatchItem { kind, object: event.object.clone() })
+}
+
+/// All resource caches, and the store watch feeding them.
+pub struct WatchCache {
+    caches: Vec<Arc<ResourceCache>>,
+    revision: watch::Sender<i64>,
+    client: Client,
+}
+
+/// How many events each resource keeps for watches that start in the past.
+pub const DEFAULT_WINDOW: usize = 100_000;
+
+impl WatchCache {
+    /// Lists everything, then starts the store watch in the background.
+    pub async fn start(client: Client, window: usize) -> Result<Arc<WatchCache>, ApiError> {
+        let mut storages: Vec<&'static str> = api::RESOURCES.iter().map(|r| r.storage).collect();
+        storages.sort();
+        storages.dedup();
+        let caches = storages.into_iter().map(|s| Arc::new(ResourceCache::new(s, window))).collect();
+        let (revision, _) = watch::channel(0);
+        let cache = Arc::new(WatchCache { caches, revision, client });
+        let start = cache.relist().await?;
+        let runner = cache.clone();
+        tokio::spawn(async move { runner.follow(start).await });
+        Ok(cache)
+    }
+
+    /// Reads every resource at one store revision and resets the caches to it.
+    async fn relist(&self) -> Result<i64, ApiError> {
+        let mut revision = 0;
+        let mut lists = Vec::new();
+        for cache in &self.caches {
+            let mut objects = Vec::new();
+            let mut start = cache.prefix.clone().into_bytes();
+            let end = store::types::prefix_end(cache.prefix.as_bytes());
+            loop {
+                let request = RangeRequest {
+                    range: KeyRange { key: start.clone().into(), range_end: end.clone() },
+                    limit: 2000,
+                    revision,
+                    ..Default::default()
+                };
+                let response = self.client.range(request).await?;
+                if revision == 0 {
+                    revision = response.header.revision;
+                }
+                for kv in &response.kvs {
+                    let key = String::from_utf8_lossy(&kv.key);
+                    match CachedObject::decode(cache.storage, &key, &kv.value, kv.mod_revision) {
+                        Ok(o) => objects.push(o),
+                        Err(e) => warn!(%key, error = %e, "skipping a stored object that is not JSON"),
+                    }
+                }
+                match (response.more, response.kvs.last()) {
+                    (true, Some(last)) => {
+                        let mut next = last.key.to_vec();
+                        next.push(0);
+                        start = next;
+                    }
+                    _ => break,
+                }
+            }
+            lists.push(objects);
+        }
+        for (cache, objects) in self.caches.iter().zip(lists) {
+            info!(storage = cache.storage, objects = objects.len(), revision, "watch cache listed");
+            cache.reset(objects, revision);
+        }
+        self.revision.send_replace(revision);
+        Ok(revision)
+    }
+
+    /// Follows the store from `revision` on, forever; re-lists if the store compacted past us.
+    async fn follow(self: Arc<Self>, mut revision: i64) {
+        loop {
+            let request = WatchRequest {
+                range: KeyRange::prefix("/registry/"),
+                start_revision: revision + 1,
+                prev_kv: false,
+                progress_notify_secs: 1,
+            };
+            let mut stream = match self.client.watch(request).await {
+                Ok(s) => s,
+                Err(e) => {
+                    warn!(error = %e, "cannot open the store watch; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            loop {
+                match stream.next().await {
+                    Some(Ok(WatchResponse::Events { header, events })) => {
+                        for event in &events {
+                            if let Some(cache) = self.cache_for_key(&event.kv.key) {
+                                cache.apply(event.kind, &event.kv);
+                            }
+                        }
+                        let last = events.last().map(|e| e.kv.mod_revision).unwrap_or(0);
+                        revision = revision.max(last).max(header.revision);
+                        self.revision.send_replace(revision);
+                    }
+                    Some(Ok(WatchResponse::Progress { header })) => {
+                        revision = revision.max(header.revision);
+                        self.revision.send_replace(revision);
+                    }
+                    Some(Ok(WatchResponse::Created { .. })) => {}
+                    Some(Ok(WatchResponse::Canceled { reason, .. })) => {
+                        warn!(reason, "store watch canceled; re-listing");
+                        break;
+                    }
+                    Some(Err(e)) => {
+                        warn!(error = %e, "store watch failed; re-listing");
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            loop {
+                match self.relist().await {
+                    Ok(r) => {
+                        revision = r;
+                        break;
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "re-list failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn cache_for_key(&self, key: &[u8]) -> Option<&Arc<ResourceCache>> {
+        // Longest prefix wins ("services/specs/" vs a hypothetical "services/").
+        self.caches.iter().filter(|c| key.starts_with(c.prefix.as_bytes())).max_by_key(|c| c.prefix.len())
+    }
+
+    pub fn resource(&self, resource: &ResourceInfo) -> Option<&Arc<ResourceCache>> {
+        self.caches.iter().find(|c| c.storage == resource.storage)
+    }
+
+    /// The store revision the caches reflect.
+    pub fn revision(&self) -> i64 {
+        *self.revision.borrow()
+    }
+
+    /// Waits until the caches reflect at least `revision`.
+    pub async fn wait_for(&self, revision: i64, timeout: Duration) -> Result<(), ApiError> {
+        let mut rx = self.revision.subscribe();
+        let wait = rx.wait_for(|r| *r >= revision);
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(ApiError::Timeout { message: format!("Too large resource version: {revision}, the cache is behind") }),
+        }
+    }
+
+    /// The store's current revision (a linearizable read), for consistent reads from the cache.
+    pub async fn current_store_revision(&self) -> Result<i64, ApiError> {
+        let request = RangeRequest { range: KeyRange::single("/registry/"), ..Default::default() };
+        Ok(self.client.range(request).await?.header.revision)
+    }
+
+    pub fn watcher_count(&self) -> usize {
+        self.caches.iter().map(|c| c.watcher_count()).sum()
+    }
+
+    pub fn caches(&self) -> &[Arc<ResourceCache>] {
+        &self.caches
+    }
+}
