@@ -23,8 +23,19 @@ pub struct ResourceInfo {
     pub storage: &'static str,
 }
 
-const ALL_VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
-const CLUSTER_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+const ALL_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+const CLUSTER_VERBS: &[&str] = &[
+    "create", "delete", "get", "list", "patch", "update", "watch",
+];
 
 /// Every served resource. Order is the order of discovery documents.
 pub static RESOURCES: &[ResourceInfo] = &[
@@ -267,12 +278,16 @@ impl ResourceInfo {
 
 /// Looks a resource up by group, version and plural (the URL's view).
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
 /// Looks a resource up by apiVersion and kind (a manifest's view).
 pub fn find_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
-    RESOURCES.iter().find(|r| r.kind == kind && r.api_version() == api_version)
+    RESOURCES
+        .iter()
+        .find(|r| r.kind == kind && r.api_version() == api_version)
 }
 
 /// The distinct API groups (besides core), each with its versions, in table order.
@@ -301,8 +316,14 @@ mod tests {
     fn lookups_and_keys() {
         let pods = find("", "v1", "pods").expect("pods");
         assert_eq!(pods, super::pods());
-        assert_eq!(pods.key(Some("default"), "web"), "/registry/pods/default/web");
-        assert_eq!(pods.collection_path(Some("ns")), "/api/v1/namespaces/ns/pods");
+        assert_eq!(
+            pods.key(Some("default"), "web"),
+            "/registry/pods/default/web"
+        );
+        assert_eq!(
+            pods.collection_path(Some("ns")),
+            "/api/v1/namespaces/ns/pods"
+        );
         let nodes = find_kind("v1", "Node").expect("nodes");
         assert_eq!(nodes.key(None, "n1"), "/registry/minions/n1");
         let deploy = find("apps", "v1", "deployments").expect("deployments");
@@ -312,14 +333,20 @@ mod tests {
         let core_events = find("", "v1", "events").expect("core events");
         let new_events = find("events.k8s.io", "v1", "events").expect("events.k8s.io");
         assert_eq!(core_events.prefix(), new_events.prefix());
-        assert!(groups().iter().any(|(g, v)| *g == "apps" && v == &vec!["v1"]));
+        assert!(groups()
+            .iter()
+            .any(|(g, v)| *g == "apps" && v == &vec!["v1"]));
     }
 
     #[test]
     fn plurals_are_unique_per_group_version() {
         for (i, a) in RESOURCES.iter().enumerate() {
             for b in &RESOURCES[i + 1..] {
-                assert!(!(a.group == b.group && a.version == b.version && a.plural == b.plural), "{}", a.plural);
+                assert!(
+                    !(a.group == b.group && a.version == b.version && a.plural == b.plural),
+                    "{}",
+                    a.plural
+                );
             }
         }
     }

@@ -66,7 +66,7 @@ impl MemberConfig {
             snapshot_entries: 100_000,
             request_timeout: Duration::from_secs(5),
             max_request_bytes: 3 * 1024 * 1024 + 512 * 1024,
-            progress_interval: Duration::from_secs(5),
+            progress_interval: Duration::from_secs(1),
         }
     }
 
