@@ -8,13 +8,34 @@ use serde_json::{json, Value};
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
     #[error("{message}")]
-    NotFound { message: String, name: String, group: String, kind: String },
+    NotFound {
+        message: String,
+        name: String,
+        group: String,
+        kind: String,
+    },
     #[error("{message}")]
-    AlreadyExists { message: String, name: String, group: String, kind: String },
+    AlreadyExists {
+        message: String,
+        name: String,
+        group: String,
+        kind: String,
+    },
     #[error("{message}")]
-    Conflict { message: String, name: String, group: String, kind: String },
+    Conflict {
+        message: String,
+        name: String,
+        group: String,
+        kind: String,
+    },
     #[error("{message}")]
-    Invalid { message: String, name: String, group: String, kind: String, causes: Vec<Cause> },
+    Invalid {
+        message: String,
+        name: String,
+        group: String,
+        kind: String,
+        causes: Vec<Cause>,
+    },
     #[error("{message}")]
     BadRequest { message: String },
     #[error("{message}")]
@@ -28,7 +49,12 @@ pub enum ApiError {
     #[error("{message}")]
     NotAcceptable { message: String },
     #[error("{message}")]
-    Forbidden { message: String, name: String, group: String, kind: String },
+    Forbidden {
+        message: String,
+        name: String,
+        group: String,
+        kind: String,
+    },
     #[error("{message}")]
     Unauthorized { message: String },
     #[error("{message}")]
@@ -60,7 +86,12 @@ impl ApiError {
 
     pub fn conflict(resource: &ResourceInfo, name: &str, why: &str) -> ApiError {
         ApiError::Conflict {
-            message: format!("Operation cannot be fulfilled on {} \"{}\": {}", qualified(resource), name, why),
+            message: format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                qualified(resource),
+                name,
+                why
+            ),
             name: name.to_string(),
             group: resource.group.to_string(),
             kind: resource.plural.to_string(),
@@ -77,8 +108,15 @@ impl ApiError {
     }
 
     pub fn invalid(resource: &ResourceInfo, name: &str, causes: Vec<Cause>) -> ApiError {
-        let details: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
-        let joined = if details.len() == 1 { details[0].clone() } else { format!("[{}]", details.join(", ")) };
+        let details: Vec<String> = causes
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
+        let joined = if details.len() == 1 {
+            details[0].clone()
+        } else {
+            format!("[{}]", details.join(", "))
+        };
         ApiError::Invalid {
             message: format!("{} \"{}\" is invalid: {}", resource.kind, name, joined),
             name: name.to_string(),
@@ -89,11 +127,15 @@ impl ApiError {
     }
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::BadRequest { message: message.into() }
+        ApiError::BadRequest {
+            message: message.into(),
+        }
     }
 
     pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::Internal { message: message.into() }
+        ApiError::Internal {
+            message: message.into(),
+        }
     }
 
     pub fn forbidden(resource: &ResourceInfo, name: &str, why: &str) -> ApiError {
@@ -156,11 +198,25 @@ impl ApiError {
             "code": self.code(),
         });
         let details = match self {
-            ApiError::NotFound { name, group, kind, .. }
-            | ApiError::AlreadyExists { name, group, kind, .. }
-            | ApiError::Conflict { name, group, kind, .. }
-            | ApiError::Forbidden { name, group, kind, .. } => Some(details(name, group, kind, &[])),
-            ApiError::Invalid { name, group, kind, causes, .. } => Some(details(name, group, kind, causes)),
+            ApiError::NotFound {
+                name, group, kind, ..
+            }
+            | ApiError::AlreadyExists {
+                name, group, kind, ..
+            }
+            | ApiError::Conflict {
+                name, group, kind, ..
+            }
+            | ApiError::Forbidden {
+                name, group, kind, ..
+            } => Some(details(name, group, kind, &[])),
+            ApiError::Invalid {
+                name,
+                group,
+                kind,
+                causes,
+                ..
+            } => Some(details(name, group, kind, causes)),
             _ => None,
         };
         if let Some(details) = details {
@@ -176,8 +232,10 @@ fn details(name: &str, group: &str, kind: &str, causes: &[Cause]) -> Value {
         d["group"] = json!(group);
     }
     if !causes.is_empty() {
-        d["causes"] =
-            causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect();
+        d["causes"] = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+            .collect();
     }
     d
 }
@@ -196,16 +254,20 @@ impl From<store::client::ClientError> for ApiError {
         use store::client::ClientError;
         use store::types::StoreError;
         match e {
-            ClientError::Store(StoreError::Compacted { .. }) => {
-                ApiError::Gone { message: "The resourceVersion for the provided list is too old.".into() }
-            }
-            ClientError::Store(StoreError::TooLarge { .. }) => {
-                ApiError::TooLarge { message: "etcdserver: request is too large".into() }
-            }
-            ClientError::Ambiguous => ApiError::Timeout {
-                message: "The request timed out; it may or may not have been applied. Retry with care.".into(),
+            ClientError::Store(StoreError::Compacted { .. }) => ApiError::Gone {
+                message: "The resourceVersion for the provided list is too old.".into(),
             },
-            other => ApiError::Unavailable { message: format!("storage unavailable: {other}") },
+            ClientError::Store(StoreError::TooLarge { .. }) => ApiError::TooLarge {
+                message: "etcdserver: request is too large".into(),
+            },
+            ClientError::Ambiguous => ApiError::Timeout {
+                message:
+                    "The request timed out; it may or may not have been applied. Retry with care."
+                        .into(),
+            },
+            other => ApiError::Unavailable {
+                message: format!("storage unavailable: {other}"),
+            },
         }
     }
 }
@@ -227,10 +289,19 @@ mod tests {
             field: "spec.containers[0].image".into(),
         };
         let s = ApiError::invalid(pods, "x", vec![cause]).status();
-        assert_eq!(s["message"], "Pod \"x\" is invalid: spec.containers[0].image: Required value");
+        assert_eq!(
+            s["message"],
+            "Pod \"x\" is invalid: spec.containers[0].image: Required value"
+        );
         assert_eq!(s["code"], 422);
-        assert_eq!(s["details"]["causes"][0]["field"], "spec.containers[0].image");
+        assert_eq!(
+            s["details"]["causes"][0]["field"],
+            "spec.containers[0].image"
+        );
         let deploy = api::resources::find("apps", "v1", "deployments").expect("deployments");
-        assert_eq!(ApiError::already_exists(deploy, "d").to_string(), "deployments.apps \"d\" already exists");
+        assert_eq!(
+            ApiError::already_exists(deploy, "d").to_string(),
+            "deployments.apps \"d\" already exists"
+        );
     }
 }

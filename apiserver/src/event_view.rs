@@ -15,7 +15,16 @@ const RENAMED: &[(&str, &str)] = &[
 ];
 
 /// Fields with the same name in both views.
-const SHARED: &[&str] = &["metadata", "reason", "type", "action", "related", "eventTime", "series", "reportingInstance"];
+const SHARED: &[&str] = &[
+    "metadata",
+    "reason",
+    "type",
+    "action",
+    "related",
+    "eventTime",
+    "series",
+    "reportingInstance",
+];
 
 /// core/v1 Event → events.k8s.io/v1 Event.
 pub fn to_events_v1(core: &Value) -> Value {
@@ -26,7 +35,9 @@ pub fn to_events_v1(core: &Value) -> Value {
     copy(core, &mut out, RENAMED.iter().copied());
     if !out.contains_key("eventTime") || out["eventTime"].is_null() {
         // eventTime is required in events.k8s.io/v1; fall back to the first timestamp.
-        let fallback = core.get("firstTimestamp").or_else(|| core.pointer("/metadata/creationTimestamp"));
+        let fallback = core
+            .get("firstTimestamp")
+            .or_else(|| core.pointer("/metadata/creationTimestamp"));
         out.insert("eventTime".into(), fallback.cloned().unwrap_or(Value::Null));
     }
     Value::Object(out)
@@ -38,14 +49,22 @@ pub fn to_core(events_v1: &Value) -> Value {
     out.insert("apiVersion".into(), json!("v1"));
     out.insert("kind".into(), json!("Event"));
     copy(events_v1, &mut out, SHARED.iter().map(|f| (*f, *f)));
-    copy(events_v1, &mut out, RENAMED.iter().map(|(core, v1)| (*v1, *core)));
+    copy(
+        events_v1,
+        &mut out,
+        RENAMED.iter().map(|(core, v1)| (*v1, *core)),
+    );
     if !out.contains_key("involvedObject") {
         out.insert("involvedObject".into(), json!({}));
     }
     Value::Object(out)
 }
 
-fn copy<'a>(from: &Value, to: &mut Map<String, Value>, fields: impl Iterator<Item = (&'a str, &'a str)>) {
+fn copy<'a>(
+    from: &Value,
+    to: &mut Map<String, Value>,
+    fields: impl Iterator<Item = (&'a str, &'a str)>,
+) {
     for (source, target) in fields {
         if let Some(v) = from.get(source) {
             to.insert(target.to_string(), v.clone());

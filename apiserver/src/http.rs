@@ -20,7 +20,9 @@ use tracing::debug;
 
 use crate::errors::ApiError;
 use crate::metrics::Metrics;
-use crate::registry::{DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WriteOptions};
+use crate::registry::{
+    DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WriteOptions,
+};
 use crate::watch_cache::{CachedObject, WatchItem};
 
 /// Largest accepted request body, as kube-apiserver's 3 MiB limit.
@@ -73,17 +75,31 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                 Some(sub) => format!("{}/{}", target.resource.plural, sub),
                 None => target.resource.plural.to_string(),
             };
-            let response = match resource_request(&state, target, method.clone(), &query, request).await {
-                Ok(response) => response,
-                Err(e) => error_response(&e),
-            };
+            let response =
+                match resource_request(&state, target, method.clone(), &query, request).await {
+                    Ok(response) => response,
+                    Err(e) => error_response(&e),
+                };
             (response, verb, resource)
         }
-        Ok(other) => (non_resource(&state, other, &method), method.as_str().to_string(), String::new()),
-        Err(e) => (error_response(&e), method.as_str().to_string(), String::new()),
+        Ok(other) => (
+            non_resource(&state, other, &method),
+            method.as_str().to_string(),
+            String::new(),
+        ),
+        Err(e) => (
+            error_response(&e),
+            method.as_str().to_string(),
+            String::new(),
+        ),
     };
     if verb != "WATCH" {
-        state.metrics.observe(&verb, &resource, response.status().as_u16(), started.elapsed());
+        state.metrics.observe(
+            &verb,
+            &resource,
+            response.status().as_u16(),
+            started.elapsed(),
+        );
     }
     debug!(%method, %path, status = response.status().as_u16(), took_us = started.elapsed().as_micros() as u64, "request");
     response
@@ -121,12 +137,16 @@ fn route(path: &str) -> Result<Route, ApiError> {
         ["apis"] => Ok(Route::ApiGroupList),
         ["openapi", "v3"] => Ok(Route::OpenApiRoot),
         ["openapi", "v3", "api", version] => Ok(Route::OpenApi(String::new(), version.to_string())),
-        ["openapi", "v3", "apis", group, version] => Ok(Route::OpenApi(group.to_string(), version.to_string())),
+        ["openapi", "v3", "apis", group, version] => {
+            Ok(Route::OpenApi(group.to_string(), version.to_string()))
+        }
         ["api", version] => Ok(Route::ResourceList(String::new(), version.to_string())),
         ["apis", group] => Ok(Route::ApiGroup(group.to_string())),
         ["apis", group, version] => Ok(Route::ResourceList(group.to_string(), version.to_string())),
         ["api", version, rest @ ..] => resource_route("", version, rest).ok_or_else(not_found),
-        ["apis", group, version, rest @ ..] => resource_route(group, version, rest).ok_or_else(not_found),
+        ["apis", group, version, rest @ ..] => {
+            resource_route(group, version, rest).ok_or_else(not_found)
+        }
         _ => Err(not_found()),
     }
 }
@@ -148,43 +168,79 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
     let (name, subresource) = match tail {
         [] => (None, None),
         [name] => (Some(name.to_string()), None),
-        [name, sub] if resource.has_subresource(sub) => (Some(name.to_string()), Some(sub.to_string())),
+        [name, sub] if resource.has_subresource(sub) => {
+            (Some(name.to_string()), Some(sub.to_string()))
+        }
         _ => return None,
     };
-    Some(Route::Resource(Target { resource, namespace, name, subresource, watch_path }))
+    Some(Route::Resource(Target {
+        resource,
+        namespace,
+        name,
+        subresource,
+        watch_path,
+    }))
 }
 
 fn non_resource(state: &AppState, route: Route, method: &Method) -> Response {
     if method != Method::GET && method != Method::HEAD {
-        return error_response(&ApiError::MethodNotAllowed { message: format!("method {method} is not allowed here") });
+        return error_response(&ApiError::MethodNotAllowed {
+            message: format!("method {method} is not allowed here"),
+        });
     }
     match route {
-        Route::Health => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok").into_response(),
+        Route::Health => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "ok",
+        )
+            .into_response(),
         Route::Metrics => {
             let cache = state.registry.cache();
-            let watchers: Vec<(String, usize)> =
-                cache.caches().iter().map(|c| (c.storage.to_string(), c.watcher_count())).collect();
-            let objects: Vec<(String, usize)> =
-                cache.caches().iter().map(|c| (c.storage.to_string(), c.object_count())).collect();
+            let watchers: Vec<(String, usize)> = cache
+                .caches()
+                .iter()
+                .map(|c| (c.storage.to_string(), c.watcher_count()))
+                .collect();
+            let objects: Vec<(String, usize)> = cache
+                .caches()
+                .iter()
+                .map(|c| (c.storage.to_string(), c.object_count()))
+                .collect();
             let body = state.metrics.render(&watchers, &objects);
-            (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
+            (
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                )],
+                body,
+            )
+                .into_response()
         }
         Route::Version => json_response(StatusCode::OK, &api::discovery::version_info()),
-        Route::ApiVersions => json_response(StatusCode::OK, &api::discovery::api_versions(&state.server_address)),
+        Route::ApiVersions => json_response(
+            StatusCode::OK,
+            &api::discovery::api_versions(&state.server_address),
+        ),
         Route::ApiGroupList => json_response(StatusCode::OK, &api::discovery::api_group_list()),
         Route::ApiGroup(group) => match api::discovery::api_group(&group) {
             Some(v) => json_response(StatusCode::OK, &v),
             None => error_response(&not_found_path()),
         },
-        Route::ResourceList(group, version) => match api::discovery::api_resource_list(&group, &version) {
-            Some(v) => json_response(StatusCode::OK, &v),
-            None => error_response(&not_found_path()),
-        },
+        Route::ResourceList(group, version) => {
+            match api::discovery::api_resource_list(&group, &version) {
+                Some(v) => json_response(StatusCode::OK, &v),
+                None => error_response(&not_found_path()),
+            }
+        }
         Route::OpenApiRoot => json_response(StatusCode::OK, &api::discovery::openapi_v3_root()),
-        Route::OpenApi(group, version) => match api::discovery::openapi_v3_group_version(&group, &version) {
-            Some(v) => json_response(StatusCode::OK, &v),
-            None => error_response(&not_found_path()),
-        },
+        Route::OpenApi(group, version) => {
+            match api::discovery::openapi_v3_group_version(&group, &version) {
+                Some(v) => json_response(StatusCode::OK, &v),
+                None => error_response(&not_found_path()),
+            }
+        }
         Route::Resource(_) => error_response(&not_found_path()),
     }
 }
@@ -214,7 +270,11 @@ async fn resource_request(
     let headers = request.headers().clone();
     let table = wants_table(&headers);
     let write = write_options(query)?;
-    match (&method, target.name.as_deref(), target.subresource.as_deref()) {
+    match (
+        &method,
+        target.name.as_deref(),
+        target.subresource.as_deref(),
+    ) {
         (&Method::GET, _, _) if target.watch_path || is_true(query.get("watch")) => {
             let mut options = list_options(query)?;
             if let Some(name) = &target.name {
@@ -230,25 +290,55 @@ async fn resource_request(
             let options = list_options(query)?;
             let listed = registry.list(resource, ns, &options).await?;
             if table {
-                let objects = listed.items.iter().map(|o| o.value()).collect::<Result<Vec<_>, _>>()?;
-                let include = IncludeObject::parse(query.get("includeObject").map(String::as_str).unwrap_or("Metadata"));
+                let objects = listed
+                    .items
+                    .iter()
+                    .map(|o| o.value())
+                    .collect::<Result<Vec<_>, _>>()?;
+                let include = IncludeObject::parse(
+                    query
+                        .get("includeObject")
+                        .map(String::as_str)
+                        .unwrap_or("Metadata"),
+                );
                 let rv = listed.resource_version.to_string();
-                let t = printers::table(resource, &objects, include, chrono::Utc::now(), &rv, listed.continue_token.as_deref());
+                let t = printers::table(
+                    resource,
+                    &objects,
+                    include,
+                    chrono::Utc::now(),
+                    &rv,
+                    listed.continue_token.as_deref(),
+                );
                 return Ok(json_response(StatusCode::OK, &t));
             }
-            Ok(list_response(resource, &listed.items, listed.resource_version, listed.continue_token.as_deref()))
+            Ok(list_response(
+                resource,
+                &listed.items,
+                listed.resource_version,
+                listed.continue_token.as_deref(),
+            ))
         }
         (&Method::GET, Some(name), None) => {
             let object = registry.get(resource, ns, name).await?;
             if table {
-                let include = IncludeObject::parse(query.get("includeObject").map(String::as_str).unwrap_or("Metadata"));
+                let include = IncludeObject::parse(
+                    query
+                        .get("includeObject")
+                        .map(String::as_str)
+                        .unwrap_or("Metadata"),
+                );
                 let rv = crate::meta::resource_version(&object).to_string();
-                let t = printers::table(resource, &[object], include, chrono::Utc::now(), &rv, None);
+                let t =
+                    printers::table(resource, &[object], include, chrono::Utc::now(), &rv, None);
                 return Ok(json_response(StatusCode::OK, &t));
             }
             Ok(json_response(StatusCode::OK, &object))
         }
-        (&Method::GET, Some(name), Some("status")) => Ok(json_response(StatusCode::OK, &registry.get(resource, ns, name).await?)),
+        (&Method::GET, Some(name), Some("status")) => Ok(json_response(
+            StatusCode::OK,
+            &registry.get(resource, ns, name).await?,
+        )),
         (&Method::GET, Some(_), Some("log")) => Err(ApiError::BadRequest {
             message: "container logs are served by the node host, which is not connected".into(),
         }),
@@ -268,16 +358,25 @@ async fn resource_request(
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status") | Some("finalize"))) => {
             let body = read_object(request).await?;
-            let sub = if sub == Some("finalize") { Some("finalize") } else { sub };
+            let sub = if sub == Some("finalize") {
+                Some("finalize")
+            } else {
+                sub
+            };
             let updated = if sub == Some("finalize") {
                 finalize_namespace(registry, name, body, &write).await?
             } else {
-                registry.update(resource, ns, name, sub, body, &write).await?
+                registry
+                    .update(resource, ns, name, sub, body, &write)
+                    .await?
             };
             Ok(json_response(StatusCode::OK, &updated))
         }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
-            let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let content_type = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
             let patch_type = PatchType::from_content_type(content_type).ok_or_else(|| ApiError::UnsupportedMediaType {
                 message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got \"{content_type}\")"),
             })?;
@@ -286,7 +385,9 @@ async fn resource_request(
             }
             let body = read_body(request).await?;
             let force = is_true(query.get("force"));
-            let patched = registry.patch(resource, ns, name, sub, patch_type, &body, force, &write).await?;
+            let patched = registry
+                .patch(resource, ns, name, sub, patch_type, &body, force, &write)
+                .await?;
             Ok(json_response(StatusCode::OK, &patched))
         }
         (&Method::DELETE, Some(name), None) => {
@@ -300,7 +401,9 @@ async fn resource_request(
         (&Method::DELETE, None, None) => {
             let body = read_body(request).await?;
             let options = delete_options(&body, query)?;
-            let deleted = registry.delete_collection(resource, ns, &list_options(query)?, &options).await?;
+            let deleted = registry
+                .delete_collection(resource, ns, &list_options(query)?, &options)
+                .await?;
             let items: Vec<Value> = deleted;
             Ok(json_response(
                 StatusCode::OK,
@@ -308,23 +411,51 @@ async fn resource_request(
             ))
         }
         _ => Err(ApiError::MethodNotAllowed {
-            message: format!("the server does not allow this method on the requested resource ({method})"),
+            message: format!(
+                "the server does not allow this method on the requested resource ({method})"
+            ),
         }),
     }
 }
 
 /// `namespaces/{name}/finalize`: replaces spec.finalizers; an emptied, terminating namespace
 /// is removed.
-async fn finalize_namespace(registry: &Registry, name: &str, body: Value, write: &WriteOptions) -> Result<Value, ApiError> {
-    let namespaces = api::resources::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("no namespaces"))?;
-    let finalizers = body.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+async fn finalize_namespace(
+    registry: &Registry,
+    name: &str,
+    body: Value,
+    write: &WriteOptions,
+) -> Result<Value, ApiError> {
+    let namespaces = api::resources::find("", "v1", "namespaces")
+        .ok_or_else(|| ApiError::internal("no namespaces"))?;
+    let finalizers = body
+        .pointer("/spec/finalizers")
+        .cloned()
+        .unwrap_or(json!([]));
     let patch = json!({"spec": {"finalizers": finalizers}}).to_string();
     let patched = registry
-        .patch(namespaces, None, name, Some("finalize"), PatchType::Merge, patch.as_bytes(), false, write)
+        .patch(
+            namespaces,
+            None,
+            name,
+            Some("finalize"),
+            PatchType::Merge,
+            patch.as_bytes(),
+            false,
+            write,
+        )
         .await?;
-    let empty = patched.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(|a| a.is_empty());
-    if empty && crate::meta::deletion_timestamp(&patched).is_some() && crate::meta::finalizers(&patched).is_empty() {
-        registry.delete(namespaces, None, name, &DeleteOptions::default()).await?;
+    let empty = patched
+        .pointer("/spec/finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(|a| a.is_empty());
+    if empty
+        && crate::meta::deletion_timestamp(&patched).is_some()
+        && crate::meta::finalizers(&patched).is_empty()
+    {
+        registry
+            .delete(namespaces, None, name, &DeleteOptions::default())
+            .await?;
     }
     Ok(patched)
 }
@@ -339,7 +470,10 @@ async fn watch(
 ) -> Result<Response, ApiError> {
     let send_initial = is_true(query.get("sendInitialEvents"));
     let bookmarks = is_true(query.get("allowWatchBookmarks"));
-    if send_initial && (!bookmarks || query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan")) {
+    if send_initial
+        && (!bookmarks
+            || query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan"))
+    {
         return Err(ApiError::Invalid {
             message: "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks".into(),
             name: String::new(),
@@ -349,10 +483,22 @@ async fn watch(
         });
     }
     let timeout = match query.get("timeoutSeconds") {
-        Some(t) => Duration::from_secs(t.parse::<u64>().map_err(|_| ApiError::bad_request("timeoutSeconds must be a number"))?),
+        Some(t) => Duration::from_secs(
+            t.parse::<u64>()
+                .map_err(|_| ApiError::bad_request("timeoutSeconds must be a number"))?,
+        ),
         None => Duration::from_secs(1800 + rand::random::<u64>() % 1800),
     };
-    let subscription = state.registry.watch(resource, namespace, &options, send_initial, HTTP_WATCH_BUFFER).await?;
+    let subscription = state
+        .registry
+        .watch(
+            resource,
+            namespace,
+            &options,
+            send_initial,
+            HTTP_WATCH_BUFFER,
+        )
+        .await?;
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let revision = subscription.revision;
     tokio::spawn(async move {
@@ -398,10 +544,18 @@ async fn watch(
             }
         }
     });
-    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
     let mut response = Response::new(Body::from_stream(stream));
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     Ok(response)
 }
 
@@ -413,7 +567,14 @@ fn watch_line(resource: &ResourceInfo, item: &WatchItem, table: bool) -> Bytes {
     if table {
         let object = item.object.value().unwrap_or(Value::Null);
         let rv = item.object.rv.to_string();
-        let t = printers::table(resource, &[object], IncludeObject::Metadata, chrono::Utc::now(), &rv, None);
+        let t = printers::table(
+            resource,
+            &[object],
+            IncludeObject::Metadata,
+            chrono::Utc::now(),
+            &rv,
+            None,
+        );
         line.put_slice(&serde_json::to_vec(&t).unwrap_or_default());
     } else {
         put_object(&mut line, resource, &item.object);
@@ -427,8 +588,10 @@ fn bookmark_line(resource: &ResourceInfo, rv: i64, initial_end: bool) -> Bytes {
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    let object = json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata});
-    let mut line = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": object})).unwrap_or_default();
+    let object =
+        json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata});
+    let mut line =
+        serde_json::to_vec(&json!({"type": "BOOKMARK", "object": object})).unwrap_or_default();
     line.push(b'\n');
     Bytes::from(line)
 }
@@ -446,14 +609,27 @@ fn put_object(out: &mut BytesMut, resource: &ResourceInfo, object: &CachedObject
 }
 
 /// A list built from the cached JSON without re-encoding each item.
-fn list_response(resource: &ResourceInfo, items: &[Arc<CachedObject>], rv: i64, continue_token: Option<&str>) -> Response {
+fn list_response(
+    resource: &ResourceInfo,
+    items: &[Arc<CachedObject>],
+    rv: i64,
+    continue_token: Option<&str>,
+) -> Response {
     let size: usize = items.iter().map(|o| o.json.len() + 1).sum();
     let mut body = BytesMut::with_capacity(size + 256);
     let metadata = match continue_token {
         Some(c) => json!({"resourceVersion": rv.to_string(), "continue": c}),
         None => json!({"resourceVersion": rv.to_string()}),
     };
-    body.put_slice(format!("{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[", resource.list_kind(), resource.api_version(), metadata).as_bytes());
+    body.put_slice(
+        format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
+            resource.list_kind(),
+            resource.api_version(),
+            metadata
+        )
+        .as_bytes(),
+    );
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             body.put_u8(b',');
@@ -462,7 +638,10 @@ fn list_response(resource: &ResourceInfo, items: &[Arc<CachedObject>], rv: i64, 
     }
     body.put_slice(b"]}");
     let mut response = Response::new(Body::from(body.freeze()));
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     response
 }
 
@@ -470,38 +649,56 @@ fn json_response(code: StatusCode, value: &Value) -> Response {
     let body = serde_json::to_vec(value).unwrap_or_default();
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = code;
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     response
 }
 
 pub fn error_response(e: &ApiError) -> Response {
-    json_response(StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), &e.status())
+    json_response(
+        StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &e.status(),
+    )
 }
 
 /// kubectl asks for `application/json;as=Table;v=v1;g=meta.k8s.io` first.
 fn wants_table(headers: &HeaderMap) -> bool {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return false };
-    let Some(first) = accept.split(',').next() else { return false };
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let Some(first) = accept.split(',').next() else {
+        return false;
+    };
     first.contains("as=Table")
 }
 
 async fn read_body(request: Request) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await.map_err(|_| ApiError::TooLarge {
-        message: format!("the request body is larger than the limit of {MAX_BODY_BYTES} bytes"),
-    })
+    axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
+        .await
+        .map_err(|_| ApiError::TooLarge {
+            message: format!("the request body is larger than the limit of {MAX_BODY_BYTES} bytes"),
+        })
 }
 
 /// Reads a JSON or YAML object body.
 async fn read_object(request: Request) -> Result<Value, ApiError> {
-    let content_type =
-        request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json")
+        .to_string();
     let body = read_body(request).await?;
     decode_object(&content_type, &body)
 }
 
 pub fn decode_object(content_type: &str, body: &[u8]) -> Result<Value, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("the request body is empty; an object was expected"));
+        return Err(ApiError::bad_request(
+            "the request body is empty; an object was expected",
+        ));
     }
     let media = content_type.split(';').next().unwrap_or("").trim();
     let value: Value = match media {
@@ -525,7 +722,10 @@ pub fn decode_object(content_type: &str, body: &[u8]) -> Result<Value, ApiError>
 }
 
 fn parse_query(query: &str) -> HashMap<String, String> {
-    serde_urlencoded::from_str::<Vec<(String, String)>>(query).unwrap_or_default().into_iter().collect()
+    serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
 }
 
 fn is_true(value: Option<&String>) -> bool {
@@ -534,7 +734,9 @@ fn is_true(value: Option<&String>) -> bool {
 
 fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {
     let limit = match query.get("limit") {
-        Some(l) if !l.is_empty() => l.parse::<usize>().map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?,
+        Some(l) if !l.is_empty() => l
+            .parse::<usize>()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit \"{l}\"")))?,
         _ => 0,
     };
     Ok(ListOptions {
@@ -549,7 +751,12 @@ fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError
 fn write_options(query: &HashMap<String, String>) -> Result<WriteOptions, ApiError> {
     Ok(WriteOptions {
         dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
-        field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str).unwrap_or(""))?,
+        field_validation: FieldValidation::parse(
+            query
+                .get("fieldValidation")
+                .map(String::as_str)
+                .unwrap_or(""),
+        )?,
         field_manager: query.get("fieldManager").cloned(),
     })
 }
@@ -558,12 +765,16 @@ fn delete_options(body: &[u8], query: &HashMap<String, String>) -> Result<Delete
     let value = if body.iter().all(u8::is_ascii_whitespace) {
         Value::Null
     } else {
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
     };
     let mut options = DeleteOptions::from_body(&value)?;
     if let Some(grace) = query.get("gracePeriodSeconds") {
-        options.grace_period_seconds =
-            Some(grace.parse().map_err(|_| ApiError::bad_request("gracePeriodSeconds must be an integer"))?);
+        options.grace_period_seconds = Some(
+            grace
+                .parse()
+                .map_err(|_| ApiError::bad_request("gracePeriodSeconds must be an integer"))?,
+        );
     }
     if let Some(policy) = query.get("propagationPolicy") {
         options.propagation_policy = Some(policy.clone());
@@ -588,11 +799,25 @@ mod tests {
     #[test]
     fn routes_resource_paths() {
         let t = target("/api/v1/namespaces/default/pods/web/status");
-        assert_eq!((t.resource.plural, t.namespace.as_deref(), t.name.as_deref(), t.subresource.as_deref()), ("pods", Some("default"), Some("web"), Some("status")));
+        assert_eq!(
+            (
+                t.resource.plural,
+                t.namespace.as_deref(),
+                t.name.as_deref(),
+                t.subresource.as_deref()
+            ),
+            ("pods", Some("default"), Some("web"), Some("status"))
+        );
         let t = target("/api/v1/namespaces/kube-system");
-        assert_eq!((t.resource.plural, t.name.as_deref()), ("namespaces", Some("kube-system")));
+        assert_eq!(
+            (t.resource.plural, t.name.as_deref()),
+            ("namespaces", Some("kube-system"))
+        );
         let t = target("/api/v1/namespaces/x/finalize");
-        assert_eq!((t.resource.plural, t.subresource.as_deref()), ("namespaces", Some("finalize")));
+        assert_eq!(
+            (t.resource.plural, t.subresource.as_deref()),
+            ("namespaces", Some("finalize"))
+        );
         let t = target("/apis/apps/v1/deployments");
         assert_eq!((t.resource.plural, t.namespace), ("deployments", None));
         let t = target("/api/v1/watch/namespaces/ns/pods");
@@ -606,9 +831,29 @@ mod tests {
     fn decodes_json_and_yaml_bodies() {
         assert!(decode_object("application/json", b"{\"a\":1}").is_ok());
         assert!(decode_object("application/yaml", b"a: 1\nb: [x]\n").is_ok());
-        assert_eq!(decode_object("application/json", b"{nope").map_err(|e| e.code()).err(), Some(400));
-        assert_eq!(decode_object("application/yaml", b"a: [").map_err(|e| e.code()).err(), Some(400));
-        assert_eq!(decode_object("text/html", b"{}").map_err(|e| e.code()).err(), Some(415));
-        assert_eq!(decode_object("application/json", b"[1]").map_err(|e| e.code()).err(), Some(400));
+        assert_eq!(
+            decode_object("application/json", b"{nope")
+                .map_err(|e| e.code())
+                .err(),
+            Some(400)
+        );
+        assert_eq!(
+            decode_object("application/yaml", b"a: [")
+                .map_err(|e| e.code())
+                .err(),
+            Some(400)
+        );
+        assert_eq!(
+            decode_object("text/html", b"{}")
+                .map_err(|e| e.code())
+                .err(),
+            Some(415)
+        );
+        assert_eq!(
+            decode_object("application/json", b"[1]")
+                .map_err(|e| e.code())
+                .err(),
+            Some(400)
+        );
     }
 }

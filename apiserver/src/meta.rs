@@ -3,19 +3,31 @@
 use serde_json::{Map, Value};
 
 pub fn name(object: &Value) -> &str {
-    object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 pub fn namespace(object: &Value) -> Option<&str> {
-    object.pointer("/metadata/namespace").and_then(Value::as_str).filter(|s| !s.is_empty())
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 pub fn uid(object: &Value) -> &str {
-    object.pointer("/metadata/uid").and_then(Value::as_str).unwrap_or("")
+    object
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 pub fn resource_version(object: &Value) -> &str {
-    object.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("")
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// The object's `metadata` map, created if missing or not a map.
@@ -23,8 +35,12 @@ pub fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
     if !object.is_object() {
         *object = Value::Object(Map::new());
     }
-    let Value::Object(map) = object else { unreachable!("just made an object") };
-    let meta = map.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(map) = object else {
+        unreachable!("just made an object")
+    };
+    let meta = map
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
     if !meta.is_object() {
         *meta = Value::Object(Map::new());
     }
@@ -39,27 +55,40 @@ pub fn set_resource_version(object: &mut Value, rv: i64) {
 }
 
 pub fn labels(object: &Value) -> Option<&Map<String, Value>> {
-    object.pointer("/metadata/labels").and_then(Value::as_object)
+    object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
 }
 
 pub fn annotations(object: &Value) -> Option<&Map<String, Value>> {
-    object.pointer("/metadata/annotations").and_then(Value::as_object)
+    object
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
 }
 
 pub fn finalizers(object: &Value) -> Vec<String> {
     object
         .pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 pub fn deletion_timestamp(object: &Value) -> Option<&str> {
-    object.pointer("/metadata/deletionTimestamp").and_then(Value::as_str)
+    object
+        .pointer("/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
 }
 
 pub fn generation(object: &Value) -> i64 {
-    object.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0)
+    object
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
 }
 
 /// A string at a dotted path (`spec.nodeName`), if present.

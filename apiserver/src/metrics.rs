@@ -7,7 +7,10 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 /// Upper bounds (seconds) of the request duration histogram, as kube-apiserver's.
-const BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0];
+const BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0,
+    8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
+];
 
 #[derive(Default)]
 struct Histogram {
@@ -25,10 +28,16 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn observe(&self, verb: &str, resource: &str, code: u16, took: Duration) {
-        *self.requests.lock().entry((verb.to_string(), resource.to_string(), code)).or_default() += 1;
+        *self
+            .requests
+            .lock()
+            .entry((verb.to_string(), resource.to_string(), code))
+            .or_default() += 1;
         let seconds = took.as_secs_f64();
         let mut durations = self.durations.lock();
-        let h = durations.entry((verb.to_string(), resource.to_string())).or_default();
+        let h = durations
+            .entry((verb.to_string(), resource.to_string()))
+            .or_default();
         if h.counts.is_empty() {
             h.counts = vec![0; BUCKETS.len()];
         }
@@ -66,12 +75,18 @@ impl Metrics {
         out.push_str("# HELP apiserver_registered_watchers Number of currently registered watchers for a given resource.\n");
         out.push_str("# TYPE apiserver_registered_watchers gauge\n");
         for (resource, n) in watchers {
-            let _ = writeln!(out, "apiserver_registered_watchers{{resource=\"{resource}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "apiserver_registered_watchers{{resource=\"{resource}\"}} {n}"
+            );
         }
         out.push_str("# HELP apiserver_storage_objects Number of stored objects per resource.\n");
         out.push_str("# TYPE apiserver_storage_objects gauge\n");
         for (resource, n) in objects {
-            let _ = writeln!(out, "apiserver_storage_objects{{resource=\"{resource}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "apiserver_storage_objects{{resource=\"{resource}\"}} {n}"
+            );
         }
         out
     }
@@ -87,9 +102,12 @@ mod tests {
         m.observe("POST", "pods", 201, Duration::from_millis(3));
         m.observe("POST", "pods", 201, Duration::from_millis(300));
         let text = m.render(&[("pods".into(), 2)], &[]);
-        assert!(text.contains("apiserver_request_total{verb=\"POST\",resource=\"pods\",code=\"201\"} 2"));
+        assert!(text
+            .contains("apiserver_request_total{verb=\"POST\",resource=\"pods\",code=\"201\"} 2"));
         assert!(text.contains("apiserver_request_duration_seconds_bucket{verb=\"POST\",resource=\"pods\",le=\"0.005\"} 1"));
-        assert!(text.contains("apiserver_request_duration_seconds_count{verb=\"POST\",resource=\"pods\"} 2"));
+        assert!(text.contains(
+            "apiserver_request_duration_seconds_count{verb=\"POST\",resource=\"pods\"} 2"
+        ));
         assert!(text.contains("apiserver_registered_watchers{resource=\"pods\"} 2"));
     }
 }

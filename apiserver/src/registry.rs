@@ -80,11 +80,18 @@ impl DeleteOptions {
         if !body.is_null() && !body.is_object() {
             return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
         }
-        let grace = match body.get("gracePeriodSeconds") {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_i64().ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?),
+        let grace =
+            match body.get("gracePeriodSeconds") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_i64().ok_or_else(|| {
+                    ApiError::bad_request("gracePeriodSeconds must be an integer")
+                })?),
+            };
+        let text = |ptr: &str| {
+            body.pointer(ptr)
+                .and_then(Value::as_str)
+                .map(str::to_string)
         };
-        let text = |ptr: &str| body.pointer(ptr).and_then(Value::as_str).map(str::to_string);
         let policy = text("/propagationPolicy");
         if let Some(p) = &policy {
             if !["Orphan", "Background", "Foreground"].contains(&p.as_str()) {
@@ -98,7 +105,10 @@ impl DeleteOptions {
             propagation_policy: policy,
             precondition_uid: text("/preconditions/uid"),
             precondition_rv: text("/preconditions/resourceVersion"),
-            dry_run: body.get("dryRun").and_then(Value::as_array).is_some_and(|a| !a.is_empty()),
+            dry_run: body
+                .get("dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty()),
         })
     }
 }
@@ -137,7 +147,10 @@ impl Registry {
         Registry {
             storage,
             cache,
-            event_leases: Mutex::new(EventLeases { ttl: event_ttl, current: None }),
+            event_leases: Mutex::new(EventLeases {
+                ttl: event_ttl,
+                current: None,
+            }),
             lease_lock: tokio::sync::Mutex::new(()),
         }
     }
@@ -171,27 +184,42 @@ impl Registry {
             leases.ttl
         };
         // One lease per minute of events: each expires a full TTL after its last event.
-        let granted = self.storage.client().lease_grant(ttl.as_secs() as i64 + 60).await?;
+        let granted = self
+            .storage
+            .client()
+            .lease_grant(ttl.as_secs() as i64 + 60)
+            .await?;
         self.event_leases.lock().current = Some((granted.id, std::time::Instant::now()));
         Ok(granted.id)
     }
 
     /// Decodes, checks and normalises a body for `resource`.
-    fn admit(&self, resource: &ResourceInfo, object: &Value, validation: FieldValidation) -> Result<Value, ApiError> {
+    fn admit(
+        &self,
+        resource: &ResourceInfo,
+        object: &Value,
+        validation: FieldValidation,
+    ) -> Result<Value, ApiError> {
         let canonical = api::strict::decode(resource, object).map_err(|e| {
             ApiError::bad_request(format!(
                 "{} in version \"{}\" cannot be handled as a {}: {}",
-                resource.kind,
-                resource.version,
-                resource.kind,
-                e
+                resource.kind, resource.version, resource.kind, e
             ))
         })?;
         if validation == FieldValidation::Strict {
             let unknown = api::strict::unknown_fields(object, &canonical);
             if !unknown.is_empty() {
-                let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
-                return Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))));
+                let list: Vec<String> = unknown
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect();
+                return Err(ApiError::bad_request(format!(
+                    "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+                    resource.kind,
+                    resource.version,
+                    resource.kind,
+                    list.join(", ")
+                )));
             }
         }
         Ok(canonical)
@@ -223,9 +251,15 @@ impl Registry {
         if !causes.is_empty() {
             return Err(ApiError::invalid(resource, &name, causes));
         }
-        let ns = if resource.namespaced { meta::namespace(&object).map(str::to_string) } else { None };
+        let ns = if resource.namespaced {
+            meta::namespace(&object).map(str::to_string)
+        } else {
+            None
+        };
         if resource.namespaced {
-            let Some(ns) = &ns else { return Err(ApiError::bad_request("a namespace is required")) };
+            let Some(ns) = &ns else {
+                return Err(ApiError::bad_request("a namespace is required"));
+            };
             self.check_namespace(ns, resource.kind == "Event").await?;
         }
         if options.dry_run {
@@ -246,7 +280,8 @@ impl Registry {
     /// New objects may not go into a namespace that does not exist or is terminating
     /// (Kubernetes' NamespaceLifecycle); events about a terminating namespace are still allowed.
     async fn check_namespace(&self, namespace: &str, is_event: bool) -> Result<(), ApiError> {
-        let namespaces = api::resources::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("no namespaces"))?;
+        let namespaces = api::resources::find("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::internal("no namespaces"))?;
         let key = namespaces.key(None, namespace);
         let cached = self.cache.resource(namespaces).and_then(|c| c.get(&key));
         let object = match cached {
@@ -273,18 +308,32 @@ impl Registry {
     }
 
     /// The current object from the cache, or the store when the cache does not have it yet.
-    async fn current(&self, resource: &ResourceInfo, key: &str) -> Result<Option<(Value, i64)>, ApiError> {
+    async fn current(
+        &self,
+        resource: &ResourceInfo,
+        key: &str,
+    ) -> Result<Option<(Value, i64)>, ApiError> {
         if let Some(o) = self.cache.resource(resource).and_then(|c| c.get(key)) {
             return Ok(Some((o.value()?, o.rv)));
         }
         self.storage.get(key).await
     }
 
-    pub async fn get(&self, resource: &ResourceInfo, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+    pub async fn get(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
         let key = Self::key(resource, namespace, name);
         // A get is a consistent read: wait until the cache has caught up with the store.
         let revision = self.cache.current_store_revision().await?;
-        if self.cache.wait_for(revision, Duration::from_secs(3)).await.is_ok() {
+        if self
+            .cache
+            .wait_for(revision, Duration::from_secs(3))
+            .await
+            .is_ok()
+        {
             let cached = self.cache.resource(resource).and_then(|c| c.get(&key));
             return match cached {
                 Some(o) => Ok(view(resource, o.value()?)),
@@ -304,7 +353,10 @@ impl Registry {
         options: &ListOptions,
     ) -> Result<ListResult, ApiError> {
         let filter = self.filter(resource, namespace, options)?;
-        let cache = self.cache.resource(resource).ok_or_else(|| ApiError::internal("resource not cached"))?;
+        let cache = self
+            .cache
+            .resource(resource)
+            .ok_or_else(|| ApiError::internal("resource not cached"))?;
         // resourceVersion "0" means "any": serve what the cache has. Otherwise read consistently.
         let minimum = match options.resource_version.as_deref() {
             Some("0") => 0,
@@ -321,23 +373,51 @@ impl Registry {
         let revision = self.cache.revision();
         let prefix = resource.namespace_prefix(namespace);
         let (items, last) = cache.list(&prefix, &filter, start_after.as_deref(), options.limit);
-        Ok(ListResult { items, resource_version: revision, continue_token: last.map(|k| encode_continue(&k, revision)) })
+        Ok(ListResult {
+            items,
+            resource_version: revision,
+            continue_token: last.map(|k| encode_continue(&k, revision)),
+        })
     }
 
-    fn filter(&self, resource: &ResourceInfo, namespace: Option<&str>, options: &ListOptions) -> Result<Filter, ApiError> {
-        let labels = match options.label_selector.as_deref().filter(|s| !s.trim().is_empty()) {
-            Some(s) => Some(LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
+    fn filter(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<Filter, ApiError> {
+        let labels = match options
+            .label_selector
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+        {
+            Some(s) => {
+                Some(LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?)
+            }
             None => None,
         };
-        let fields = match options.field_selector.as_deref().filter(|s| !s.trim().is_empty()) {
+        let fields = match options
+            .field_selector
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+        {
             Some(s) => {
-                let selector = FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
-                selector.validate_for(resource).map_err(|e| ApiError::bad_request(e.to_string()))?;
+                let selector =
+                    FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?;
+                selector
+                    .validate_for(resource)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?;
                 Some(selector)
             }
             None => None,
         };
-        Ok(Filter { namespace: namespace.filter(|_| resource.namespaced).map(str::to_string), labels, fields })
+        Ok(Filter {
+            namespace: namespace
+                .filter(|_| resource.namespaced)
+                .map(str::to_string),
+            labels,
+            fields,
+        })
     }
 
     /// Starts a watch. `send_initial` replays the current state as ADDED events; otherwise
@@ -351,11 +431,16 @@ impl Registry {
         buffer: usize,
     ) -> Result<Subscription, ApiError> {
         let filter = self.filter(resource, namespace, options)?;
-        let cache = self.cache.resource(resource).ok_or_else(|| ApiError::internal("resource not cached"))?;
+        let cache = self
+            .cache
+            .resource(resource)
+            .ok_or_else(|| ApiError::internal("resource not cached"))?;
         let rv = options.resource_version.as_deref().unwrap_or("");
         let from = if send_initial {
             let revision = self.cache.current_store_revision().await?;
-            self.cache.wait_for(revision, Duration::from_secs(3)).await?;
+            self.cache
+                .wait_for(revision, Duration::from_secs(3))
+                .await?;
             None
         } else if rv.is_empty() || rv == "0" {
             // Kubernetes: an unset or "0" resourceVersion starts with the current state.
@@ -419,27 +504,43 @@ impl Registry {
         force: bool,
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
-        let manager = options.field_manager.clone().unwrap_or_else(|| "unknown".into());
+        let manager = options
+            .field_manager
+            .clone()
+            .unwrap_or_else(|| "unknown".into());
         let key = Self::key(resource, namespace, name);
         if patch_type == PatchType::Apply && self.current(resource, &key).await?.is_none() {
             // Server-side apply creates what does not exist.
-            let created = api::patch::apply(resource.kind, &Value::Null, body, patch_type, &manager, force)
-                .map_err(patch_error)?;
+            let created = api::patch::apply(
+                resource.kind,
+                &Value::Null,
+                body,
+                patch_type,
+                &manager,
+                force,
+            )
+            .map_err(patch_error)?;
             return self.create(resource, namespace, created, options).await;
         }
         self.guaranteed_update(resource, namespace, name, None, options, |current| {
             let shown = view(resource, current.clone());
             let mut patched =
-                api::patch::apply(resource.kind, &shown, body, patch_type, &manager, force).map_err(patch_error)?;
+                api::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
+                    .map_err(patch_error)?;
             check_kind(resource, &mut patched)?;
             if meta::name(&patched) != name {
-                return Err(ApiError::bad_request("the patch may not change the object's name"));
+                return Err(ApiError::bad_request(
+                    "the patch may not change the object's name",
+                ));
             }
             let pinned = meta::resource_version(&patched).to_string();
             if !pinned.is_empty() && pinned != meta::resource_version(current) {
                 return Err(ApiError::stale(resource, name));
             }
-            let mut next = from_view(resource, self.admit(resource, &patched, options.field_validation)?);
+            let mut next = from_view(
+                resource,
+                self.admit(resource, &patched, options.field_validation)?,
+            );
             strategy::prepare_update(resource, current, &mut next, subresource);
             Ok(Some(next))
         })
@@ -464,7 +565,9 @@ impl Registry {
         let key = Self::key(resource, namespace, name);
         let mut current = self.current(resource, &key).await?;
         for _ in 0..UPDATE_RETRIES {
-            let Some((existing, rv)) = current.take() else { return Err(ApiError::not_found(resource, name)) };
+            let Some((existing, rv)) = current.take() else {
+                return Err(ApiError::not_found(resource, name));
+            };
             if let Some(pinned) = pinned {
                 if pinned != rv {
                     // The cache may lag; confirm with the store before calling it a conflict.
@@ -479,7 +582,9 @@ impl Registry {
                     }
                 }
             }
-            let Some(mut next) = mutate(&existing)? else { return Ok(existing) };
+            let Some(mut next) = mutate(&existing)? else {
+                return Ok(existing);
+            };
             let causes = api::validation::validate_update(resource, &existing, &next);
             if !causes.is_empty() {
                 return Err(ApiError::invalid(resource, name, causes));
@@ -490,7 +595,11 @@ impl Registry {
             // The last finalizer removed from an object being deleted: it goes now.
             if meta::deletion_timestamp(&next).is_some()
                 && meta::finalizers(&next).is_empty()
-                && !(resource.kind == "Pod" && next.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty()))
+                && !(resource.kind == "Pod"
+                    && next
+                        .pointer("/spec/nodeName")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| !n.is_empty()))
             {
                 return match self.storage.delete(&key, rv).await? {
                     Written::Ok(delete_rv) => {
@@ -517,7 +626,11 @@ impl Registry {
                 }
             }
         }
-        Err(ApiError::conflict(resource, name, "too many concurrent updates; try again"))
+        Err(ApiError::conflict(
+            resource,
+            name,
+            "too many concurrent updates; try again",
+        ))
     }
 
     /// Binds an unassigned pod to a node (`pods/binding`).
@@ -532,11 +645,22 @@ impl Registry {
         let options = WriteOptions::default();
         self.guaranteed_update(pods, Some(namespace), name, None, &options, |current| {
             if meta::deletion_timestamp(current).is_some() {
-                return Err(ApiError::conflict(pods, name, "pod is being deleted, cannot be assigned to a host"));
+                return Err(ApiError::conflict(
+                    pods,
+                    name,
+                    "pod is being deleted, cannot be assigned to a host",
+                ));
             }
-            let bound = current.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("");
+            let bound = current
+                .pointer("/spec/nodeName")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             if !bound.is_empty() {
-                return Err(ApiError::conflict(pods, name, &format!("pod {name} is already assigned to node \"{bound}\"")));
+                return Err(ApiError::conflict(
+                    pods,
+                    name,
+                    &format!("pod {name} is already assigned to node \"{bound}\""),
+                ));
             }
             let mut next = current.clone();
             next["spec"]["nodeName"] = json!(node);
@@ -557,7 +681,9 @@ impl Registry {
         let key = Self::key(resource, namespace, name);
         let mut current = self.current(resource, &key).await?;
         for _ in 0..UPDATE_RETRIES {
-            let Some((existing, rv)) = current.take() else { return Err(ApiError::not_found(resource, name)) };
+            let Some((existing, rv)) = current.take() else {
+                return Err(ApiError::not_found(resource, name));
+            };
             if let Some(uid) = &options.precondition_uid {
                 if uid != meta::uid(&existing) {
                     return Err(ApiError::conflict(
@@ -590,7 +716,11 @@ impl Registry {
                 return Ok(Deleted::Pending(existing));
             }
             let written = match &plan {
-                Some(next) => self.storage.update(&key, next, rv, self.event_lease(resource).await?).await?,
+                Some(next) => {
+                    self.storage
+                        .update(&key, next, rv, self.event_lease(resource).await?)
+                        .await?
+                }
                 None => self.storage.delete(&key, rv).await?,
             };
             match written {
@@ -610,7 +740,11 @@ impl Registry {
                 Written::Conflict(fresh) => current = fresh,
             }
         }
-        Err(ApiError::conflict(resource, name, "too many concurrent updates; try again"))
+        Err(ApiError::conflict(
+            resource,
+            name,
+            "too many concurrent updates; try again",
+        ))
     }
 
     /// Deletes everything a list with `list_options` would return.
@@ -624,7 +758,10 @@ impl Registry {
         let listed = self.list(resource, namespace, list_options).await?;
         let mut out = Vec::new();
         for item in listed.items {
-            match self.delete(resource, item.namespace.as_deref(), &item.name, options).await {
+            match self
+                .delete(resource, item.namespace.as_deref(), &item.name, options)
+                .await
+            {
                 Ok(Deleted::Gone(v)) | Ok(Deleted::Pending(v)) => out.push(v),
                 Err(ApiError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
@@ -636,29 +773,47 @@ impl Registry {
 
 /// What a delete turns `existing` into: `None` to remove it now, or the object marked for
 /// deletion (graceful pod termination, finalizers, foreground/orphan propagation).
-fn deletion_plan(resource: &ResourceInfo, existing: &Value, options: &DeleteOptions) -> Option<Value> {
+fn deletion_plan(
+    resource: &ResourceInfo,
+    existing: &Value,
+    options: &DeleteOptions,
+) -> Option<Value> {
     let mut finalizers = meta::finalizers(existing);
     match options.propagation_policy.as_deref() {
         Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
             finalizers.push("foregroundDeletion".into())
         }
-        Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => finalizers.push("orphan".into()),
+        Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => {
+            finalizers.push("orphan".into())
+        }
         _ => {}
     }
     let already_deleting = meta::deletion_timestamp(existing).is_some();
     let mut grace: i64 = 0;
     if resource.kind == "Pod" {
-        let bound = existing.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-        let phase = existing.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
+        let bound = existing
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let phase = existing
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let terminal = phase == "Succeeded" || phase == "Failed";
-        let default = existing.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30);
+        let default = existing
+            .pointer("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30);
         grace = options.grace_period_seconds.unwrap_or(default).max(0);
         if !bound || terminal {
             grace = 0;
         }
         if already_deleting {
             // A second delete may only shorten the grace period.
-            let current = existing.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0);
+            let current = existing
+                .pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             if grace >= current && grace > 0 && finalizers == meta::finalizers(existing) {
                 // Nothing changes: the object stays as it is, still terminating.
                 return Some(existing.clone());
@@ -666,11 +821,15 @@ fn deletion_plan(resource: &ResourceInfo, existing: &Value, options: &DeleteOpti
         }
     } else if resource.kind == "Namespace" {
         // The namespace controller empties it, then removes the "kubernetes" finalizer.
-        let spec_finalizers = existing.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+        let spec_finalizers = existing
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
         if spec_finalizers || !finalizers.is_empty() {
             let mut next = existing.clone();
             if !already_deleting {
-                meta::metadata_mut(&mut next).insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
+                meta::metadata_mut(&mut next)
+                    .insert("deletionTimestamp".into(), json!(meta::now_rfc3339()));
             }
             next["status"]["phase"] = json!("Terminating");
             meta::metadata_mut(&mut next).insert("finalizers".into(), json!(finalizers));
@@ -692,7 +851,10 @@ fn deletion_plan(resource: &ResourceInfo, existing: &Value, options: &DeleteOpti
         }
         if !already_deleting || grace > 0 {
             let at = chrono::Utc::now() + chrono::Duration::seconds(grace);
-            metadata.insert("deletionTimestamp".into(), json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
+            metadata.insert(
+                "deletionTimestamp".into(),
+                json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            );
             metadata.insert("deletionGracePeriodSeconds".into(), json!(grace));
         }
         if let Some(policy) = &options.propagation_policy {
@@ -710,7 +872,13 @@ fn deletion_plan(resource: &ResourceInfo, existing: &Value, options: &DeleteOpti
 }
 
 /// Sets (or adds) a status condition, keeping lastTransitionTime when the status is unchanged.
-pub fn set_condition(object: &mut Value, kind: &str, status: &str, reason: Option<&str>, message: Option<&str>) {
+pub fn set_condition(
+    object: &mut Value,
+    kind: &str,
+    status: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+) {
     let now = meta::now_rfc3339();
     if !object["status"].is_object() {
         object["status"] = json!({});
@@ -718,8 +886,11 @@ pub fn set_condition(object: &mut Value, kind: &str, status: &str, reason: Optio
     if !object["status"]["conditions"].is_array() {
         object["status"]["conditions"] = json!([]);
     }
-    let Some(conditions) = object["status"]["conditions"].as_array_mut() else { return };
-    let mut condition = json!({"type": kind, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
+    let Some(conditions) = object["status"]["conditions"].as_array_mut() else {
+        return;
+    };
+    let mut condition =
+        json!({"type": kind, "status": status, "lastProbeTime": null, "lastTransitionTime": now});
     if let Some(r) = reason {
         condition["reason"] = json!(r);
     }
@@ -738,13 +909,21 @@ pub fn set_condition(object: &mut Value, kind: &str, status: &str, reason: Optio
 }
 
 fn required(field: &str) -> api::validation::Cause {
-    api::validation::Cause { reason: "FieldValueRequired".into(), message: "Required value".into(), field: field.into() }
+    api::validation::Cause {
+        reason: "FieldValueRequired".into(),
+        message: "Required value".into(),
+        field: field.into(),
+    }
 }
 
 /// Fills in apiVersion and kind when missing (the Python client may omit them) and rejects a
 /// body whose kind does not match the URL.
 fn check_kind(resource: &ResourceInfo, object: &mut Value) -> Result<(), ApiError> {
-    let Some(map) = object.as_object_mut() else { return Err(ApiError::bad_request("the request body must be a JSON object")) };
+    let Some(map) = object.as_object_mut() else {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    };
     let api_version = resource.api_version();
     match map.get("kind").and_then(Value::as_str) {
         None | Some("") => {
@@ -753,9 +932,9 @@ fn check_kind(resource: &ResourceInfo, object: &mut Value) -> Result<(), ApiErro
         Some(kind) if kind == resource.kind => {}
         Some(kind) => {
             return Err(ApiError::bad_request(format!(
-                "the kind of the provided object ({kind}) does not match the kind of the resource ({})",
-                resource.kind
-            )))
+            "the kind of the provided object ({kind}) does not match the kind of the resource ({})",
+            resource.kind
+        )))
         }
     }
     match map.get("apiVersion").and_then(Value::as_str) {
@@ -826,15 +1005,22 @@ fn parse_optional_rv(rv: &str) -> Result<Option<i64>, ApiError> {
 /// Continue tokens carry the last key returned (and the revision, for the client's curiosity).
 fn encode_continue(key: &str, revision: i64) -> String {
     use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!({"v": 1, "rv": revision, "start": key}).to_string())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"v": 1, "rv": revision, "start": key}).to_string())
 }
 
 fn decode_continue(token: &str) -> Result<String, ApiError> {
     use base64::Engine;
     let bad = || ApiError::bad_request("continue key is not valid: invalid continue token");
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| bad())?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|_| bad())?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    value.get("start").and_then(Value::as_str).map(str::to_string).ok_or_else(bad)
+    value
+        .get("start")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(bad)
 }
 
 #[cfg(test)]
@@ -844,7 +1030,10 @@ mod tests {
     #[test]
     fn continue_tokens_round_trip() {
         let token = encode_continue("/registry/pods/ns/a", 7);
-        assert_eq!(decode_continue(&token).expect("decodes"), "/registry/pods/ns/a");
+        assert_eq!(
+            decode_continue(&token).expect("decodes"),
+            "/registry/pods/ns/a"
+        );
         assert!(decode_continue("!!!").is_err());
     }
 
@@ -856,7 +1045,10 @@ mod tests {
         let bound = json!({"metadata": {"name": "a"}, "spec": {"nodeName": "n1", "terminationGracePeriodSeconds": 10}});
         let plan = deletion_plan(pods, &bound, &DeleteOptions::default()).expect("graceful");
         assert_eq!(plan["metadata"]["deletionGracePeriodSeconds"], 10);
-        let force = DeleteOptions { grace_period_seconds: Some(0), ..Default::default() };
+        let force = DeleteOptions {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
         assert!(deletion_plan(pods, &bound, &force).is_none());
         let finalized = json!({"metadata": {"name": "a", "finalizers": ["x"]}, "spec": {}});
         assert!(deletion_plan(pods, &finalized, &force).is_some());

@@ -36,7 +36,11 @@ pub struct ApiServerConfig {
 }
 
 impl ApiServerConfig {
-    pub fn new(store_endpoints: Vec<SocketAddr>, certs_dir: impl Into<PathBuf>, listen_http: SocketAddr) -> Self {
+    pub fn new(
+        store_endpoints: Vec<SocketAddr>,
+        certs_dir: impl Into<PathBuf>,
+        listen_http: SocketAddr,
+    ) -> Self {
         ApiServerConfig {
             store_endpoints,
             certs_dir: certs_dir.into(),
@@ -50,7 +54,9 @@ impl ApiServerConfig {
 
     pub fn validate(&self) -> Result<(), ApiError> {
         if self.store_endpoints.is_empty() {
-            return Err(ApiError::bad_request("store_endpoints: at least one is required"));
+            return Err(ApiError::bad_request(
+                "store_endpoints: at least one is required",
+            ));
         }
         if self.watch_window == 0 {
             return Err(ApiError::bad_request("watch_window: must be positive"));
@@ -67,7 +73,10 @@ pub enum ServerError {
     #[error("{0}")]
     Api(#[from] ApiError),
     #[error("cannot listen on {addr}: {source}")]
-    Listen { addr: SocketAddr, source: std::io::Error },
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("http server: {0}")]
     Serve(std::io::Error),
 }
@@ -76,19 +85,42 @@ pub enum ServerError {
 const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Runs one replica until `shutdown` resolves.
-pub async fn run(config: ApiServerConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServerError> {
+pub async fn run(
+    config: ApiServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServerError> {
     config.validate()?;
-    let client = Client::new(ClientConfig::new(config.store_endpoints.clone()), &config.certs_dir, &config.identity)?;
+    let client = Client::new(
+        ClientConfig::new(config.store_endpoints.clone()),
+        &config.certs_dir,
+        &config.identity,
+    )?;
     let cache = WatchCache::start(client.clone(), config.watch_window).await?;
-    let registry = Arc::new(Registry::new(Storage::new(client.clone()), cache, config.event_ttl));
+    let registry = Arc::new(Registry::new(
+        Storage::new(client.clone()),
+        cache,
+        config.event_ttl,
+    ));
     ensure_namespaces(&registry).await?;
     tokio::spawn(compactor(client.clone(), config.compaction_interval));
 
     let listener = tokio::net::TcpListener::bind(config.listen_http)
         .await
-        .map_err(|source| ServerError::Listen { addr: config.listen_http, source })?;
-    let local = listener.local_addr().map_err(|source| ServerError::Listen { addr: config.listen_http, source })?;
-    let state = Arc::new(AppState { registry, metrics: Metrics::default(), server_address: local.to_string() });
+        .map_err(|source| ServerError::Listen {
+            addr: config.listen_http,
+            source,
+        })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ServerError::Listen {
+            addr: config.listen_http,
+            source,
+        })?;
+    let state = Arc::new(AppState {
+        registry,
+        metrics: Metrics::default(),
+        server_address: local.to_string(),
+    });
     let app = Router::new().fallback(http::handle).with_state(state);
     info!(http = %local, "API server serving");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -108,10 +140,14 @@ pub async fn run(config: ApiServerConfig, shutdown: impl Future<Output = ()> + S
 }
 
 async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
-    let namespaces = api::resources::find("", "v1", "namespaces").ok_or_else(|| ApiError::internal("no namespaces"))?;
+    let namespaces = api::resources::find("", "v1", "namespaces")
+        .ok_or_else(|| ApiError::internal("no namespaces"))?;
     for name in SYSTEM_NAMESPACES {
         let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        match registry.create(namespaces, None, object, &WriteOptions::default()).await {
+        match registry
+            .create(namespaces, None, object, &WriteOptions::default())
+            .await
+        {
             Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -127,7 +163,13 @@ async fn compactor(client: Client, interval: Duration) {
     ticker.tick().await;
     loop {
         ticker.tick().await;
-        let current = match client.range(store::types::RangeRequest { range: store::types::KeyRange::single("/registry/"), ..Default::default() }).await {
+        let current = match client
+            .range(store::types::RangeRequest {
+                range: store::types::KeyRange::single("/registry/"),
+                ..Default::default()
+            })
+            .await
+        {
             Ok(r) => r.header.revision,
             Err(e) => {
                 warn!(error = %e, "compactor cannot read the revision");

@@ -6,8 +6,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use store::client::Client;
 use store::types::{
-    Compare, CompareResult, CompareTarget, DeleteRangeRequest, KeyRange, LeaseId, PutRequest, RangeRequest,
-    RequestOp, ResponseOp, TxnRequest,
+    Compare, CompareResult, CompareTarget, DeleteRangeRequest, KeyRange, LeaseId, PutRequest,
+    RangeRequest, RequestOp, ResponseOp, TxnRequest,
 };
 
 use crate::errors::ApiError;
@@ -41,12 +41,20 @@ impl Storage {
         if let Some(meta) = stored.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.remove("resourceVersion");
         }
-        serde_json::to_vec(&stored).map(Bytes::from).map_err(|e| ApiError::internal(format!("cannot encode: {e}")))
+        serde_json::to_vec(&stored)
+            .map(Bytes::from)
+            .map_err(|e| ApiError::internal(format!("cannot encode: {e}")))
     }
 
     /// Reads one object from the store (linearizable).
     pub async fn get(&self, key: &str) -> Result<Option<(Value, i64)>, ApiError> {
-        let response = self.client.range(RangeRequest { range: KeyRange::single(key.to_string()), ..Default::default() }).await?;
+        let response = self
+            .client
+            .range(RangeRequest {
+                range: KeyRange::single(key.to_string()),
+                ..Default::default()
+            })
+            .await?;
         match response.kvs.first() {
             Some(kv) => Ok(Some((decode(&kv.value, kv.mod_revision)?, kv.mod_revision))),
             None => Ok(None),
@@ -54,35 +62,71 @@ impl Storage {
     }
 
     /// Creates `key` if it does not exist.
-    pub async fn create(&self, key: &str, object: &Value, lease: LeaseId) -> Result<Written, ApiError> {
+    pub async fn create(
+        &self,
+        key: &str,
+        object: &Value,
+        lease: LeaseId,
+    ) -> Result<Written, ApiError> {
         let value = Storage::encode(object)?;
         let txn = TxnRequest {
             compare: vec![mod_revision_is(key, 0)],
-            success: vec![RequestOp::Put(PutRequest { key: Bytes::from(key.to_string()), value, lease, prev_kv: false })],
+            success: vec![RequestOp::Put(PutRequest {
+                key: Bytes::from(key.to_string()),
+                value,
+                lease,
+                prev_kv: false,
+            })],
             failure: vec![],
         };
         let response = self.client.txn(txn).await?;
-        Ok(if response.succeeded { Written::Ok(response.header.revision) } else { Written::Conflict(None) })
+        Ok(if response.succeeded {
+            Written::Ok(response.header.revision)
+        } else {
+            Written::Conflict(None)
+        })
     }
 
     /// Replaces `key` if its mod revision is still `expected`.
-    pub async fn update(&self, key: &str, object: &Value, expected: i64, lease: LeaseId) -> Result<Written, ApiError> {
+    pub async fn update(
+        &self,
+        key: &str,
+        object: &Value,
+        expected: i64,
+        lease: LeaseId,
+    ) -> Result<Written, ApiError> {
         let value = Storage::encode(object)?;
-        let put = RequestOp::Put(PutRequest { key: Bytes::from(key.to_string()), value, lease, prev_kv: false });
+        let put = RequestOp::Put(PutRequest {
+            key: Bytes::from(key.to_string()),
+            value,
+            lease,
+            prev_kv: false,
+        });
         self.conditional(key, expected, put).await
     }
 
     /// Deletes `key` if its mod revision is still `expected`.
     pub async fn delete(&self, key: &str, expected: i64) -> Result<Written, ApiError> {
-        let delete = RequestOp::DeleteRange(DeleteRangeRequest { range: KeyRange::single(key.to_string()), prev_kv: false });
+        let delete = RequestOp::DeleteRange(DeleteRangeRequest {
+            range: KeyRange::single(key.to_string()),
+            prev_kv: false,
+        });
         self.conditional(key, expected, delete).await
     }
 
-    async fn conditional(&self, key: &str, expected: i64, op: RequestOp) -> Result<Written, ApiError> {
+    async fn conditional(
+        &self,
+        key: &str,
+        expected: i64,
+        op: RequestOp,
+    ) -> Result<Written, ApiError> {
         let txn = TxnRequest {
             compare: vec![mod_revision_is(key, expected)],
             success: vec![op],
-            failure: vec![RequestOp::Range(RangeRequest { range: KeyRange::single(key.to_string()), ..Default::default() })],
+            failure: vec![RequestOp::Range(RangeRequest {
+                range: KeyRange::single(key.to_string()),
+                ..Default::default()
+            })],
         };
         let response = self.client.txn(txn).await?;
         if response.succeeded {
@@ -109,8 +153,8 @@ fn mod_revision_is(key: &str, revision: i64) -> Compare {
 
 /// Decodes a stored object and stamps its resourceVersion.
 pub fn decode(value: &[u8], revision: i64) -> Result<Value, ApiError> {
-    let mut object: Value =
-        serde_json::from_slice(value).map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
+    let mut object: Value = serde_json::from_slice(value)
+        .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
     meta::set_resource_version(&mut object, revision);
     Ok(object)
 }

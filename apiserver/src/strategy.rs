@@ -14,20 +14,32 @@ const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 /// A generated name: `prefix` plus five random characters.
 pub fn generate_name(prefix: &str) -> String {
     let mut rng = rand::thread_rng();
-    let suffix: String = (0..5).map(|_| NAME_ALPHABET[rng.gen_range(0..NAME_ALPHABET.len())] as char).collect();
+    let suffix: String = (0..5)
+        .map(|_| NAME_ALPHABET[rng.gen_range(0..NAME_ALPHABET.len())] as char)
+        .collect();
     format!("{prefix}{suffix}")
 }
 
 /// Sets what the server owns on a new object: name from generateName, namespace, uid,
 /// creationTimestamp, generation, and each kind's initial status.
-pub fn prepare_create(resource: &ResourceInfo, namespace: Option<&str>, object: &mut Value) -> Result<(), ApiError> {
+pub fn prepare_create(
+    resource: &ResourceInfo,
+    namespace: Option<&str>,
+    object: &mut Value,
+) -> Result<(), ApiError> {
     if !object.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     let has_spec = object.get("spec").is_some();
     {
         let metadata = meta::metadata_mut(object);
-        let name = metadata.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+        let name = metadata
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if name.is_empty() {
             match metadata.get("generateName").and_then(Value::as_str) {
                 Some(prefix) if !prefix.is_empty() => {
@@ -38,14 +50,22 @@ pub fn prepare_create(resource: &ResourceInfo, namespace: Option<&str>, object: 
             }
         }
         if resource.namespaced {
-            let body_ns = metadata.get("namespace").and_then(Value::as_str).unwrap_or("").to_string();
+            let body_ns = metadata
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
             let url_ns = namespace.unwrap_or("");
             if !body_ns.is_empty() && !url_ns.is_empty() && body_ns != url_ns {
                 return Err(ApiError::bad_request(
                     "the namespace of the provided object does not match the namespace sent on the request",
                 ));
             }
-            let ns = if url_ns.is_empty() { body_ns } else { url_ns.to_string() };
+            let ns = if url_ns.is_empty() {
+                body_ns
+            } else {
+                url_ns.to_string()
+            };
             metadata.insert("namespace".into(), json!(ns));
         } else {
             metadata.remove("namespace");
@@ -99,7 +119,9 @@ pub fn default_pod_spec(pod: &mut Value) {
 }
 
 fn default_pod_spec_fields(spec: &mut Value) {
-    let Some(spec) = spec.as_object_mut() else { return };
+    let Some(spec) = spec.as_object_mut() else {
+        return;
+    };
     set_default(spec, "restartPolicy", json!("Always"));
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
@@ -109,7 +131,11 @@ fn default_pod_spec_fields(spec: &mut Value) {
     for list in ["initContainers", "containers"] {
         if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for c in containers.iter_mut().filter_map(Value::as_object_mut) {
-                let image = c.get("image").and_then(Value::as_str).unwrap_or("").to_string();
+                let image = c
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 set_default(c, "imagePullPolicy", json!(default_pull_policy(&image)));
                 set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
                 set_default(c, "terminationMessagePolicy", json!("File"));
@@ -135,7 +161,9 @@ pub fn default_pull_policy(image: &str) -> &'static str {
 }
 
 fn default_deployment(object: &mut Value) {
-    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
     set_default(spec, "replicas", json!(1));
     set_default(spec, "revisionHistoryLimit", json!(10));
     set_default(spec, "progressDeadlineSeconds", json!(600));
@@ -171,9 +199,10 @@ pub fn qos_class(spec: &Value) -> &'static str {
             }
             if !has(limits, resource) {
                 guaranteed = false;
-            } else if let (Some(r), Some(l)) =
-                (requests.and_then(|m| m.get(resource)), limits.and_then(|m| m.get(resource)))
-            {
+            } else if let (Some(r), Some(l)) = (
+                requests.and_then(|m| m.get(resource)),
+                limits.and_then(|m| m.get(resource)),
+            ) {
                 if r != l {
                     guaranteed = false;
                 }
@@ -192,7 +221,12 @@ pub fn qos_class(spec: &Value) -> &'static str {
 /// What an update may change depends on the subresource: the main resource keeps the stored
 /// status (for resources with a status subresource), `status` keeps everything but status.
 /// Server-owned metadata is always kept, and generation follows spec changes.
-pub fn prepare_update(resource: &ResourceInfo, old: &Value, new: &mut Value, subresource: Option<&str>) {
+pub fn prepare_update(
+    resource: &ResourceInfo,
+    old: &Value,
+    new: &mut Value,
+    subresource: Option<&str>,
+) {
     match subresource {
         Some("status") => {
             let status = new.get("status").cloned();
@@ -226,7 +260,14 @@ pub fn prepare_update(resource: &ResourceInfo, old: &Value, new: &mut Value, sub
     }
     let old_meta = old.get("metadata").cloned().unwrap_or(Value::Null);
     let metadata = meta::metadata_mut(new);
-    for key in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name"] {
+    for key in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "namespace",
+        "name",
+    ] {
         match old_meta.get(key) {
             Some(v) => {
                 metadata.insert(key.to_string(), v.clone());
@@ -236,7 +277,10 @@ pub fn prepare_update(resource: &ResourceInfo, old: &Value, new: &mut Value, sub
             }
         }
     }
-    let old_generation = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+    let old_generation = old_meta
+        .get("generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     metadata.insert("generation".into(), json!(old_generation));
     if spec_changed(old, new) {
         meta::metadata_mut(new).insert("generation".into(), json!(old_generation + 1));
@@ -274,8 +318,12 @@ mod tests {
 
     #[test]
     fn qos_classes() {
-        assert_eq!(qos_class(&json!({"containers": [{"name": "a"}]})), "BestEffort");
-        let guaranteed = json!({"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]});
+        assert_eq!(
+            qos_class(&json!({"containers": [{"name": "a"}]})),
+            "BestEffort"
+        );
+        let guaranteed =
+            json!({"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]});
         assert_eq!(qos_class(&guaranteed), "Guaranteed");
         let burstable = json!({"containers": [{"resources": {"requests": {"cpu": "100m"}}}]});
         assert_eq!(qos_class(&burstable), "Burstable");
@@ -300,12 +348,14 @@ mod tests {
     fn update_keeps_status_and_bumps_generation() {
         let deploy = api::resources::find("apps", "v1", "deployments").expect("deployments");
         let old = json!({"metadata": {"name": "d", "uid": "u", "generation": 1}, "spec": {"replicas": 1}, "status": {"replicas": 1}});
-        let mut new = json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}, "status": {"replicas": 99}});
+        let mut new =
+            json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}, "status": {"replicas": 99}});
         prepare_update(deploy, &old, &mut new, None);
         assert_eq!(new["status"]["replicas"], 1);
         assert_eq!(new["metadata"]["generation"], 2);
         assert_eq!(new["metadata"]["uid"], "u");
-        let mut status = json!({"metadata": {"name": "d"}, "spec": {"replicas": 7}, "status": {"replicas": 2}});
+        let mut status =
+            json!({"metadata": {"name": "d"}, "spec": {"replicas": 7}, "status": {"replicas": 2}});
         prepare_update(deploy, &old, &mut status, Some("status"));
         assert_eq!(status["spec"]["replicas"], 1);
         assert_eq!(status["status"]["replicas"], 2);

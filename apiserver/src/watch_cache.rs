@@ -76,7 +76,12 @@ pub struct CachedObject {
 
 impl CachedObject {
     /// Builds the cached form of a stored value at revision `rv`.
-    pub fn decode(storage: &str, key: &str, value: &[u8], rv: i64) -> Result<CachedObject, serde_json::Error> {
+    pub fn decode(
+        storage: &str,
+        key: &str,
+        value: &[u8],
+        rv: i64,
+    ) -> Result<CachedObject, serde_json::Error> {
         let mut object: Value = serde_json::from_slice(value)?;
         meta::set_resource_version(&mut object, rv);
         Ok(CachedObject::from_value(storage, key, &object, rv))
@@ -84,7 +89,11 @@ impl CachedObject {
 
     pub fn from_value(storage: &str, key: &str, object: &Value, rv: i64) -> CachedObject {
         let labels = meta::labels(object)
-            .map(|m| m.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string()))).collect())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
             .unwrap_or_default();
         let mut fields = json!({"metadata": {"name": meta::name(object), "namespace": meta::namespace(object).unwrap_or("")}});
         for path in selectable_fields(storage) {
@@ -123,18 +132,24 @@ impl CachedObject {
     }
 
     pub fn node_name(&self) -> &str {
-        self.fields.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("")
+        self.fields
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
 
     pub fn value(&self) -> Result<Value, ApiError> {
-        serde_json::from_slice(&self.json).map_err(|e| ApiError::internal(format!("cached object does not decode: {e}")))
+        serde_json::from_slice(&self.json)
+            .map_err(|e| ApiError::internal(format!("cached object does not decode: {e}")))
     }
 }
 
 /// A selectable field's value as Kubernetes' field sets render it.
 fn field_value(object: &Value, path: &str) -> String {
     if path == "source" {
-        return meta::str_at(object, "source.component").unwrap_or("").to_string();
+        return meta::str_at(object, "source.component")
+            .unwrap_or("")
+            .to_string();
     }
     let mut current = object;
     for part in path.split('.') {
@@ -330,23 +345,39 @@ impl ResourceCache {
                     });
                 }
                 let start = state.events.partition_point(|e| e.rv <= rv);
-                state.events.iter().skip(start).filter_map(|e| convert(&filter, e)).collect()
+                state
+                    .events
+                    .iter()
+                    .skip(start)
+                    .filter_map(|e| convert(&filter, e))
+                    .collect()
             }
             None => state
                 .objects
                 .values()
                 .filter(|o| filter.matches(o))
-                .map(|o| WatchItem { kind: EventType::Added, object: o.clone() })
+                .map(|o| WatchItem {
+                    kind: EventType::Added,
+                    object: o.clone(),
+                })
                 .collect(),
         };
         let (tx, live) = mpsc::channel(buffer.max(16));
         let id = NEXT_WATCHER.fetch_add(1, Ordering::Relaxed);
         match filter.node() {
-            Some(node) if self.storage == "pods" => state.by_node.entry(node.to_string()).or_default().push(id),
+            Some(node) if self.storage == "pods" => {
+                state.by_node.entry(node.to_string()).or_default().push(id)
+            }
             _ => state.general.push(id),
         }
         state.watchers.insert(id, Watcher { filter, tx });
-        Ok(Subscription { initial, live, revision, id, cache: self.clone() })
+        Ok(Subscription {
+            initial,
+            live,
+            revision,
+            id,
+            cache: self.clone(),
+        })
     }
 
     fn unregister(&self, id: u64) {
@@ -366,7 +397,10 @@ impl ResourceCache {
     /// is dropped, since it cannot be told what happened in between.
     fn reset(&self, objects: Vec<CachedObject>, revision: i64) {
         let mut state = self.state.write();
-        state.objects = objects.into_iter().map(|o| (o.key.clone(), Arc::new(o))).collect();
+        state.objects = objects
+            .into_iter()
+            .map(|o| (o.key.clone(), Arc::new(o)))
+            .collect();
         state.events.clear();
         state.oldest = revision;
         state.watchers.clear();
@@ -385,8 +419,17 @@ impl ResourceCache {
                 Ok(object) => {
                     let object = Arc::new(object);
                     state.objects.insert(key, object.clone());
-                    let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
-                    CacheEvent { rv, kind, object, prev }
+                    let kind = if prev.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    };
+                    CacheEvent {
+                        rv,
+                        kind,
+                        object,
+                        prev,
+                    }
                 }
                 Err(e) => {
                     warn!(key, error = %e, "skipping a stored object that is not JSON");
@@ -396,7 +439,12 @@ impl ResourceCache {
             EventKind::Delete => {
                 state.objects.remove(&key);
                 let Some(prev) = prev else { return };
-                CacheEvent { rv, kind: EventType::Deleted, object: Arc::new(prev.restamped(rv)), prev: Some(prev) }
+                CacheEvent {
+                    rv,
+                    kind: EventType::Deleted,
+                    object: Arc::new(prev.restamped(rv)),
+                    prev: Some(prev),
+                }
             }
         };
         let event = Arc::new(event);
@@ -439,7 +487,11 @@ impl ResourceCache {
             }
         }
         for id in dropped {
-            warn!(storage = self.storage, watcher = id, "dropping a watcher that fell behind");
+            warn!(
+                storage = self.storage,
+                watcher = id,
+                "dropping a watcher that fell behind"
+            );
             remove_watcher(&mut state, id);
         }
     }
@@ -468,11 +520,17 @@ fn convert(filter: &Filter, event: &Arc<CacheEvent>) -> Option<WatchItem> {
         (_, false, true) => EventType::Added,
         (_, true, false) => {
             let prev = event.prev.as_ref()?;
-            return Some(WatchItem { kind: EventType::Deleted, object: Arc::new(prev.restamped(event.rv)) });
+            return Some(WatchItem {
+                kind: EventType::Deleted,
+                object: Arc::new(prev.restamped(event.rv)),
+            });
         }
         (_, false, false) => return None,
     };
-    Some(WatchItem { kind, object: event.object.clone() })
+    Some(WatchItem {
+        kind,
+        object: event.object.clone(),
+    })
 }
 
 /// All resource caches, and the store watch feeding them.
@@ -491,9 +549,16 @@ impl WatchCache {
         let mut storages: Vec<&'static str> = api::RESOURCES.iter().map(|r| r.storage).collect();
         storages.sort();
         storages.dedup();
-        let caches = storages.into_iter().map(|s| Arc::new(ResourceCache::new(s, window))).collect();
+        let caches = storages
+            .into_iter()
+            .map(|s| Arc::new(ResourceCache::new(s, window)))
+            .collect();
         let (revision, _) = watch::channel(0);
-        let cache = Arc::new(WatchCache { caches, revision, client });
+        let cache = Arc::new(WatchCache {
+            caches,
+            revision,
+            client,
+        });
         let start = cache.relist().await?;
         let runner = cache.clone();
         tokio::spawn(async move { runner.follow(start).await });
@@ -510,7 +575,10 @@ impl WatchCache {
             let end = store::types::prefix_end(cache.prefix.as_bytes());
             loop {
                 let request = RangeRequest {
-                    range: KeyRange { key: start.clone().into(), range_end: end.clone() },
+                    range: KeyRange {
+                        key: start.clone().into(),
+                        range_end: end.clone(),
+                    },
                     limit: 2000,
                     revision,
                     ..Default::default()
@@ -523,7 +591,9 @@ impl WatchCache {
                     let key = String::from_utf8_lossy(&kv.key);
                     match CachedObject::decode(cache.storage, &key, &kv.value, kv.mod_revision) {
                         Ok(o) => objects.push(o),
-                        Err(e) => warn!(%key, error = %e, "skipping a stored object that is not JSON"),
+                        Err(e) => {
+                            warn!(%key, error = %e, "skipping a stored object that is not JSON")
+                        }
                     }
                 }
                 match (response.more, response.kvs.last()) {
@@ -538,7 +608,12 @@ impl WatchCache {
             lists.push(objects);
         }
         for (cache, objects) in self.caches.iter().zip(lists) {
-            info!(storage = cache.storage, objects = objects.len(), revision, "watch cache listed");
+            info!(
+                storage = cache.storage,
+                objects = objects.len(),
+                revision,
+                "watch cache listed"
+            );
             cache.reset(objects, revision);
         }
         self.revision.send_replace(revision);
@@ -607,7 +682,10 @@ impl WatchCache {
 
     fn cache_for_key(&self, key: &[u8]) -> Option<&Arc<ResourceCache>> {
         // Longest prefix wins ("services/specs/" vs a hypothetical "services/").
-        self.caches.iter().filter(|c| key.starts_with(c.prefix.as_bytes())).max_by_key(|c| c.prefix.len())
+        self.caches
+            .iter()
+            .filter(|c| key.starts_with(c.prefix.as_bytes()))
+            .max_by_key(|c| c.prefix.len())
     }
 
     pub fn resource(&self, resource: &ResourceInfo) -> Option<&Arc<ResourceCache>> {
@@ -622,16 +700,24 @@ impl WatchCache {
     /// Waits until the caches reflect at least `revision`.
     pub async fn wait_for(&self, revision: i64, timeout: Duration) -> Result<(), ApiError> {
         let mut rx = self.revision.subscribe();
-        let wait = rx.wait_for(|r| *r >= revision);
-        match tokio::time::timeout(timeout, wait).await {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(ApiError::Timeout { message: format!("Too large resource version: {revision}, the cache is behind") }),
+        let reached = tokio::time::timeout(timeout, async {
+            rx.wait_for(|r| *r >= revision).await.is_ok()
+        })
+        .await;
+        if reached == Ok(true) {
+            return Ok(());
         }
+        Err(ApiError::Timeout {
+            message: format!("Too large resource version: {revision}, the cache is behind"),
+        })
     }
 
     /// The store's current revision (a linearizable read), for consistent reads from the cache.
     pub async fn current_store_revision(&self) -> Result<i64, ApiError> {
-        let request = RangeRequest { range: KeyRange::single("/registry/"), ..Default::default() };
+        let request = RangeRequest {
+            range: KeyRange::single("/registry/"),
+            ..Default::default()
+        };
         Ok(self.client.range(request).await?.header.revision)
     }
 

@@ -322,6 +322,143 @@ fn spawn_logged(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child
         .with_context(|| format!("starting {}", exe.display()))
 }
 
+/// One `kemu apiserver` process over a [`LocalStore`], serving plain HTTP on loopback.
+pub struct LocalApiServer {
+    pub http: SocketAddr,
+    pub quic: SocketAddr,
+    child: Mutex<Option<Child>>,
+    log: PathBuf,
+}
+
+impl LocalApiServer {
+    /// Starts an API server named `name` (its log is `<store dir>/<name>.log`) and waits until
+    /// it answers `/readyz`.
+    pub async fn start(
+        exe: &Path,
+        store: &LocalStore,
+        name: &str,
+    ) -> anyhow::Result<LocalApiServer> {
+        let certs = store.certs_dir();
+        if !certs.join("apiserver.crt").exists() {
+            pki::issue(
+                &certs,
+                &CertSpec {
+                    name: "apiserver".into(),
+                    organizations: vec!["kemu:apiserver".into()],
+                    sans: vec![],
+                },
+            )?;
+        }
+        let tcp = free_ports(1, false)?;
+        let udp = free_ports(1, true)?;
+        let http: SocketAddr = format!("127.0.0.1:{}", tcp[0]).parse()?;
+        let quic: SocketAddr = format!("127.0.0.1:{}", udp[0]).parse()?;
+        let endpoints: Vec<String> = store
+            .client_endpoints()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        let args = vec![
+            "apiserver".to_string(),
+            "--store-endpoints".into(),
+            endpoints.join(","),
+            "--certs".into(),
+            certs.display().to_string(),
+            "--listen-http".into(),
+            http.to_string(),
+            "--listen-quic".into(),
+            quic.to_string(),
+        ];
+        let log = store.dir.join(format!("{name}.log"));
+        let child = spawn_logged(exe, &args, &log)?;
+        let server = LocalApiServer {
+            http,
+            quic,
+            child: Mutex::new(Some(child)),
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !matches!(http_get(http, "/readyz").await, Ok((200, _))) {
+            if Instant::now() > deadline {
+                bail!(
+                    "the API server did not become ready; see {}",
+                    server.log.display()
+                );
+            }
+            if let Some(status) = server
+                .child
+                .lock()
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                bail!(
+                    "the API server exited ({status}); see {}",
+                    server.log.display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(server)
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.http)
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Writes a kubeconfig pointing at this server.
+    pub fn write_kubeconfig(&self, path: &Path) -> anyhow::Result<()> {
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kemu\n  cluster:\n    server: {}\nusers:\n- name: admin\n  user: {{}}\ncontexts:\n- name: kemu\n  context:\n    cluster: kemu\n    user: admin\n    namespace: default\ncurrent-context: kemu\n",
+            self.url()
+        );
+        std::fs::write(path, config)?;
+        Ok(())
+    }
+
+    pub async fn stop(&self) {
+        let child = self.child.lock().take();
+        if let Some(mut child) = child {
+            terminate(&mut child, Duration::from_secs(5)).await;
+        }
+    }
+}
+
+impl Drop for LocalApiServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.lock().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A minimal HTTP/1.1 GET on loopback: (status code, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream =
+        tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+            .await??;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut response)).await??;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .context("not an HTTP response")?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
 /// A real etcd cluster of local processes (Debian's `etcd-server` provides the binary).
 pub struct LocalEtcd {
     members: Mutex<Vec<(String, String, Option<Child>)>>,

@@ -26,7 +26,9 @@ pub struct KvArgs {
 #[derive(Args, Debug, Clone)]
 pub struct Connect {
     /// Client addresses of the members, comma-separated.
-    #[arg(long, value_delimiter = ',', required = true, global = true)]
+    // Not `required`: clap forbids required global arguments (a debug-build assertion panics on
+    // every invocation), so `client()` checks it instead.
+    #[arg(long, value_delimiter = ',', global = true)]
     pub endpoints: Vec<SocketAddr>,
     /// Directory with `ca.crt` and the client certificate.
     #[arg(long, global = true)]
@@ -38,6 +40,9 @@ pub struct Connect {
 
 impl Connect {
     pub fn client(&self) -> anyhow::Result<Client> {
+        if self.endpoints.is_empty() {
+            bail!("--endpoints is required: the members' client addresses, comma-separated");
+        }
         let certs = self.certs.as_ref().context("--certs is required")?;
         Ok(Client::new(
             ClientConfig::new(self.endpoints.clone()),

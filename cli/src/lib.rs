@@ -1,5 +1,6 @@
 //! The `kemu` command's parts. The binary is thin: clap, tracing, then one of these.
 //!
+//! - [`apiserver_cmd`]: `kemu apiserver`, one API server replica.
 //! - [`certs`]: `kemu certs`, the cluster CA and component certificates.
 //! - [`store_member`]: `kemu store`, one member of the replicated store (the etcd stand-in).
 //! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
@@ -7,6 +8,7 @@
 //! - [`cluster_proc`]: local multi-process clusters (kemu store, etcd) for benchmarks and tests.
 //! - [`shutdown`]: stopping cleanly on SIGTERM or Ctrl-C.
 
+pub mod apiserver_cmd;
 pub mod bench;
 pub mod certs;
 pub mod cluster_proc;

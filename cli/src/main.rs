@@ -2,7 +2,7 @@
 //! modules for each).
 
 use clap::{Parser, Subcommand};
-use kemu::{bench, certs, kv, store_member};
+use kemu::{apiserver_cmd, bench, certs, kv, store_member};
 
 #[derive(Parser)]
 #[command(
@@ -21,6 +21,8 @@ enum Command {
     Certs(certs::CertsArgs),
     /// Run one member of the replicated store (the etcd stand-in).
     Store(store_member::StoreArgs),
+    /// Run one API server replica (the Kubernetes API over the store).
+    Apiserver(apiserver_cmd::ApiServerArgs),
     /// Talk to the store like etcdctl: put, get, del, txn, watch, compact, lease, status, hash.
     Kv(kv::KvArgs),
     /// Load generators.
@@ -45,6 +47,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Certs(args) => certs::run(args),
             Command::Store(args) => store_member::run(args).await,
+            Command::Apiserver(args) => apiserver_cmd::run(args).await,
             Command::Kv(args) => kv::run(args).await,
             Command::Bench(command) => bench::run(command).await,
         }
@@ -64,11 +67,16 @@ fn main() -> std::process::ExitCode {
 /// for the rest).
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,kemu=info,store=info,transport=info")
+        tracing_subscriber::EnvFilter::new(
+            "warn,kemu=info,store=info,transport=info,apiserver=info,api=info",
+        )
     });
+    // Colour only on a terminal: logs usually go to files.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .with_target(false)
         .init();
 }

@@ -1,0 +1,46 @@
+//! `kemu apiserver`: runs one API server replica until SIGTERM/Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use apiserver::server::ApiServerConfig;
+use clap::Args;
+
+#[derive(Args, Debug)]
+pub struct ApiServerArgs {
+    /// Client addresses of the store members, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    store_endpoints: Vec<SocketAddr>,
+    /// Directory with `ca.crt` and the API server's certificate (`apiserver.crt`).
+    #[arg(long)]
+    certs: PathBuf,
+    /// Which certificate in `--certs` to use.
+    #[arg(long, default_value = "apiserver")]
+    identity: String,
+    /// Address of the Kubernetes HTTP API.
+    #[arg(long)]
+    listen_http: SocketAddr,
+    /// Address of the QUIC front for kemu's components.
+    #[arg(long)]
+    listen_quic: Option<SocketAddr>,
+    /// How long events live, in seconds.
+    #[arg(long, default_value_t = 3600)]
+    event_ttl_secs: u64,
+    /// Seconds between compactions of the store's history.
+    #[arg(long, default_value_t = 300)]
+    compaction_interval_secs: u64,
+}
+
+pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
+    let mut config = ApiServerConfig::new(args.store_endpoints, &args.certs, args.listen_http);
+    config.identity = args.identity;
+    config.event_ttl = Duration::from_secs(args.event_ttl_secs);
+    config.compaction_interval = Duration::from_secs(args.compaction_interval_secs.max(1));
+    apiserver::server::run(config, crate::shutdown::signal())
+        .await
+        .context("API server")?;
+    Ok(ExitCode::SUCCESS)
+}
