@@ -14,6 +14,7 @@ pub mod event_view;
 pub mod http;
 pub mod meta;
 pub mod metrics;
+pub mod quic;
 pub mod registry;
 pub mod server;
 pub mod storage;

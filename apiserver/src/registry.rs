@@ -483,11 +483,19 @@ impl Registry {
         }
         let object = self.admit(resource, &object, options.field_validation)?;
         let pinned = parse_optional_rv(meta::resource_version(&object))?;
-        self.guaranteed_update(resource, namespace, name, pinned, options, |current| {
-            let mut next = from_view(resource, object.clone());
-            strategy::prepare_update(resource, current, &mut next, subresource);
-            Ok(Some(next))
-        })
+        self.guaranteed_update(
+            resource,
+            namespace,
+            name,
+            subresource,
+            pinned,
+            options,
+            |current| {
+                let mut next = from_view(resource, object.clone());
+                strategy::prepare_update(resource, current, &mut next, subresource);
+                Ok(Some(next))
+            },
+        )
         .await
     }
 
@@ -522,28 +530,36 @@ impl Registry {
             .map_err(patch_error)?;
             return self.create(resource, namespace, created, options).await;
         }
-        self.guaranteed_update(resource, namespace, name, None, options, |current| {
-            let shown = view(resource, current.clone());
-            let mut patched =
-                api::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
-                    .map_err(patch_error)?;
-            check_kind(resource, &mut patched)?;
-            if meta::name(&patched) != name {
-                return Err(ApiError::bad_request(
-                    "the patch may not change the object's name",
-                ));
-            }
-            let pinned = meta::resource_version(&patched).to_string();
-            if !pinned.is_empty() && pinned != meta::resource_version(current) {
-                return Err(ApiError::stale(resource, name));
-            }
-            let mut next = from_view(
-                resource,
-                self.admit(resource, &patched, options.field_validation)?,
-            );
-            strategy::prepare_update(resource, current, &mut next, subresource);
-            Ok(Some(next))
-        })
+        self.guaranteed_update(
+            resource,
+            namespace,
+            name,
+            subresource,
+            None,
+            options,
+            |current| {
+                let shown = view(resource, current.clone());
+                let mut patched =
+                    api::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
+                        .map_err(patch_error)?;
+                check_kind(resource, &mut patched)?;
+                if meta::name(&patched) != name {
+                    return Err(ApiError::bad_request(
+                        "the patch may not change the object's name",
+                    ));
+                }
+                let pinned = meta::resource_version(&patched).to_string();
+                if !pinned.is_empty() && pinned != meta::resource_version(current) {
+                    return Err(ApiError::stale(resource, name));
+                }
+                let mut next = from_view(
+                    resource,
+                    self.admit(resource, &patched, options.field_validation)?,
+                );
+                strategy::prepare_update(resource, current, &mut next, subresource);
+                Ok(Some(next))
+            },
+        )
         .await
     }
 
@@ -555,6 +571,7 @@ impl Registry {
         resource: &'static ResourceInfo,
         namespace: Option<&str>,
         name: &str,
+        subresource: Option<&str>,
         pinned: Option<i64>,
         options: &WriteOptions,
         mutate: F,
@@ -585,7 +602,11 @@ impl Registry {
             let Some(mut next) = mutate(&existing)? else {
                 return Ok(existing);
             };
-            let causes = api::validation::validate_update(resource, &existing, &next);
+            // Status writers and binding change what spec validation would forbid.
+            let causes = match subresource {
+                Some(_) => api::validation::validate_status_update(resource, &existing, &next),
+                None => api::validation::validate_update(resource, &existing, &next),
+            };
             if !causes.is_empty() {
                 return Err(ApiError::invalid(resource, name, causes));
             }
@@ -643,30 +664,38 @@ impl Registry {
             .ok_or_else(|| ApiError::invalid(pods, name, vec![required("target.name")]))?
             .to_string();
         let options = WriteOptions::default();
-        self.guaranteed_update(pods, Some(namespace), name, None, &options, |current| {
-            if meta::deletion_timestamp(current).is_some() {
-                return Err(ApiError::conflict(
-                    pods,
-                    name,
-                    "pod is being deleted, cannot be assigned to a host",
-                ));
-            }
-            let bound = current
-                .pointer("/spec/nodeName")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if !bound.is_empty() {
-                return Err(ApiError::conflict(
-                    pods,
-                    name,
-                    &format!("pod {name} is already assigned to node \"{bound}\""),
-                ));
-            }
-            let mut next = current.clone();
-            next["spec"]["nodeName"] = json!(node);
-            set_condition(&mut next, "PodScheduled", "True", None, None);
-            Ok(Some(next))
-        })
+        self.guaranteed_update(
+            pods,
+            Some(namespace),
+            name,
+            Some("binding"),
+            None,
+            &options,
+            |current| {
+                if meta::deletion_timestamp(current).is_some() {
+                    return Err(ApiError::conflict(
+                        pods,
+                        name,
+                        "pod is being deleted, cannot be assigned to a host",
+                    ));
+                }
+                let bound = current
+                    .pointer("/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !bound.is_empty() {
+                    return Err(ApiError::conflict(
+                        pods,
+                        name,
+                        &format!("pod {name} is already assigned to node \"{bound}\""),
+                    ));
+                }
+                let mut next = current.clone();
+                next["spec"]["nodeName"] = json!(node);
+                set_condition(&mut next, "PodScheduled", "True", None, None);
+                Ok(Some(next))
+            },
+        )
         .await
         .map(|_| ())
     }

@@ -11,6 +11,8 @@ use axum::Router;
 use serde_json::json;
 use store::client::{Client, ClientConfig};
 use tracing::{info, warn};
+use transport::rpc::RpcServer;
+use transport::tls::TlsIdentity;
 
 use crate::errors::ApiError;
 use crate::http::{self, AppState};
@@ -27,6 +29,8 @@ pub struct ApiServerConfig {
     /// Which certificate in `certs_dir` the server presents to the store.
     pub identity: String,
     pub listen_http: SocketAddr,
+    /// The component front (QUIC, see [`crate::quic`]), if this replica serves one.
+    pub listen_quic: Option<SocketAddr>,
     /// How long events live.
     pub event_ttl: Duration,
     /// Events kept per resource for watches that start in the past.
@@ -46,6 +50,7 @@ impl ApiServerConfig {
             certs_dir: certs_dir.into(),
             identity: "apiserver".into(),
             listen_http,
+            listen_quic: None,
             event_ttl: Duration::from_secs(3600),
             watch_window: DEFAULT_WINDOW,
             compaction_interval: Duration::from_secs(300),
@@ -79,6 +84,8 @@ pub enum ServerError {
     },
     #[error("http server: {0}")]
     Serve(std::io::Error),
+    #[error("component front: {0}")]
+    Quic(#[from] transport::TransportError),
 }
 
 /// The namespaces every cluster has.
@@ -116,6 +123,24 @@ pub async fn run(
             addr: config.listen_http,
             source,
         })?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let quic = match config.listen_quic {
+        Some(addr) => {
+            let identity = TlsIdentity::load(&config.certs_dir, &config.identity)?;
+            let server = RpcServer::bind(addr, &identity)?;
+            info!(quic = %server.local_addr()?, "component front serving");
+            let mut stopped = stop_rx.clone();
+            let stopped = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            Some(tokio::spawn(crate::quic::serve(
+                server,
+                registry.clone(),
+                stopped,
+            )))
+        }
+        None => None,
+    };
     let state = Arc::new(AppState {
         registry,
         metrics: Metrics::default(),
@@ -123,7 +148,6 @@ pub async fn run(
     });
     let app = Router::new().fallback(http::handle).with_state(state);
     info!(http = %local, "API server serving");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut stopped = stop_rx.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = stopped.wait_for(|s| *s).await;
@@ -132,6 +156,10 @@ pub async fn run(
     shutdown.await;
     info!("shutting down");
     let _ = stop_tx.send(true);
+    if let Some(quic) = quic {
+        // Closes every component connection; the front's port is free once this returns.
+        let _ = tokio::time::timeout(Duration::from_secs(3), quic).await;
+    }
     // Watches never finish by themselves; give in-flight requests a moment, then stop.
     match tokio::time::timeout(Duration::from_secs(2), serve).await {
         Ok(Ok(Err(e))) => Err(ServerError::Serve(e)),

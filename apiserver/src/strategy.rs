@@ -103,6 +103,7 @@ pub fn prepare_create(
                 default_deployment(object);
             }
         }
+        "Service" => default_service(object),
         "Node" => {
             // A node registers with its status; it is kept.
         }
@@ -158,6 +159,61 @@ pub fn default_pull_policy(image: &str) -> &'static str {
         Some((_, "latest")) | None => "Always",
         Some(_) => "IfNotPresent",
     }
+}
+
+/// Service defaults and allocations: a cluster IP from 10.96.0.0/12 and node ports from
+/// 30000–32767, chosen at random (collisions are unlikely at emulator scale and harmless: no
+/// traffic flows through them).
+fn default_service(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    set_default(spec, "type", json!("ClusterIP"));
+    set_default(spec, "sessionAffinity", json!("None"));
+    set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+    let kind = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    let mut rng = rand::thread_rng();
+    if kind != "ExternalName" {
+        let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
+        if spec
+            .get("clusterIP")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            let ip = format!(
+                "10.{}.{}.{}",
+                96 + rng.gen_range(0..16),
+                rng.gen_range(0..=255),
+                rng.gen_range(2..=254)
+            );
+            spec.insert("clusterIP".into(), json!(ip));
+        }
+        let ip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
+        spec.insert("clusterIPs".into(), json!([ip]));
+        set_default(spec, "ipFamilies", json!(["IPv4"]));
+        set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+        let _ = headless;
+    }
+    let wants_node_port = kind == "NodePort" || kind == "LoadBalancer";
+    if wants_node_port {
+        set_default(spec, "externalTrafficPolicy", json!("Cluster"));
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            set_default(p, "protocol", json!("TCP"));
+            if let Some(port) = p.get("port").cloned() {
+                set_default(p, "targetPort", port);
+            }
+            if wants_node_port {
+                set_default(p, "nodePort", json!(rng.gen_range(30000..=32767)));
+            }
+        }
+    }
+    object["status"] = json!({"loadBalancer": {}});
 }
 
 fn default_deployment(object: &mut Value) {

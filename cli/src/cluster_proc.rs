@@ -438,14 +438,36 @@ impl Drop for LocalApiServer {
 
 /// A minimal HTTP/1.1 GET on loopback: (status code, body).
 pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, String)> {
+    http_request(addr, "GET", path, None, &[]).await
+}
+
+/// A minimal HTTP/1.1 request on loopback (no keep-alive, no chunked bodies): (status code,
+/// body). Enough for readiness checks and tests that send malformed requests on purpose.
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> anyhow::Result<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream =
         tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
             .await??;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(ct) = content_type {
+        request.push_str(&format!("Content-Type: {ct}\r\n"));
+    }
+    request.push_str("\r\n");
     stream.write_all(request.as_bytes()).await?;
+    // A server may answer (413) before reading the whole body and close; that is fine.
+    let _ = stream.write_all(body).await;
     let mut response = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut response)).await??;
+    let _ =
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await?;
     let text = String::from_utf8_lossy(&response).into_owned();
     let code = text
         .split_whitespace()

@@ -80,3 +80,14 @@ fn init_tracing() {
         .with_target(false)
         .init();
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap checks the whole command tree (conflicting or impossible argument settings).
+    #[test]
+    fn command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -43,15 +43,15 @@ const READ_RETRY_TICKS: u32 = 6;
 /// Fatal errors of a member.
 #[derive(Debug, thiserror::Error)]
 pub enum MemberError {
-    #[error("invalid configuration: {0}")]
+    #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    #[error("raft log: {0}")]
+    #[error(transparent)]
     Log(#[from] LogError),
-    #[error("raft: {0}")]
+    #[error(transparent)]
     Raft(#[from] raft::Error),
     #[error("state machine snapshot: {0}")]
     Snapshot(String),
-    #[error("transport: {0}")]
+    #[error(transparent)]
     Transport(#[from] transport::TransportError),
 }
 

@@ -1,0 +1,637 @@
+//! The component front: kemu's own processes (scheduler, node hosts, controllers) reach the
+//! registry over mutual-TLS QUIC with the [`api::protocol`] frames instead of HTTP.
+//!
+//! Each call is one QUIC stream, so one connection carries any number of concurrent calls and
+//! watches: a node host watches the pods of each of its nodes (`spec.nodeName=<node>`) over one
+//! connection. Verbs mean exactly what they mean on the HTTP front (same registry calls, same
+//! errors as `Status` JSON). A watch costs one task and one watch-cache subscription; cached
+//! objects are forwarded as the JSON bytes the cache already holds, and only the events.k8s.io
+//! view of events is re-encoded.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use api::patch::PatchType;
+use api::protocol::{ApiRequest, ApiResponse, ResourceRef, WatchEventKind, WatchFrame};
+use api::ResourceInfo;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tokio::sync::mpsc::error::TryRecvError;
+use tracing::{debug, info_span, Instrument};
+use transport::rpc::{Call, Handler, Peer, RpcServer};
+use transport::tls::TlsIdentity;
+use transport::TransportError;
+
+use crate::errors::ApiError;
+use crate::http::{decode_object, MAX_BODY_BYTES};
+use crate::registry::{self, DeleteOptions, Deleted, ListOptions, Registry, WriteOptions};
+use crate::watch_cache::{CachedObject, EventType, Subscription, WatchItem};
+
+/// Events one watcher may have queued before it counts as too slow and is dropped (its client
+/// re-watches or re-lists).
+const QUIC_WATCH_BUFFER: usize = 4096;
+/// How often a watch that asked for bookmarks gets one. Shorter than the HTTP front's: a
+/// component whose connection breaks re-watches from its last bookmark, and a fresh one spares
+/// it a re-list; a bookmark is a few dozen bytes.
+const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Binds the component front on `addr` with the API server's certificate and serves it until
+/// `shutdown` resolves.
+pub async fn serve_on(
+    addr: SocketAddr,
+    identity: &TlsIdentity,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), TransportError> {
+    let server = RpcServer::bind(addr, identity)?;
+    serve(server, registry, shutdown).await;
+    Ok(())
+}
+
+/// Serves the component front on an already bound server until `shutdown` resolves; open
+/// watches end with their connections.
+pub async fn serve(
+    server: RpcServer,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    server
+        .serve(Arc::new(ComponentFront { registry }), shutdown)
+        .await;
+}
+
+/// The [`Handler`] of every component call.
+pub struct ComponentFront {
+    registry: Arc<Registry>,
+}
+
+impl ComponentFront {
+    pub fn new(registry: Arc<Registry>) -> ComponentFront {
+        ComponentFront { registry }
+    }
+}
+
+impl Handler for ComponentFront {
+    type Request = ApiRequest;
+    type Response = ApiResponse;
+
+    async fn handle(&self, peer: Peer, request: ApiRequest, call: Call<ApiResponse>) {
+        let verb = request.verb();
+        let span = info_span!("api_call", peer = %peer.name, verb);
+        async move {
+            if let ApiRequest::Watch { .. } = request {
+                self.watch(request, call).await;
+                return;
+            }
+            let started = Instant::now();
+            let response = self.unary(request).await.unwrap_or_else(|e| error(&e));
+            if let ApiResponse::Error { code, .. } = &response {
+                debug!(
+                    code,
+                    took_us = started.elapsed().as_micros() as u64,
+                    "request failed"
+                );
+            }
+            if let Err(e) = call.reply(&response).await {
+                debug!(error = %e, "client went away before its answer");
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+impl ComponentFront {
+    /// Every call but watch, as the HTTP front does it.
+    async fn unary(&self, request: ApiRequest) -> Result<ApiResponse, ApiError> {
+        let registry = &self.registry;
+        match request {
+            ApiRequest::Get {
+                resource,
+                namespace,
+                name,
+            } => {
+                let resource = resolve(&resource)?;
+                let ns = named_scope(resource, namespace.as_deref())?;
+                object(&registry.get(resource, ns, &name).await?)
+            }
+            ApiRequest::List {
+                resource,
+                namespace,
+                label_selector,
+                field_selector,
+                resource_version,
+                limit,
+                continue_token,
+            } => {
+                let resource = resolve(&resource)?;
+                let options = ListOptions {
+                    label_selector,
+                    field_selector,
+                    limit,
+                    continue_token: continue_token.filter(|c| !c.is_empty()),
+                    resource_version,
+                };
+                let listed = registry
+                    .list(resource, namespace.as_deref(), &options)
+                    .await?;
+                let items = listed
+                    .items
+                    .iter()
+                    .map(|item| object_json(resource, item))
+                    .collect::<Result<_, _>>()?;
+                Ok(ApiResponse::List {
+                    resource_version: listed.resource_version.to_string(),
+                    continue_token: listed.continue_token,
+                    items,
+                })
+            }
+            ApiRequest::Watch { .. } => Err(ApiError::internal("a watch is not a unary call")),
+            ApiRequest::Create {
+                resource,
+                namespace,
+                object: body,
+            } => {
+                let resource = resolve(&resource)?;
+                let body = decode_body(&body)?;
+                let created = registry
+                    .create(
+                        resource,
+                        namespace.as_deref(),
+                        body,
+                        &WriteOptions::default(),
+                    )
+                    .await?;
+                object(&created)
+            }
+            ApiRequest::Update {
+                resource,
+                namespace,
+                name,
+                subresource,
+                object: body,
+            } => {
+                let resource = resolve(&resource)?;
+                let ns = named_scope(resource, namespace.as_deref())?;
+                let sub = writable_subresource(resource, subresource.as_deref())?;
+                let body = decode_body(&body)?;
+                let updated = registry
+                    .update(resource, ns, &name, sub, body, &WriteOptions::default())
+                    .await?;
+                object(&updated)
+            }
+            ApiRequest::Patch {
+                resource,
+                namespace,
+                name,
+                subresource,
+                patch_type,
+                patch,
+                field_manager,
+                force,
+            } => {
+                let resource = resolve(&resource)?;
+                let ns = named_scope(resource, namespace.as_deref())?;
+                let sub = writable_subresource(resource, subresource.as_deref())?;
+                let patch_type = PatchType::from_content_type(&patch_type).ok_or_else(|| {
+                    ApiError::UnsupportedMediaType {
+                        message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got \"{patch_type}\")"),
+                    }
+                })?;
+                if patch_type == PatchType::Apply && field_manager.is_none() {
+                    return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
+                }
+                check_size(&patch)?;
+                let write = WriteOptions {
+                    field_manager,
+                    ..Default::default()
+                };
+                let patched = registry
+                    .patch(resource, ns, &name, sub, patch_type, &patch, force, &write)
+                    .await?;
+                object(&patched)
+            }
+            ApiRequest::Delete {
+                resource,
+                namespace,
+                name,
+                options,
+            } => {
+                let resource = resolve(&resource)?;
+                let ns = named_scope(resource, namespace.as_deref())?;
+                let options = delete_options(&options)?;
+                match registry.delete(resource, ns, &name, &options).await? {
+                    Deleted::Gone(last) | Deleted::Pending(last) => object(&last),
+                }
+            }
+            ApiRequest::DeleteCollection {
+                resource,
+                namespace,
+                label_selector,
+                field_selector,
+                options,
+            } => {
+                let resource = resolve(&resource)?;
+                let list = ListOptions {
+                    label_selector,
+                    field_selector,
+                    ..Default::default()
+                };
+                let options = delete_options(&options)?;
+                let deleted = registry
+                    .delete_collection(resource, namespace.as_deref(), &list, &options)
+                    .await?;
+                let items = deleted
+                    .iter()
+                    .map(|v| serde_json::to_vec(v).map(Bytes::from))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| ApiError::internal(format!("cannot encode an object: {e}")))?;
+                Ok(ApiResponse::List {
+                    resource_version: registry.cache().revision().to_string(),
+                    continue_token: None,
+                    items,
+                })
+            }
+            ApiRequest::Bind {
+                namespace,
+                name,
+                node,
+            } => {
+                let binding = json!({
+                    "apiVersion": "v1",
+                    "kind": "Binding",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+                });
+                registry.bind(&namespace, &name, &binding).await?;
+                object(
+                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                )
+            }
+        }
+    }
+
+    /// A server-streaming watch: the subscription's initial events, then live ones, until the
+    /// client stops reading or the watch cache drops the subscription.
+    async fn watch(&self, request: ApiRequest, mut call: Call<ApiResponse>) {
+        let ApiRequest::Watch {
+            resource,
+            namespace,
+            label_selector,
+            field_selector,
+            resource_version,
+            send_initial_events,
+            bookmarks,
+        } = request
+        else {
+            return;
+        };
+        let started = async {
+            let resource = resolve(&resource)?;
+            if send_initial_events && !bookmarks {
+                return Err(ApiError::Invalid {
+                    message: "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks".into(),
+                    name: String::new(),
+                    group: "meta.k8s.io".into(),
+                    kind: "ListOptions".into(),
+                    causes: vec![],
+                });
+            }
+            let options = ListOptions {
+                label_selector,
+                field_selector,
+                resource_version,
+                ..Default::default()
+            };
+            let subscription = self
+                .registry
+                .watch(
+                    resource,
+                    namespace.as_deref(),
+                    &options,
+                    send_initial_events,
+                    QUIC_WATCH_BUFFER,
+                )
+                .await?;
+            Ok((resource, subscription))
+        };
+        let (resource, subscription) = match started.await {
+            Ok(started) => started,
+            Err(e) => {
+                debug!(code = e.code(), error = %e, "watch refused");
+                let _ = call.reply(&error(&e)).await;
+                return;
+            }
+        };
+        let watch = WatchStream {
+            resource,
+            registry: &self.registry,
+            send_initial_events,
+            bookmarks,
+        };
+        let closed = call.closed_signal();
+        tokio::pin!(closed);
+        let outcome = watch.run(subscription, &mut call, closed).await;
+        if outcome == WatchEnd::Dropped {
+            // Fell behind or the cache was reset: finishing cleanly tells the client to
+            // re-watch from its last version (or re-list, if that is gone by now).
+            let _ = call.finish().await;
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum WatchEnd {
+    /// The client went away (or the connection did).
+    ClientGone,
+    /// The watch cache dropped the subscription.
+    Dropped,
+}
+
+/// One running watch.
+struct WatchStream<'a> {
+    resource: &'static ResourceInfo,
+    registry: &'a Registry,
+    send_initial_events: bool,
+    bookmarks: bool,
+}
+
+type Closed<'c> = Pin<&'c mut (dyn Future<Output = ()> + Send + Sync)>;
+
+impl WatchStream<'_> {
+    async fn run(
+        &self,
+        mut subscription: Subscription,
+        call: &mut Call<ApiResponse>,
+        mut closed: Closed<'_>,
+    ) -> WatchEnd {
+        let mut covered = subscription.revision;
+        for item in std::mem::take(&mut subscription.initial) {
+            covered = covered.max(item.object.rv);
+            if !self.send_item(call, closed.as_mut(), &item).await {
+                return WatchEnd::ClientGone;
+            }
+        }
+        if self.send_initial_events {
+            let bookmark = self.bookmark(covered, true);
+            if !send(call, closed.as_mut(), &bookmark).await {
+                return WatchEnd::ClientGone;
+            }
+        }
+        // Only watches that asked for bookmarks pay for a timer.
+        let mut bookmark_timer = self.bookmarks.then(|| {
+            let start = tokio::time::Instant::now() + BOOKMARK_INTERVAL;
+            tokio::time::interval_at(start, BOOKMARK_INTERVAL)
+        });
+        loop {
+            tokio::select! {
+                biased;
+                () = closed.as_mut() => return WatchEnd::ClientGone,
+                item = subscription.live.recv() => match item {
+                    Some(item) => {
+                        covered = covered.max(item.object.rv);
+                        if !self.send_item(call, closed.as_mut(), &item).await {
+                            return WatchEnd::ClientGone;
+                        }
+                    }
+                    None => return WatchEnd::Dropped,
+                },
+                _ = tick(&mut bookmark_timer) => {
+                    // Every event up to the cache's revision has been queued to this watcher
+                    // by now; send what is queued, and the bookmark can claim that revision.
+                    let revision = self.registry.cache().revision();
+                    loop {
+                        match subscription.live.try_recv() {
+                            Ok(item) => {
+                                covered = covered.max(item.object.rv);
+                                if !self.send_item(call, closed.as_mut(), &item).await {
+                                    return WatchEnd::ClientGone;
+                                }
+                            }
+                            Err(TryRecvError::Empty) => break,
+                            Err(TryRecvError::Disconnected) => return WatchEnd::Dropped,
+                        }
+                    }
+                    covered = covered.max(revision);
+                    if !send(call, closed.as_mut(), &self.bookmark(covered, false)).await {
+                        return WatchEnd::ClientGone;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn send_item(
+        &self,
+        call: &mut Call<ApiResponse>,
+        closed: Closed<'_>,
+        item: &WatchItem,
+    ) -> bool {
+        let object = match object_json(self.resource, &item.object) {
+            Ok(json) => json,
+            Err(e) => {
+                debug!(error = %e, "skipping a cached object that does not decode");
+                return true;
+            }
+        };
+        let frame = ApiResponse::Watch(WatchFrame {
+            kind: match item.kind {
+                EventType::Added => WatchEventKind::Added,
+                EventType::Modified => WatchEventKind::Modified,
+                EventType::Deleted => WatchEventKind::Deleted,
+            },
+            object,
+            resource_version: item.object.rv,
+        });
+        send(call, closed, &frame).await
+    }
+
+    /// A bookmark as the HTTP front shows it: the kind's shell with only a resourceVersion.
+    fn bookmark(&self, rv: i64, initial_end: bool) -> ApiResponse {
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let object = json!({
+            "kind": self.resource.kind,
+            "apiVersion": self.resource.api_version(),
+            "metadata": metadata,
+        });
+        ApiResponse::Watch(WatchFrame {
+            kind: WatchEventKind::Bookmark,
+            object: Bytes::from(object.to_string()),
+            resource_version: rv,
+        })
+    }
+}
+
+/// Sends one frame unless the client goes away first; false when it did.
+async fn send(call: &mut Call<ApiResponse>, closed: Closed<'_>, frame: &ApiResponse) -> bool {
+    tokio::select! {
+        biased;
+        () = closed => false,
+        sent = call.send(frame) => sent.is_ok(),
+    }
+}
+
+/// The next tick of an optional timer; never resolves without one.
+async fn tick(timer: &mut Option<tokio::time::Interval>) {
+    match timer {
+        Some(timer) => {
+            timer.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// A cached object's JSON as `resource` shows it: the cached bytes themselves, except for the
+/// events.k8s.io view of (core) events.
+fn object_json(resource: &ResourceInfo, object: &CachedObject) -> Result<Bytes, ApiError> {
+    if resource.group != "events.k8s.io" {
+        return Ok(object.json.clone());
+    }
+    let shown = registry::view(resource, object.value()?);
+    encode(&shown)
+}
+
+fn object(value: &Value) -> Result<ApiResponse, ApiError> {
+    encode(value).map(ApiResponse::Object)
+}
+
+fn encode(value: &Value) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::internal(format!("cannot encode an object: {e}")))
+}
+
+/// The `Status` error frame.
+fn error(e: &ApiError) -> ApiResponse {
+    ApiResponse::Error {
+        code: e.code(),
+        status: Bytes::from(serde_json::to_vec(&e.status()).unwrap_or_default()),
+    }
+}
+
+fn not_found_path() -> ApiError {
+    ApiError::NotFound {
+        message: "the server could not find the requested resource".into(),
+        name: String::new(),
+        group: String::new(),
+        kind: String::new(),
+    }
+}
+
+fn resolve(resource: &ResourceRef) -> Result<&'static ResourceInfo, ApiError> {
+    resource.info().ok_or_else(not_found_path)
+}
+
+/// A namespaced resource's object needs a namespace, as its URL would have one.
+fn named_scope<'n>(
+    resource: &ResourceInfo,
+    namespace: Option<&'n str>,
+) -> Result<Option<&'n str>, ApiError> {
+    if resource.namespaced && namespace.is_none() {
+        return Err(not_found_path());
+    }
+    Ok(namespace)
+}
+
+/// The subresources PUT and PATCH accept here: the object itself and `status`.
+fn writable_subresource<'s>(
+    resource: &ResourceInfo,
+    subresource: Option<&'s str>,
+) -> Result<Option<&'s str>, ApiError> {
+    match subresource {
+        None => Ok(None),
+        Some("status") if resource.has_subresource("status") => Ok(Some("status")),
+        Some(other) if resource.has_subresource(other) => Err(ApiError::MethodNotAllowed {
+            message: format!(
+                "the component front does not write {}/{other}; use the HTTP API",
+                resource.plural
+            ),
+        }),
+        Some(_) => Err(not_found_path()),
+    }
+}
+
+fn check_size(body: &[u8]) -> Result<(), ApiError> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(ApiError::TooLarge {
+            message: format!("the request body is larger than the limit of {MAX_BODY_BYTES} bytes"),
+        });
+    }
+    Ok(())
+}
+
+fn decode_body(body: &[u8]) -> Result<Value, ApiError> {
+    check_size(body)?;
+    decode_object("application/json", body)
+}
+
+fn delete_options(body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    check_size(body)?;
+    let value = if body.iter().all(u8::is_ascii_whitespace) {
+        Value::Null
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
+    };
+    DeleteOptions::from_body(&value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_carry_kubernetes_status() {
+        let pods = api::resources::pods();
+        let ApiResponse::Error { code, status } = error(&ApiError::not_found(pods, "x")) else {
+            panic!("not an error frame");
+        };
+        assert_eq!(code, 404);
+        let status: Value = serde_json::from_slice(&status).expect("status json");
+        assert_eq!(status["reason"], "NotFound");
+        assert_eq!(status["message"], "pods \"x\" not found");
+    }
+
+    #[test]
+    fn requests_are_scoped_like_urls() {
+        let pods = api::resources::pods();
+        let nodes = api::resources::find("", "v1", "nodes").expect("nodes");
+        assert_eq!(named_scope(pods, None).map_err(|e| e.code()), Err(404));
+        assert_eq!(named_scope(nodes, None).map_err(|e| e.code()), Ok(None));
+        assert_eq!(
+            writable_subresource(pods, Some("status")).ok(),
+            Some(Some("status"))
+        );
+        assert_eq!(
+            writable_subresource(pods, Some("binding")).map_err(|e| e.code()),
+            Err(405)
+        );
+        assert_eq!(
+            writable_subresource(pods, Some("bogus")).map_err(|e| e.code()),
+            Err(404)
+        );
+        let unknown = ResourceRef {
+            group: "nope".into(),
+            version: "v1".into(),
+            plural: "things".into(),
+        };
+        assert_eq!(resolve(&unknown).map_err(|e| e.code()).err(), Some(404));
+        assert_eq!(
+            delete_options(b"").map(|o| o.grace_period_seconds).ok(),
+            Some(None)
+        );
+        assert_eq!(
+            delete_options(b"{\"gracePeriodSeconds\":0}")
+                .map(|o| o.grace_period_seconds)
+                .ok(),
+            Some(Some(0))
+        );
+        assert_eq!(delete_options(b"[").map_err(|e| e.code()).err(), Some(400));
+    }
+}

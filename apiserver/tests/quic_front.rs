@@ -1,0 +1,564 @@
+//! The component front end to end: a real one-member store and API server in this process, on
+//! loopback ports, reached through `api::Client` with a node host's certificate.
+
+use std::collections::BTreeSet;
+use std::error::Error;
+use std::future::Future;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use api::client::{Client, ClientConfig, DeleteParams, ListParams, Patch};
+use api::informer::{Informer, InformerEvent, State};
+use api::protocol::WatchEventKind;
+use api::ResourceInfo;
+use apiserver::server::{ApiServerConfig, ServerError};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use transport::pki::{create_ca, issue, CertSpec};
+
+type TestResult = Result<(), Box<dyn Error + Send + Sync>>;
+
+const NODE_HOST: &str = "nodehost-1";
+
+/// Polls `condition` until it holds, failing with `why` after `timeout`.
+async fn wait_until<F, Fut>(why: &str, timeout: Duration, mut condition: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !condition().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting until {why}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A loopback UDP port nobody uses right now.
+fn free_udp_port() -> SocketAddr {
+    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a UDP socket");
+    socket.local_addr().expect("local address")
+}
+
+fn pods() -> &'static ResourceInfo {
+    api::resources::pods()
+}
+
+fn pod_manifest(name: &str, node: Option<&str>) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+    });
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+    }
+    pod
+}
+
+fn name_of(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or("")
+}
+
+/// One API server replica running in a task.
+struct ApiServerTask {
+    quic: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<(), ServerError>>,
+}
+
+impl ApiServerTask {
+    fn start(store: SocketAddr, certs: &Path, quic: SocketAddr) -> ApiServerTask {
+        let listen_http = "127.0.0.1:0".parse().expect("addr");
+        let mut config = ApiServerConfig::new(vec![store], certs, listen_http);
+        config.listen_quic = Some(quic);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(apiserver::server::run(config, async move {
+            let _ = stopped.await;
+        }));
+        ApiServerTask { quic, stop, task }
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        match tokio::time::timeout(Duration::from_secs(10), self.task).await {
+            Ok(Ok(Ok(()))) => {}
+            other => panic!("API server did not stop cleanly: {other:?}"),
+        }
+    }
+}
+
+/// A one-member store and one API server, with certificates for a node host.
+struct Cluster {
+    _dir: tempfile::TempDir,
+    certs: PathBuf,
+    store: SocketAddr,
+    _store_stop: oneshot::Sender<()>,
+    apiserver: Option<ApiServerTask>,
+}
+
+impl Cluster {
+    async fn start() -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let certs = dir.path().join("certs");
+        create_ca(&certs, "quic-front").expect("CA");
+        for (name, organization) in [
+            ("m1", "kemu:store"),
+            ("apiserver", "kemu:apiserver"),
+            (NODE_HOST, "system:nodes"),
+        ] {
+            let spec = CertSpec {
+                name: name.into(),
+                organizations: vec![organization.into()],
+                sans: vec![],
+            };
+            issue(&certs, &spec).expect("issue a certificate");
+        }
+        let store = free_udp_port();
+        let peer = free_udp_port();
+        let member = store::config::MemberConfig::new(
+            "m1",
+            dir.path().join("m1"),
+            store,
+            peer,
+            vec![("m1".into(), peer)],
+            &certs,
+        );
+        let (store_stop, store_stopped) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = store_stopped.await;
+            };
+            if let Err(e) = store::service::run_member(member, stopped).await {
+                panic!("store member failed: {e}");
+            }
+        });
+        let apiserver = ApiServerTask::start(store, &certs, free_udp_port());
+        let cluster = Cluster {
+            _dir: dir,
+            certs,
+            store,
+            _store_stop: store_stop,
+            apiserver: Some(apiserver),
+        };
+        let client = cluster.client();
+        let namespaces = api::resources::find("", "v1", "namespaces").expect("namespaces");
+        wait_until(
+            "the API server answers over QUIC",
+            Duration::from_secs(30),
+            || {
+                let client = client.clone();
+                async move {
+                    client
+                        .get::<Value>(namespaces, None, "default")
+                        .await
+                        .is_ok()
+                }
+            },
+        )
+        .await;
+        cluster
+    }
+
+    fn quic(&self) -> SocketAddr {
+        self.apiserver.as_ref().expect("API server running").quic
+    }
+
+    fn client_of(&self, endpoint: SocketAddr) -> Client {
+        let mut config = ClientConfig::new(vec![endpoint], &self.certs, NODE_HOST);
+        config.call_timeout = Duration::from_secs(5);
+        Client::new(config).expect("client")
+    }
+
+    fn client(&self) -> Client {
+        self.client_of(self.quic())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn verbs_behave_as_over_http() -> TestResult {
+    let cluster = Cluster::start().await;
+    let client = cluster.client();
+    let ns = Some("default");
+
+    let created: Pod = client
+        .create(pods(), ns, &pod_manifest("web", None))
+        .await?;
+    assert_eq!(name_of(&created), "web");
+    assert!(created.metadata.uid.is_some(), "the registry sets a uid");
+    let status = created.status.as_ref().and_then(|s| s.phase.as_deref());
+    assert_eq!(status, Some("Pending"));
+    let version = created.metadata.resource_version.clone().expect("rv");
+
+    let again = client
+        .create::<_, Pod>(pods(), ns, &pod_manifest("web", None))
+        .await
+        .expect_err("a second create conflicts");
+    assert!(again.is_conflict() && again.is_already_exists(), "{again}");
+
+    let got: Pod = client.get(pods(), ns, "web").await?;
+    assert_eq!(
+        got.metadata.resource_version.as_deref(),
+        Some(version.as_str())
+    );
+    let missing = client
+        .get::<Pod>(pods(), ns, "nope")
+        .await
+        .expect_err("no such pod");
+    assert!(missing.is_not_found(), "{missing}");
+    assert!(missing.to_string().contains("pods \"nope\" not found"));
+
+    let listed = client
+        .list::<Pod>(pods(), ns, &ListParams::default())
+        .await?;
+    assert_eq!(listed.items.len(), 1);
+    assert!(listed.resource_version.parse::<i64>()? >= version.parse::<i64>()?);
+    let none = client
+        .list::<Pod>(pods(), ns, &ListParams::default().labels("app=other"))
+        .await?;
+    assert!(none.items.is_empty());
+    let bad = client
+        .list::<Pod>(pods(), ns, &ListParams::default().fields("spec.bogus=x"))
+        .await
+        .expect_err("unknown field selector");
+    assert_eq!(bad.code(), Some(400), "{bad}");
+
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}}));
+    let patched: Pod = client.patch(pods(), ns, "web", &patch).await?;
+    let labels = patched.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("app").map(String::as_str), Some("web"));
+    let selected = client
+        .list::<Pod>(pods(), ns, &ListParams::default().labels("app=web"))
+        .await?;
+    assert_eq!(selected.items.len(), 1);
+
+    // A stale resourceVersion loses the optimistic-concurrency race.
+    let mut stale = got.clone();
+    stale.metadata.labels = Some([("app".to_string(), "stale".to_string())].into());
+    let lost = client
+        .update::<_, Pod>(pods(), ns, "web", &stale)
+        .await
+        .expect_err("stale update");
+    assert!(lost.is_conflict(), "{lost}");
+
+    let mut running = patched.clone();
+    running.status.get_or_insert_with(Default::default).phase = Some("Running".into());
+    let updated: Pod = client.update_status(pods(), ns, "web", &running).await?;
+    let phase = updated.status.as_ref().and_then(|s| s.phase.as_deref());
+    assert_eq!(phase, Some("Running"));
+
+    let unsupported = client
+        .call(&api::protocol::ApiRequest::Patch {
+            resource: api::protocol::ResourceRef::from_info(pods()),
+            namespace: Some("default".into()),
+            name: "web".into(),
+            subresource: None,
+            patch_type: "text/plain".into(),
+            patch: bytes::Bytes::from_static(b"{}"),
+            field_manager: None,
+            force: false,
+        })
+        .await
+        .expect_err("unknown patch type");
+    assert_eq!(unsupported.code(), Some(415), "{unsupported}");
+
+    // An unbound pod goes at once.
+    let deleted: Pod = client
+        .delete(pods(), ns, "web", &DeleteParams::default())
+        .await?;
+    assert_eq!(name_of(&deleted), "web");
+    let gone = client
+        .get::<Pod>(pods(), ns, "web")
+        .await
+        .expect_err("deleted");
+    assert!(gone.is_not_found());
+    Ok(())
+}
+
+/// Reads frames until one names a pod; returns (kind, pod name).
+async fn next_pod_event(
+    watch: &mut api::client::WatchStream,
+) -> Result<(WatchEventKind, String), Box<dyn Error + Send + Sync>> {
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await?
+            .ok_or("watch ended")??;
+        if frame.kind == WatchEventKind::Bookmark {
+            continue;
+        }
+        let pod: Pod = serde_json::from_slice(&frame.object)?;
+        assert_eq!(
+            pod.metadata.resource_version.as_deref(),
+            Some(frame.resource_version.to_string().as_str())
+        );
+        return Ok((frame.kind, name_of(&pod).to_string()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_watch_sees_only_its_pods() -> TestResult {
+    let cluster = Cluster::start().await;
+    let client = cluster.client();
+    let ns = Some("default");
+    for name in ["p1", "p2", "p3"] {
+        let _: Pod = client.create(pods(), ns, &pod_manifest(name, None)).await?;
+    }
+    let params = ListParams::default().fields("spec.nodeName=n1");
+    let mut watch = client.watch(pods(), None, &params).await?;
+
+    client.bind("default", "p2", "n2").await?;
+    client.bind("default", "p1", "n1").await?;
+    // The pod enters the watch's selection when it is bound: ADDED, not MODIFIED.
+    assert_eq!(
+        next_pod_event(&mut watch).await?,
+        (WatchEventKind::Added, "p1".to_string())
+    );
+    client.bind("default", "p3", "n1").await?;
+    // p2's binding happened before p3's; had it leaked into this watch it would come first.
+    assert_eq!(
+        next_pod_event(&mut watch).await?,
+        (WatchEventKind::Added, "p3".to_string())
+    );
+    let bound: Pod = client.get(pods(), ns, "p1").await?;
+    assert_eq!(
+        bound.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some("n1")
+    );
+    let rebind = client
+        .bind("default", "p1", "n2")
+        .await
+        .expect_err("already bound");
+    assert!(rebind.is_conflict(), "{rebind}");
+
+    // Graceful deletion of a bound pod is a MODIFIED (deletionTimestamp set) for its node.
+    let _: Pod = client
+        .delete(pods(), ns, "p1", &DeleteParams::default())
+        .await?;
+    assert_eq!(
+        next_pod_event(&mut watch).await?,
+        (WatchEventKind::Modified, "p1".to_string())
+    );
+    let _: Pod = client
+        .delete(pods(), ns, "p1", &DeleteParams::now())
+        .await?;
+    assert_eq!(
+        next_pod_event(&mut watch).await?,
+        (WatchEventKind::Deleted, "p1".to_string())
+    );
+
+    // A watch from a version the server no longer has answers 410 through the stream.
+    let too_old = ListParams::default().at("1");
+    let mut expired = client.watch(pods(), None, &too_old).await?;
+    let first = tokio::time::timeout(Duration::from_secs(10), expired.next())
+        .await?
+        .ok_or("watch ended without an answer")?;
+    let e = first.expect_err("410 Gone");
+    assert!(e.is_gone(), "{e}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_hundred_watches_share_one_connection() -> TestResult {
+    const WATCHES: usize = 200;
+    let cluster = Cluster::start().await;
+    let client = cluster.client();
+    let connection = client.connected_to();
+    assert_eq!(connection, Some(cluster.quic()));
+
+    let opened = futures::future::join_all((0..WATCHES).map(|i| {
+        let client = client.clone();
+        async move {
+            let params = ListParams::default().fields(format!("spec.nodeName=node-{i}"));
+            client.watch(pods(), None, &params).await
+        }
+    }))
+    .await;
+    let (seen_tx, mut seen) = mpsc::channel::<(usize, String)>(WATCHES);
+    for (i, watch) in opened.into_iter().enumerate() {
+        let mut watch = watch?;
+        let seen_tx = seen_tx.clone();
+        tokio::spawn(async move {
+            if let Ok((_, name)) = next_pod_event(&mut watch).await {
+                let _ = seen_tx.send((i, name)).await;
+            }
+        });
+    }
+    drop(seen_tx);
+
+    let creates = futures::future::join_all((0..WATCHES).map(|i| {
+        let client = client.clone();
+        async move {
+            let manifest = pod_manifest(&format!("pod-{i}"), Some(&format!("node-{i}")));
+            client
+                .create::<_, Value>(pods(), Some("default"), &manifest)
+                .await
+        }
+    }))
+    .await;
+    for created in creates {
+        created?;
+    }
+
+    let mut received = BTreeSet::new();
+    while received.len() < WATCHES {
+        let (i, name) = tokio::time::timeout(Duration::from_secs(20), seen.recv())
+            .await?
+            .ok_or("a watch ended without its event")?;
+        assert_eq!(name, format!("pod-{i}"), "watch {i} saw another node's pod");
+        received.insert(i);
+    }
+    // Every watch and call went over the one connection made at the start.
+    assert_eq!(client.connected_to(), connection);
+    Ok(())
+}
+
+/// The next informer event, as "+name", "~name" or "-name".
+async fn next_change(events: &mut mpsc::Receiver<InformerEvent<Pod>>) -> String {
+    let event = tokio::time::timeout(Duration::from_secs(20), events.recv())
+        .await
+        .expect("an informer event in time")
+        .expect("the informer is running");
+    match event {
+        InformerEvent::Added(pod) => format!("+{}", name_of(&pod)),
+        InformerEvent::Updated { new, .. } => format!("~{}", name_of(&new)),
+        InformerEvent::Deleted(pod) => format!("-{}", name_of(&pod)),
+    }
+}
+
+async fn next_changes(events: &mut mpsc::Receiver<InformerEvent<Pod>>, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(next_change(events).await);
+    }
+    out.sort();
+    out
+}
+
+fn label_of(pod: &Pod) -> Option<String> {
+    pod.metadata.labels.as_ref()?.get("v").cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_informer_follows_changes_and_relists_after_losing_its_server() -> TestResult {
+    let mut cluster = Cluster::start().await;
+    let client = cluster.client();
+    let ns = Some("default");
+    let _: Pod = client.create(pods(), ns, &pod_manifest("a", None)).await?;
+
+    let mut informer: Informer<Pod> =
+        Informer::new(client.clone(), pods(), ns, ListParams::default())
+            .with_backoff(Duration::from_millis(50), Duration::from_millis(500));
+    let store = informer.store();
+    let mut events = informer.subscribe();
+    let state = informer.state();
+    let (stop_informer, informer_stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(informer.run(async move {
+        let _ = informer_stopped.await;
+    }));
+
+    assert!(
+        tokio::time::timeout(Duration::from_secs(20), store.wait_synced()).await?,
+        "the informer syncs"
+    );
+    assert!(store.has_synced());
+    assert_eq!(next_change(&mut events).await, "+a");
+    assert_eq!(store.keys(), ["default/a"]);
+
+    let _: Pod = client.create(pods(), ns, &pod_manifest("b", None)).await?;
+    assert_eq!(next_change(&mut events).await, "+b");
+    let _: Pod = client.create(pods(), ns, &pod_manifest("e", None)).await?;
+    assert_eq!(next_change(&mut events).await, "+e");
+    let label = |v: &str| Patch::Merge(json!({"metadata": {"labels": {"v": v}}}));
+    let _: Pod = client.patch(pods(), ns, "b", &label("1")).await?;
+    assert_eq!(next_change(&mut events).await, "~b");
+    assert_eq!(
+        store
+            .get("default/b")
+            .as_deref()
+            .and_then(label_of)
+            .as_deref(),
+        Some("1")
+    );
+    let _: Pod = client
+        .delete(pods(), ns, "a", &DeleteParams::default())
+        .await?;
+    assert_eq!(next_change(&mut events).await, "-a");
+    assert!(store.get_named(ns, "a").is_none());
+    assert!(matches!(*state.borrow(), State::Watching { .. }));
+
+    // Cut the informer's stream: stop its API server, change things through another replica
+    // meanwhile, then bring the first back on the same port.
+    let first = cluster.apiserver.take().expect("running");
+    let quic = first.quic;
+    first.stop().await;
+    let other = ApiServerTask::start(cluster.store, &cluster.certs, free_udp_port());
+    let writer = cluster.client_of(other.quic);
+    wait_until(
+        "the second API server answers",
+        Duration::from_secs(30),
+        || {
+            let writer = writer.clone();
+            async move {
+                writer
+                    .get::<Pod>(pods(), Some("default"), "b")
+                    .await
+                    .is_ok()
+            }
+        },
+    )
+    .await;
+    let _: Pod = writer
+        .delete(pods(), ns, "b", &DeleteParams::default())
+        .await?;
+    let _: Pod = writer.create(pods(), ns, &pod_manifest("c", None)).await?;
+    let _: Pod = writer.patch(pods(), ns, "e", &label("2")).await?;
+    wait_until(
+        "the first API server's port is free",
+        Duration::from_secs(10),
+        || async { UdpSocket::bind(quic).is_ok() },
+    )
+    .await;
+    cluster.apiserver = Some(ApiServerTask::start(cluster.store, &cluster.certs, quic));
+
+    // The re-list is turned into the changes the informer missed.
+    assert_eq!(next_changes(&mut events, 3).await, ["+c", "-b", "~e"]);
+    let cached: BTreeSet<String> = store.keys().into_iter().collect();
+    let expected: BTreeSet<String> = ["default/c", "default/e"].map(String::from).into();
+    assert_eq!(cached, expected);
+    assert_eq!(
+        store
+            .get("default/e")
+            .as_deref()
+            .and_then(label_of)
+            .as_deref(),
+        Some("2")
+    );
+
+    // And it watches again.
+    let _: Pod = client.create(pods(), ns, &pod_manifest("f", None)).await?;
+    assert_eq!(next_change(&mut events).await, "+f");
+    let listed = client
+        .list::<Pod>(pods(), ns, &ListParams::default())
+        .await?;
+    let server: BTreeSet<String> = listed
+        .items
+        .iter()
+        .map(|p| format!("default/{}", name_of(p)))
+        .collect();
+    let cached: BTreeSet<String> = store.keys().into_iter().collect();
+    assert_eq!(cached, server);
+
+    let _ = stop_informer.send(());
+    tokio::time::timeout(Duration::from_secs(5), run).await??;
+    other.stop().await;
+    if let Some(apiserver) = cluster.apiserver.take() {
+        apiserver.stop().await;
+    }
+    Ok(())
+}

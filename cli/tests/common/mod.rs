@@ -1,0 +1,191 @@
+//! Shared harness of the end-to-end tests: real kemu processes on loopback, the real kubectl.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use kemu::cluster_proc::{LocalApiServer, LocalStore};
+
+pub fn kemu_exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_kemu"))
+}
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// The real kubectl installed by `scripts/setup` (or `KEMU_KUBECTL`).
+pub fn kubectl_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("KEMU_KUBECTL") {
+        return PathBuf::from(p);
+    }
+    let p = workspace().join("target/pyenv/bin/kubectl");
+    assert!(
+        p.exists(),
+        "kubectl is not installed at {}: run scripts/setup",
+        p.display()
+    );
+    p
+}
+
+/// The venv's python with the official Kubernetes client.
+pub fn python_path() -> PathBuf {
+    let p = workspace().join("target/pyenv/bin/python");
+    assert!(
+        p.exists(),
+        "the test venv is missing at {}: run scripts/setup",
+        p.display()
+    );
+    p
+}
+
+/// Polls `condition` until it holds, failing with `why` after `timeout`.
+pub async fn wait_until<F, Fut>(
+    why: &str,
+    timeout: Duration,
+    mut condition: F,
+) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !condition().await {
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting until {why}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// A store and an API server, with a kubeconfig for kubectl.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub store: LocalStore,
+    pub api: LocalApiServer,
+    pub kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    pub async fn start(members: usize) -> anyhow::Result<Cluster> {
+        let dir = tempfile::tempdir()?;
+        let store =
+            LocalStore::start_with(kemu_exe(), &dir.path().join("store"), members, &[]).await?;
+        let api = LocalApiServer::start(kemu_exe(), &store, "apiserver").await?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        api.write_kubeconfig(&kubeconfig)?;
+        Ok(Cluster {
+            dir,
+            store,
+            api,
+            kubeconfig,
+        })
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(kubectl_path());
+        command
+            .args(args)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("kube-cache"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir.path());
+        command
+    }
+
+    /// Runs kubectl and returns its output, whatever the exit code.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.command(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("kubectl runs")
+    }
+
+    /// Runs kubectl, which must succeed; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs kubectl, which must fail; returns stderr.
+    pub fn fails(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            !out.status.success(),
+            "kubectl {args:?} should have failed:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// Runs kubectl with `input` on stdin (for `-f -`).
+    pub fn ok_stdin(&self, args: &[&str], input: &str) -> String {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input.as_bytes()).expect("stdin");
+        }
+        let out = child.wait_with_output().expect("kubectl ends");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Spawns kubectl in the background (for `-w`), stdout piped.
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        self.command(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs")
+    }
+
+    /// A raw HTTP request to the API server.
+    pub async fn http(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> anyhow::Result<(u16, serde_json::Value)> {
+        let (code, body) =
+            kemu::cluster_proc::http_request(self.api.http, method, path, content_type, body)
+                .await?;
+        let value = serde_json::from_str(&body)
+            .with_context(|| format!("{method} {path} answered {code} with non-JSON: {body}"))?;
+        Ok((code, value))
+    }
+
+    /// Writes a file into the test directory and returns its path as a string.
+    pub fn file(&self, name: &str, content: &str) -> String {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, content).expect("writes");
+        path.display().to_string()
+    }
+}
