@@ -10,10 +10,17 @@
 //! - [`printers`]: `meta.k8s.io/v1` Table rows with kubectl's columns.
 //! - [`discovery`]: `/api`, `/apis` and group-version discovery documents, and the minimal
 //!   OpenAPI v3 that kubectl's validation needs.
+//! - [`protocol`]: the apiserver ⇄ component wire types (bincode frames over QUIC, objects as
+//!   JSON bytes).
+//! - [`client`]: [`Client`](client::Client), a component's connection to the API servers.
+//! - [`informer`]: list-then-watch caches as explicit state machines.
 
+pub mod client;
 pub mod discovery;
+pub mod informer;
 pub mod patch;
 pub mod printers;
+pub mod protocol;
 pub mod quantity;
 pub mod resources;
 pub mod selectors;

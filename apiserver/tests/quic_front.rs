@@ -13,6 +13,7 @@ use api::informer::{Informer, InformerEvent, State};
 use api::protocol::WatchEventKind;
 use api::ResourceInfo;
 use apiserver::server::{ApiServerConfig, ServerError};
+use apiserver::watch_cache::DEFAULT_WINDOW;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -75,9 +76,20 @@ struct ApiServerTask {
 
 impl ApiServerTask {
     fn start(store: SocketAddr, certs: &Path, quic: SocketAddr) -> ApiServerTask {
+        ApiServerTask::start_with_window(store, certs, quic, DEFAULT_WINDOW)
+    }
+
+    /// `window`: events each resource keeps for watches that start in the past.
+    fn start_with_window(
+        store: SocketAddr,
+        certs: &Path,
+        quic: SocketAddr,
+        window: usize,
+    ) -> ApiServerTask {
         let listen_http = "127.0.0.1:0".parse().expect("addr");
         let mut config = ApiServerConfig::new(vec![store], certs, listen_http);
         config.listen_quic = Some(quic);
+        config.watch_window = window;
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(apiserver::server::run(config, async move {
             let _ = stopped.await;
@@ -105,6 +117,10 @@ struct Cluster {
 
 impl Cluster {
     async fn start() -> Cluster {
+        Cluster::start_with_window(DEFAULT_WINDOW).await
+    }
+
+    async fn start_with_window(window: usize) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let certs = dir.path().join("certs");
         create_ca(&certs, "quic-front").expect("CA");
@@ -139,7 +155,7 @@ impl Cluster {
                 panic!("store member failed: {e}");
             }
         });
-        let apiserver = ApiServerTask::start(store, &certs, free_udp_port());
+        let apiserver = ApiServerTask::start_with_window(store, &certs, free_udp_port(), window);
         let cluster = Cluster {
             _dir: dir,
             certs,
@@ -303,7 +319,8 @@ async fn next_pod_event(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_watch_sees_only_its_pods() -> TestResult {
-    let cluster = Cluster::start().await;
+    // A short event window, so that an old version is soon gone.
+    let cluster = Cluster::start_with_window(4).await;
     let client = cluster.client();
     let ns = Some("default");
     for name in ["p1", "p2", "p3"] {
@@ -368,6 +385,11 @@ async fn two_hundred_watches_share_one_connection() -> TestResult {
     const WATCHES: usize = 200;
     let cluster = Cluster::start().await;
     let client = cluster.client();
+    // The client connects on its first call.
+    assert_eq!(client.connected_to(), None);
+    client
+        .list::<Pod>(pods(), None, &ListParams::default())
+        .await?;
     let connection = client.connected_to();
     assert_eq!(connection, Some(cluster.quic()));
 
