@@ -326,7 +326,7 @@ impl ComponentFront {
                 return;
             }
         };
-        let watch = WatchStream {
+        let watch = WatchForwarder {
             resource,
             registry: &self.registry,
             send_initial_events,
@@ -352,7 +352,7 @@ enum WatchEnd {
 }
 
 /// One running watch.
-struct WatchStream<'a> {
+struct WatchForwarder<'a> {
     resource: &'static ResourceInfo,
     registry: &'a Registry,
     send_initial_events: bool,
@@ -361,7 +361,7 @@ struct WatchStream<'a> {
 
 type Closed<'c> = Pin<&'c mut (dyn Future<Output = ()> + Send + Sync)>;
 
-impl WatchStream<'_> {
+impl WatchForwarder<'_> {
     async fn run(
         &self,
         mut subscription: Subscription,
