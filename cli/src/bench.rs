@@ -132,7 +132,8 @@ async fn store_bench(args: StoreBenchArgs) -> anyhow::Result<ExitCode> {
         let cluster = LocalStore::start(&dir, args.spawn).await?;
         let endpoints = cluster.client_endpoints();
         let result = {
-            let target = KemuTarget::connect(&endpoints, &cluster.certs_dir(), args.clients)?;
+            let target =
+                KemuTarget::connect(&endpoints, &cluster.certs_dir(), args.clients).await?;
             let killer = if args.kill_leader_at > 0.0 {
                 Some(Killer::Kemu(&cluster))
             } else {
@@ -154,7 +155,7 @@ async fn store_bench(args: StoreBenchArgs) -> anyhow::Result<ExitCode> {
             .certs
             .clone()
             .context("--certs is required with --endpoints")?;
-        let target = KemuTarget::connect(&args.endpoints, &certs, args.clients)?;
+        let target = KemuTarget::connect(&args.endpoints, &certs, args.clients).await?;
         results.push(drive(&args, "kemu store", target, None).await?);
     }
     if args.spawn_etcd > 0 {
@@ -264,11 +265,25 @@ struct KemuTarget {
 }
 
 impl KemuTarget {
-    fn connect(
+    /// Opens the connections before the clock starts, as etcd's client does in `connect`:
+    /// handshakes are not part of a put's latency.
+    async fn connect(
         endpoints: &[SocketAddr],
         certs: &Path,
         clients: usize,
     ) -> anyhow::Result<KemuTarget> {
+        let target = KemuTarget::open(endpoints, certs, clients)?;
+        for client in &target.clients {
+            let warm_up = RangeRequest {
+                range: KeyRange::single("bench/warm-up"),
+                ..Default::default()
+            };
+            client.range(warm_up).await?;
+        }
+        Ok(target)
+    }
+
+    fn open(endpoints: &[SocketAddr], certs: &Path, clients: usize) -> anyhow::Result<KemuTarget> {
         // A handful of connections, spread over the members; clients share them (QUIC streams
         // multiplex), as etcd's benchmark shares its gRPC connections.
         let conns = clients.clamp(1, 16);
