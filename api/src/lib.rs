@@ -10,6 +10,8 @@
 //! - [`printers`]: `meta.k8s.io/v1` Table rows with kubectl's columns.
 //! - [`discovery`]: `/api`, `/apis` and group-version discovery documents, and the minimal
 //!   OpenAPI v3 that kubectl's validation needs.
+//! - [`protobuf`]: Kubernetes protobuf request bodies (what client-go's typed clients send)
+//!   decoded into JSON.
 //! - [`protocol`]: the apiserver ⇄ component wire types (bincode frames over QUIC, objects as
 //!   JSON bytes).
 //! - [`client`]: [`Client`](client::Client), a component's connection to the API servers.
@@ -20,6 +22,7 @@ pub mod discovery;
 pub mod informer;
 pub mod patch;
 pub mod printers;
+pub mod protobuf;
 pub mod protocol;
 pub mod quantity;
 pub mod resources;

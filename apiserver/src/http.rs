@@ -343,12 +343,12 @@ async fn resource_request(
             message: "container logs are served by the node host, which is not connected".into(),
         }),
         (&Method::POST, None, None) => {
-            let body = read_object(request).await?;
+            let body = read_object(resource, request).await?;
             let created = registry.create(resource, ns, body, &write).await?;
             Ok(json_response(StatusCode::CREATED, &created))
         }
         (&Method::POST, Some(name), Some("binding")) => {
-            let body = read_object(request).await?;
+            let body = read_object(resource, request).await?;
             let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;
             registry.bind(ns, name, &body).await?;
             Ok(json_response(
@@ -357,7 +357,7 @@ async fn resource_request(
             ))
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status") | Some("finalize"))) => {
-            let body = read_object(request).await?;
+            let body = read_object(resource, request).await?;
             let sub = if sub == Some("finalize") {
                 Some("finalize")
             } else {
@@ -682,8 +682,8 @@ async fn read_body(request: Request) -> Result<Bytes, ApiError> {
         })
 }
 
-/// Reads a JSON or YAML object body.
-async fn read_object(request: Request) -> Result<Value, ApiError> {
+/// Reads a JSON, YAML or (for `resource`'s kinds) Kubernetes protobuf object body.
+async fn read_object(resource: &ResourceInfo, request: Request) -> Result<Value, ApiError> {
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -691,10 +691,19 @@ async fn read_object(request: Request) -> Result<Value, ApiError> {
         .unwrap_or("application/json")
         .to_string();
     let body = read_body(request).await?;
-    decode_object(&content_type, &body)
+    decode_object_for(Some(resource), &content_type, &body)
 }
 
 pub fn decode_object(content_type: &str, body: &[u8]) -> Result<Value, ApiError> {
+    decode_object_for(None, content_type, body)
+}
+
+/// Decodes a request body; protobuf needs the `resource` it was sent to.
+pub fn decode_object_for(
+    resource: Option<&ResourceInfo>,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Value, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "the request body is empty; an object was expected",
@@ -706,9 +715,15 @@ pub fn decode_object(content_type: &str, body: &[u8]) -> Result<Value, ApiError>
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}")))?,
         "application/json" | "" | "*/*" => serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
-        "application/vnd.kubernetes.protobuf" => {
-            return Err(ApiError::UnsupportedMediaType { message: "protobuf is not supported; send JSON or YAML".into() })
-        }
+        "application/vnd.kubernetes.protobuf" => match resource {
+            Some(resource) => api::protobuf::decode_request(resource, body).map_err(|e| match e {
+                api::protobuf::ProtobufError::Unsupported(message) => ApiError::UnsupportedMediaType { message },
+                api::protobuf::ProtobufError::Malformed(message) => ApiError::bad_request(message),
+            })?,
+            None => {
+                return Err(ApiError::UnsupportedMediaType { message: "protobuf is not supported here; send JSON or YAML".into() })
+            }
+        },
         other => {
             return Err(ApiError::UnsupportedMediaType {
                 message: format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got \"{other}\")"),
