@@ -566,6 +566,7 @@ impl Registry {
     /// Reads the current object, computes the next one with `mutate` (None: nothing to do) and
     /// writes it if the object did not change meanwhile; retries on a lost race unless the caller
     /// pinned a resourceVersion.
+    #[allow(clippy::too_many_arguments)]
     async fn guaranteed_update<F>(
         &self,
         resource: &'static ResourceInfo,

@@ -104,6 +104,11 @@ pub fn prepare_create(
             }
         }
         "Service" => default_service(object),
+        "Secret" => {
+            if let Some(map) = object.as_object_mut() {
+                set_default(map, "type", json!("Opaque"));
+            }
+        }
         "Node" => {
             // A node registers with its status; it is kept.
         }
@@ -223,11 +228,19 @@ fn default_deployment(object: &mut Value) {
     set_default(spec, "replicas", json!(1));
     set_default(spec, "revisionHistoryLimit", json!(10));
     set_default(spec, "progressDeadlineSeconds", json!(600));
-    set_default(
-        spec,
-        "strategy",
-        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
-    );
+    // kubectl sends `strategy: {}`; an empty strategy gets the defaults too.
+    let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+    if !strategy.is_object() {
+        *strategy = json!({});
+    }
+    if strategy.get("type").is_none_or(Value::is_null) {
+        strategy["type"] = json!("RollingUpdate");
+    }
+    if strategy["type"] == "RollingUpdate"
+        && strategy.get("rollingUpdate").is_none_or(Value::is_null)
+    {
+        strategy["rollingUpdate"] = json!({"maxSurge": "25%", "maxUnavailable": "25%"});
+    }
 }
 
 fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {

@@ -380,7 +380,8 @@ async fn bad_input_gets_the_right_status_and_never_a_5xx() -> anyhow::Result<()>
     let pods = "/api/v1/namespaces/default/pods";
     let ok_pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fine"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
 
-    let cases: Vec<(&str, &str, Option<&str>, Vec<u8>, u16, &str)> = vec![
+    type Case<'a> = (&'a str, &'a str, Option<&'a str>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         ("malformed JSON", "POST", Some("application/json"), b"{\"kind\": \"Pod\", ".to_vec(), 400, "BadRequest"),
         ("malformed YAML", "POST", Some("application/yaml"), b"kind: Pod\nmetadata: [\n".to_vec(), 400, "BadRequest"),
         ("kind not matching the URL", "POST", Some("application/json"), json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "x"}}).to_string().into_bytes(), 400, "BadRequest"),

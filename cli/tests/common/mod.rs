@@ -92,10 +92,11 @@ impl Cluster {
 
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(kubectl_path());
+        // Flags go before the arguments: after `--` they would be the container's command.
         command
-            .args(args)
             .arg("--cache-dir")
             .arg(self.dir.path().join("kube-cache"))
+            .args(args)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("HOME", self.dir.path());
         command
