@@ -3,6 +3,7 @@
 //! - [`apiserver_cmd`]: `kemu apiserver`, one API server replica.
 //! - [`certs`]: `kemu certs`, the cluster CA and component certificates.
 //! - [`store_member`]: `kemu store`, one member of the replicated store (the etcd stand-in).
+//! - [`load`]: `kemu load`, pod create/delete throughput and latency.
 //! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
 //! - [`bench`]: `kemu bench store`, one load generator for kemu's store and real etcd.
 //! - [`cluster_proc`]: local multi-process clusters (kemu store, etcd) for benchmarks and tests.
@@ -13,5 +14,6 @@ pub mod bench;
 pub mod certs;
 pub mod cluster_proc;
 pub mod kv;
+pub mod load;
 pub mod shutdown;
 pub mod store_member;
