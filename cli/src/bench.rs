@@ -95,7 +95,8 @@ pub struct BenchResult {
     pub seconds: f64,
     pub ops_per_sec: f64,
     pub latency_ms: Percentiles,
-    /// Time from the leader's SIGKILL to the next acknowledged write, when a kill was asked for.
+    /// Time from the leader's SIGKILL to the first acknowledged write sent after it, when a
+    /// kill was asked for.
     pub recovery_ms: Option<f64>,
 }
 
@@ -466,7 +467,10 @@ async fn drive<T: KvTarget>(
                         if is_write {
                             let now = started.elapsed().as_nanos() as u64;
                             last_ack.fetch_max(now, Ordering::Relaxed);
-                            if now > kill_at.load(Ordering::Relaxed) {
+                            // Recovery counts only writes sent after the kill: one already
+                            // committed before it may still be acknowledged afterwards.
+                            let sent = op_started.duration_since(started).as_nanos() as u64;
+                            if sent > kill_at.load(Ordering::Relaxed) {
                                 first_ack_after_kill.fetch_min(now, Ordering::Relaxed);
                             }
                         }
