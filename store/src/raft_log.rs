@@ -1512,42 +1512,4 @@ mod tests {
         assert_eq!(applied.data.len(), 110);
         assert_eq!(node.raft.raft_log.committed, applied.index);
     }
-
-    /// Not a correctness test: `cargo test -p store --release raft_log::tests::append_cost -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn append_cost() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = DiskStorage::open(dir.path()).unwrap();
-        let payload = vec![0xabu8; 1024];
-        let rounds = 50u64;
-        let (mut append_time, mut sync_time) =
-            (std::time::Duration::ZERO, std::time::Duration::ZERO);
-        for round in 0..rounds {
-            let batch: Vec<Entry> = (1..=500)
-                .map(|i| entry(round * 500 + i, 1, &payload))
-                .collect();
-            let start = std::time::Instant::now();
-            s.append(&batch).unwrap();
-            s.set_commit(round * 500).unwrap();
-            let appended = std::time::Instant::now();
-            s.sync().unwrap();
-            append_time += appended - start;
-            sync_time += appended.elapsed();
-        }
-        // The cost of an fdatasync alone, for comparison.
-        let start = std::time::Instant::now();
-        for _ in 0..rounds {
-            s.set_commit(1).unwrap();
-            s.set_commit(0).unwrap();
-            s.sync().unwrap();
-        }
-        let tiny_sync = start.elapsed();
-        println!(
-            "per 500 x 1 KB batch: append {:?}, sync {:?}; tiny record + sync {:?}",
-            append_time / rounds as u32,
-            sync_time / rounds as u32,
-            tiny_sync / rounds as u32
-        );
-    }
 }

@@ -1,0 +1,52 @@
+//! `kemu bench store` drives kemu's store and real etcd with the same generator (the binary is
+//! built with the `etcd` feature by `scripts/test`, and etcd comes from `scripts/setup`).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn bench_drives_kemu_and_etcd_side_by_side() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_kemu"))
+        .args([
+            "bench",
+            "store",
+            "--spawn",
+            "3",
+            "--spawn-etcd",
+            "3",
+            "--clients",
+            "8",
+            "--ops",
+            "400",
+            "--json",
+        ])
+        .arg("--work-dir")
+        .arg(dir.path())
+        .output()
+        .expect("kemu runs");
+    assert!(
+        out.status.success(),
+        "bench failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Value = serde_json::from_slice(&out.stdout).expect("JSON results");
+    let results = results.as_array().expect("an array");
+    assert_eq!(results.len(), 2, "{results:?}");
+    for r in results {
+        assert_eq!(r["ops"], 400, "{r}");
+        assert_eq!(r["errors"], 0, "{r}");
+        assert!(r["ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+        assert!(r["latency_ms"]["p99"].as_f64().unwrap_or(0.0) > 0.0, "{r}");
+    }
+    assert!(results[0]["target"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("kemu store"));
+    assert!(results[1]["target"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("etcd"));
+}
