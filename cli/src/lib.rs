@@ -4,6 +4,7 @@
 //! - [`certs`]: `kemu certs`, the cluster CA and component certificates.
 //! - [`store_member`]: `kemu store`, one member of the replicated store (the etcd stand-in).
 //! - [`load`]: `kemu load`, pod create/delete throughput and latency.
+//! - [`launcher`]: `kemu up`, `down`, `status`, `run`: whole clusters from a config file.
 //! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
 //! - [`bench`]: `kemu bench store`, one load generator for kemu's store and real etcd.
 //! - [`cluster_proc`]: local multi-process clusters (kemu store, etcd) for benchmarks and tests.
@@ -14,6 +15,7 @@ pub mod bench;
 pub mod certs;
 pub mod cluster_proc;
 pub mod kv;
+pub mod launcher;
 pub mod load;
 pub mod shutdown;
 pub mod store_member;

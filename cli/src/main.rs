@@ -2,7 +2,7 @@
 //! modules for each).
 
 use clap::{Parser, Subcommand};
-use kemu::{apiserver_cmd, bench, certs, kv, store_member};
+use kemu::{apiserver_cmd, bench, certs, kv, launcher, store_member};
 
 #[derive(Parser)]
 #[command(
@@ -28,6 +28,8 @@ enum Command {
     /// Load generators.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    #[command(flatten)]
+    Launcher(launcher::LauncherCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,6 +52,7 @@ fn main() -> std::process::ExitCode {
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
             Command::Kv(args) => kv::run(args).await,
             Command::Bench(command) => bench::run(command).await,
+            Command::Launcher(command) => launcher::run(command).await,
         }
     });
     // Watch streams and connection tasks may still be parked; don't wait for them.

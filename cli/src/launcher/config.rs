@@ -1,0 +1,695 @@
+//! The cluster config: the TOML file in `clusters/` that says what `kemu up` launches.
+//!
+//! Every key is optional; [`ClusterConfig::default`] and the `Default` impls below it are the one
+//! place defaults live. Unknown keys and bad values are [`ConfigError`]s that name the key and
+//! the line it is on.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::load::LoadPlan;
+
+/// Why a cluster config was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A TOML syntax error, an unknown key or a value of the wrong type.
+    #[error("{}: line {line}, column {column}: {key}: {message}", file.display())]
+    Parse {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        /// Dotted path of the offending key (`nodes.cpu`), or `(document)`.
+        key: String,
+        message: String,
+    },
+    /// A value of the right type that makes no sense (`store.members = 0`).
+    #[error("{}: {}{field}: {reason}", file.display(), line.map(|l| format!("line {l}: ")).unwrap_or_default())]
+    Invalid {
+        file: PathBuf,
+        /// The line of the key, when the file sets it (a bad combination may involve defaults).
+        line: Option<usize>,
+        field: String,
+        reason: String,
+    },
+}
+
+/// A whole cluster: its name, how many of each component, the nodes' shape, where each
+/// process runs, and the optional load and chaos plans `kemu run` executes.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// Names the cluster directory (`.kemu/<name>`) and the CA.
+    pub name: String,
+    /// Latency profile of the emulated container runtime.
+    pub runtime: RuntimeProfile,
+    /// Admission plugins the API servers run, in order (used from issue [8/9] on).
+    pub admission_plugins: Vec<String>,
+    pub store: StoreSection,
+    pub apiserver: ReplicasSection,
+    pub scheduler: SchedulerSection,
+    /// The controller manager. 0 replicas until `kemu controllers` exists (issue [9/9]).
+    pub controllers: ReplicasSection,
+    pub nodes: NodesSection,
+    pub hosts: HostsSection,
+    pub load: Option<LoadPlan>,
+    pub chaos: Option<ChaosPlan>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuntimeProfile {
+    /// Every runtime call returns at once: pure control-plane load.
+    #[default]
+    Instant,
+    /// Runtime calls take as long as a real containerd's roughly do.
+    Realistic,
+}
+
+impl RuntimeProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeProfile::Instant => "instant",
+            RuntimeProfile::Realistic => "realistic",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreSection {
+    /// Store members (raft voters); an odd number tolerates (members - 1) / 2 failures.
+    pub members: u32,
+    /// Raft tick in milliseconds.
+    pub tick_ms: u64,
+    /// Ticks without a heartbeat before a follower starts an election.
+    pub election_ticks: u32,
+    /// Snapshot and compact the raft log after this many entries.
+    pub snapshot_entries: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplicasSection {
+    pub replicas: u32,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerSection {
+    /// Scheduler processes; one leads at a time (leader election on a Lease).
+    pub replicas: u32,
+    /// Pods scheduled in parallel per scheduler.
+    pub workers: u32,
+    /// The `schedulerName` pods ask for.
+    pub name: String,
+}
+
+/// The emulated nodes: how many node-host processes, how many kubelets each carries, and
+/// what every node looks like.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodesSection {
+    /// Node-host processes.
+    pub hosts: u32,
+    /// Emulated nodes per node-host process.
+    pub per_host: u32,
+    /// Capacity, as Kubernetes quantities.
+    pub cpu: String,
+    pub memory: String,
+    pub ephemeral_storage: String,
+    /// Maximum pods per node.
+    pub pods: u32,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    /// `topology.kubernetes.io/zone` values, assigned to nodes round-robin.
+    pub zones: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+/// Where the processes run.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostsSection {
+    pub mode: HostMode,
+    /// netns mode: the private /24 the hosts' addresses come from (`10.213.0.0/24`). It lives
+    /// only inside the cluster's own namespaces, so clusters side by side may share it.
+    pub subnet: String,
+    /// Hosts and the components each runs. In netns mode a component no host lists gets a host
+    /// of its own; in remote mode every component must be listed.
+    #[serde(rename = "host")]
+    pub hosts: Vec<HostSpec>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostMode {
+    /// Every process on this machine, on loopback, on free ports.
+    #[default]
+    Local,
+    /// Each host is a network namespace on a private bridge (root required).
+    Netns,
+    /// Real machines: `kemu up --plan` prints what to run where.
+    Remote,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    pub name: String,
+    /// The address components on this host bind and advertise. Required in remote mode;
+    /// assigned from `hosts.subnet` in netns mode.
+    #[serde(default)]
+    pub address: Option<IpAddr>,
+    /// Component names: `s1`…, `apiserver-1`…, `scheduler-1`…, `controllers-1`…,
+    /// `nodehost-1`….
+    #[serde(default)]
+    pub components: Vec<String>,
+}
+
+/// The `[chaos]` plan, run by `kemu run` alongside the load (issue [7/9] gives it actions'
+/// meaning; for now it is only read and checked).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChaosPlan {
+    /// Seed for random target choices.
+    pub seed: u64,
+    #[serde(rename = "action")]
+    pub actions: Vec<ChaosAction>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChaosAction {
+    /// Seconds after the load starts.
+    pub at: f64,
+    /// `kill-store-leader`, `kill-store-follower`, `kill`, `stop`, `isolate`, ….
+    pub kind: String,
+    /// A component or host name, when the kind needs one.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// Seconds until the target is restarted, resumed or healed.
+    #[serde(default)]
+    pub restore_after: Option<f64>,
+    /// Repeat every this many seconds until the load ends.
+    #[serde(default)]
+    pub every: Option<f64>,
+}
+
+// ---- Defaults: the one place they live. ----
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            name: "local".into(),
+            runtime: RuntimeProfile::Instant,
+            admission_plugins: vec![
+                "NamespaceLifecycle".into(),
+                "ServiceAccount".into(),
+                "DefaultTolerationSeconds".into(),
+                "ResourceQuota".into(),
+            ],
+            store: StoreSection::default(),
+            apiserver: ReplicasSection { replicas: 1 },
+            scheduler: SchedulerSection::default(),
+            controllers: ReplicasSection { replicas: 0 },
+            nodes: NodesSection::default(),
+            hosts: HostsSection::default(),
+            load: None,
+            chaos: None,
+        }
+    }
+}
+
+impl Default for StoreSection {
+    fn default() -> Self {
+        StoreSection {
+            members: 3,
+            tick_ms: 50,
+            election_ticks: 10,
+            snapshot_entries: 100_000,
+        }
+    }
+}
+
+impl Default for ReplicasSection {
+    fn default() -> Self {
+        ReplicasSection { replicas: 1 }
+    }
+}
+
+impl Default for SchedulerSection {
+    fn default() -> Self {
+        SchedulerSection {
+            replicas: 1,
+            workers: 4,
+            name: "default-scheduler".into(),
+        }
+    }
+}
+
+impl Default for NodesSection {
+    fn default() -> Self {
+        NodesSection {
+            hosts: 2,
+            per_host: 500,
+            cpu: "32".into(),
+            memory: "128Gi".into(),
+            ephemeral_storage: "100Gi".into(),
+            pods: 110,
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            zones: vec!["zone-a".into(), "zone-b".into(), "zone-c".into()],
+        }
+    }
+}
+
+impl Default for HostsSection {
+    fn default() -> Self {
+        HostsSection {
+            mode: HostMode::Local,
+            subnet: "10.213.0.0/24".into(),
+            hosts: Vec::new(),
+        }
+    }
+}
+
+// ---- Reading and checking. ----
+
+impl ClusterConfig {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        ClusterConfig::parse(&text, path)
+    }
+
+    /// Parses and validates `text`; `file` only names it in errors.
+    pub fn parse(text: &str, file: &Path) -> Result<ClusterConfig, ConfigError> {
+        let deserializer = toml::Deserializer::new(text);
+        let config: ClusterConfig =
+            serde_path_to_error::deserialize(deserializer).map_err(|e| {
+                let key = e.path().to_string();
+                let inner = e.into_inner();
+                let offset = inner.span().map(|s| s.start).unwrap_or(0);
+                let (line, column) = line_column(text, offset);
+                ConfigError::Parse {
+                    file: file.to_path_buf(),
+                    line,
+                    column,
+                    key: if key == "." { "(document)".into() } else { key },
+                    message: inner.message().trim().to_string(),
+                }
+            })?;
+        config
+            .validate()
+            .map_err(|(field, reason)| ConfigError::Invalid {
+                file: file.to_path_buf(),
+                line: key_line(text, &field),
+                field,
+                reason,
+            })?;
+        Ok(config)
+    }
+
+    /// Checks values the types allow but a cluster cannot have: (dotted field, reason).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let bad = |field: &str, reason: &str| Err((field.to_string(), reason.to_string()));
+        if self.name.is_empty()
+            || self.name.len() > 40
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return bad("name", "must be 1-40 characters of a-z, 0-9 and '-'");
+        }
+        if self.store.members == 0 {
+            return bad("store.members", "must be at least 1");
+        }
+        if self.store.tick_ms == 0 {
+            return bad("store.tick_ms", "must be at least 1");
+        }
+        if self.store.election_ticks < 2 {
+            return bad("store.election_ticks", "must be at least 2");
+        }
+        if self.apiserver.replicas == 0 {
+            return bad("apiserver.replicas", "must be at least 1");
+        }
+        if self.scheduler.replicas > 0 && self.scheduler.workers == 0 {
+            return bad("scheduler.workers", "must be at least 1");
+        }
+        if self.scheduler.name.is_empty() {
+            return bad("scheduler.name", "must not be empty");
+        }
+        if self.nodes.hosts > 0 && self.nodes.per_host == 0 {
+            return bad("nodes.per_host", "must be at least 1 when nodes.hosts > 0");
+        }
+        for (field, value) in [
+            ("nodes.cpu", &self.nodes.cpu),
+            ("nodes.memory", &self.nodes.memory),
+            ("nodes.ephemeral_storage", &self.nodes.ephemeral_storage),
+        ] {
+            match api::quantity::parse(value) {
+                Ok(q) if !q.is_negative() => {}
+                Ok(_) => return bad(field, "must not be negative"),
+                Err(e) => return Err((field.to_string(), e.to_string())),
+            }
+        }
+        if self.nodes.pods == 0 {
+            return bad("nodes.pods", "must be at least 1");
+        }
+        for (i, taint) in self.nodes.taints.iter().enumerate() {
+            if taint.key.is_empty() {
+                return Err((format!("nodes.taints[{i}].key"), "must not be empty".into()));
+            }
+        }
+        if self.nodes.zones.iter().any(String::is_empty) {
+            return bad("nodes.zones", "zone names must not be empty");
+        }
+        self.validate_hosts()?;
+        if let Some(load) = &self.load {
+            load.validate().map_err(|e| {
+                // LoadPlan says "load.<field>: reason".
+                let text = e.to_string();
+                match text.split_once(": ") {
+                    Some((field, reason)) => (field.to_string(), reason.to_string()),
+                    None => ("load".to_string(), text),
+                }
+            })?;
+        }
+        if let Some(chaos) = &self.chaos {
+            for (i, action) in chaos.actions.iter().enumerate() {
+                if !(action.at >= 0.0) {
+                    return Err((format!("chaos.action[{i}].at"), "must be >= 0".into()));
+                }
+                if action.every.is_some_and(|e| !(e > 0.0)) {
+                    return Err((format!("chaos.action[{i}].every"), "must be > 0".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_hosts(&self) -> Result<(), (String, String)> {
+        let names = self.component_names();
+        let mut seen_hosts = Vec::new();
+        let mut assigned: Vec<&str> = Vec::new();
+        if self.hosts.mode == HostMode::Netns {
+            parse_subnet(&self.hosts.subnet).map_err(|r| ("hosts.subnet".to_string(), r))?;
+        }
+        for (i, host) in self.hosts.hosts.iter().enumerate() {
+            let field = |f: &str| format!("hosts.host[{i}].{f}");
+            if host.name.is_empty()
+                || host.name.len() > 20
+                || !host
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-')
+            {
+                return Err((
+                    field("name"),
+                    "must be 1-20 characters of letters, digits and '-'".into(),
+                ));
+            }
+            if seen_hosts.contains(&host.name.as_str()) {
+                return Err((
+                    field("name"),
+                    format!("host {:?} is listed twice", host.name),
+                ));
+            }
+            seen_hosts.push(&host.name);
+            if self.hosts.mode == HostMode::Remote && host.address.is_none() {
+                return Err((field("address"), "required in remote mode".into()));
+            }
+            for component in &host.components {
+                if !names.contains(component) {
+                    return Err((
+                        field("components"),
+                        format!(
+                            "no component {component:?} in this cluster (it has {})",
+                            names.join(", ")
+                        ),
+                    ));
+                }
+                if assigned.contains(&component.as_str()) {
+                    return Err((
+                        field("components"),
+                        format!("{component:?} is assigned to two hosts"),
+                    ));
+                }
+                assigned.push(component);
+            }
+        }
+        if self.hosts.mode == HostMode::Remote {
+            if let Some(missing) = names.iter().find(|n| !assigned.contains(&n.as_str())) {
+                return Err((
+                    "hosts.host".into(),
+                    format!("remote mode: component {missing:?} is on no host"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every component's name, in start order.
+    pub fn component_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = (1..=self.store.members).map(|i| format!("s{i}")).collect();
+        let kinds = [
+            ("apiserver", self.apiserver.replicas),
+            ("controllers", self.controllers.replicas),
+            ("scheduler", self.scheduler.replicas),
+            ("nodehost", self.nodes.hosts),
+        ];
+        for (kind, n) in kinds {
+            names.extend((1..=n).map(|i| format!("{kind}-{i}")));
+        }
+        names
+    }
+
+    /// Nodes in the whole cluster.
+    pub fn total_nodes(&self) -> u64 {
+        u64::from(self.nodes.hosts) * u64::from(self.nodes.per_host)
+    }
+}
+
+/// `a.b.c.0/24` → the first three octets.
+pub fn parse_subnet(subnet: &str) -> Result<[u8; 3], String> {
+    let reason = || format!("{subnet:?} is not an IPv4 /24 such as 10.213.0.0/24");
+    let (addr, len) = subnet.split_once('/').ok_or_else(reason)?;
+    let addr: std::net::Ipv4Addr = addr.parse().map_err(|_| reason())?;
+    if len != "24" {
+        return Err(reason());
+    }
+    let o = addr.octets();
+    if !addr.is_private() {
+        return Err(format!("{subnet:?} is not a private (RFC 1918) range"));
+    }
+    Ok([o[0], o[1], o[2]])
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, column)
+}
+
+/// The line that sets the dotted `field` (`nodes.cpu`, `hosts.host[1].address`), if the file
+/// sets it with a plain `key = value` under a `[table]` or `[[array]]` header.
+fn key_line(text: &str, field: &str) -> Option<usize> {
+    // Split "hosts.host[1].address" into table path "hosts.host", index 1, key "address".
+    let (table, key) = field.rsplit_once('.').unwrap_or(("", field));
+    let (table, index) = match table.split_once('[') {
+        Some((t, rest)) => (t, rest.trim_end_matches(']').parse::<usize>().ok()),
+        None => (table, None),
+    };
+    let mut current = String::new();
+    let mut occurrence: Option<usize> = None;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(header) = line.strip_prefix("[[") {
+            current = header.split("]]").next().unwrap_or("").trim().to_string();
+            if current == table {
+                occurrence = Some(occurrence.map_or(0, |o| o + 1));
+            }
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[') {
+            current = header.split(']').next().unwrap_or("").trim().to_string();
+            continue;
+        }
+        let Some((k, _)) = line.split_once('=') else {
+            continue;
+        };
+        let k = k.trim().trim_matches('"');
+        let full = if current.is_empty() {
+            k.to_string()
+        } else {
+            format!("{current}.{k}")
+        };
+        let index_matches = index.is_none() || index == occurrence;
+        if index_matches && (full == format!("{table}.{key}") || (table.is_empty() && full == key))
+        {
+            return Some(n + 1);
+        }
+        // A table-level field (`load.rate` reported for `[load]`): the key line itself.
+        if index.is_none() && full == field {
+            return Some(n + 1);
+        }
+    }
+    // Fall back to the table's header, so the user at least knows where to look.
+    text.lines()
+        .position(|l| {
+            let l = l.trim();
+            l == format!("[{table}]") || l == format!("[[{table}]]")
+        })
+        .map(|n| n + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ClusterConfig, ConfigError> {
+        ClusterConfig::parse(text, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn empty_file_is_the_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c.name, "local");
+        assert_eq!(c.store.members, 3);
+        assert_eq!(c.total_nodes(), 1000);
+        assert_eq!(c.hosts.mode, HostMode::Local);
+    }
+
+    #[test]
+    fn full_config_parses() {
+        let c = parse(
+            r#"
+name = "ha"
+runtime = "realistic"
+admission_plugins = ["NamespaceLifecycle"]
+[store]
+members = 5
+tick_ms = 20
+[apiserver]
+replicas = 2
+[scheduler]
+replicas = 2
+[nodes]
+hosts = 3
+per_host = 10
+cpu = "8"
+memory = "32Gi"
+labels = { "kemu.io/pool" = "a" }
+taints = [{ key = "dedicated", value = "x", effect = "NoSchedule" }]
+zones = ["z1"]
+[hosts]
+mode = "netns"
+[[hosts.host]]
+name = "cp"
+components = ["s1", "apiserver-1"]
+[load]
+pods = 10
+[chaos]
+seed = 7
+[[chaos.action]]
+at = 5.0
+kind = "kill-store-leader"
+restore_after = 2.0
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.runtime, RuntimeProfile::Realistic);
+        assert_eq!(c.nodes.taints[0].effect, TaintEffect::NoSchedule);
+        assert_eq!(c.hosts.hosts[0].components.len(), 2);
+        assert_eq!(c.chaos.unwrap().actions.len(), 1);
+        assert_eq!(c.load.unwrap().pods, 10);
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let e = parse("name = \"x\"\n\n[nodes]\nper_host = 3\ncpus = \"4\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 5"), "{e}");
+        assert!(e.contains("cpus"), "{e}");
+        let e = parse("[chaos]\n[[chaos.action]]\nat = 1.0\nkind = \"kill\"\nrestore = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 5") && e.contains("restore"), "{e}");
+        let e = parse("[load]\npods = 1\npodz = 2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3") && e.contains("podz"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_key_and_line() {
+        let e = parse("[store]\nmembers = \"three\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2") && e.contains("store.members"), "{e}");
+        let e = parse("runtime = \"fast\"\n").unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("runtime"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_field_and_line() {
+        let e = parse("[store]\ntick_ms = 5\nmembers = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3") && e.contains("store.members"), "{e}");
+        let e = parse("[nodes]\n\nmemory = \"lots\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3") && e.contains("nodes.memory"), "{e}");
+        let e = parse(
+            "[hosts]\nmode = \"remote\"\n[[hosts.host]]\nname = \"a\"\ncomponents = [\"s9\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("hosts.host[0].address"), "{e}");
+        let e = parse(
+            "[hosts]\nmode = \"netns\"\n[[hosts.host]]\nname = \"a\"\ncomponents = [\"s9\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 5") && e.contains("s9"), "{e}");
+    }
+
+    #[test]
+    fn subnet_must_be_private_24() {
+        assert_eq!(parse_subnet("10.1.2.0/24").unwrap(), [10, 1, 2]);
+        assert!(parse_subnet("8.8.8.0/24").is_err());
+        assert!(parse_subnet("10.1.0.0/16").is_err());
+    }
+}

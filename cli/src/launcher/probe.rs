@@ -1,0 +1,116 @@
+//! Questions the launcher asks a running cluster: who leads the store, is an API server ready,
+//! how many nodes are Ready, how many pods are in each phase.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+use store::client::{Client, ClientConfig};
+
+use super::netns::NetAccess;
+use crate::cluster_proc::http_get;
+
+/// One store member's view.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MemberView {
+    pub name: String,
+    pub endpoint: SocketAddr,
+    pub leader: Option<String>,
+    pub term: u64,
+    pub revision: i64,
+}
+
+/// Asks every member for its status (members that do not answer within a second are left out).
+pub async fn store_members(
+    net: &NetAccess,
+    certs: PathBuf,
+    endpoints: Vec<(String, SocketAddr)>,
+) -> Vec<MemberView> {
+    let all: Vec<SocketAddr> = endpoints.iter().map(|(_, e)| *e).collect();
+    let fut = async move {
+        let Ok(client) = Client::new(ClientConfig::new(all), &certs, "admin") else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (name, endpoint) in endpoints {
+            if let Ok(Ok(s)) =
+                tokio::time::timeout(Duration::from_secs(1), client.status_of(endpoint)).await
+            {
+                out.push(MemberView {
+                    name,
+                    endpoint,
+                    leader: (!s.leader_name.is_empty()).then_some(s.leader_name),
+                    term: s.term,
+                    revision: s.revision,
+                });
+            }
+        }
+        out
+    };
+    net.run(fut).await.unwrap_or_default()
+}
+
+/// The leader and term every answering member agrees on, if a majority answered.
+pub fn agreed_leader(views: &[MemberView], members: usize) -> Option<(String, u64)> {
+    let first = views.first()?;
+    let leader = first.leader.clone()?;
+    let agree = views.iter().all(|v| v.leader.as_ref() == Some(&leader));
+    (agree && views.len() > members / 2)
+        .then(|| (leader, views.iter().map(|v| v.term).max().unwrap_or(0)))
+}
+
+pub async fn api_ready(net: &NetAccess, addr: SocketAddr) -> bool {
+    matches!(
+        net.run(async move { http_get(addr, "/readyz").await.ok() })
+            .await,
+        Ok(Some((200, _)))
+    )
+}
+
+async fn list(net: &NetAccess, addr: SocketAddr, path: &'static str) -> Option<Vec<Value>> {
+    let (code, body) = net
+        .run(async move { http_get(addr, path).await.ok() })
+        .await
+        .ok()??;
+    if code != 200 {
+        return None;
+    }
+    let v: Value = serde_json::from_str(&body).ok()?;
+    v.get("items")?.as_array().cloned()
+}
+
+/// (Ready, total) nodes.
+pub async fn nodes_ready(net: &NetAccess, addr: SocketAddr) -> Option<(u64, u64)> {
+    let items = list(net, addr, "/api/v1/nodes").await?;
+    let ready = items
+        .iter()
+        .filter(|n| {
+            n.pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c.get("type").and_then(Value::as_str) == Some("Ready")
+                            && c.get("status").and_then(Value::as_str) == Some("True")
+                    })
+                })
+        })
+        .count();
+    Some((ready as u64, items.len() as u64))
+}
+
+/// Pods per phase, across all namespaces.
+pub async fn pods_by_phase(net: &NetAccess, addr: SocketAddr) -> Option<BTreeMap<String, u64>> {
+    let items = list(net, addr, "/api/v1/pods").await?;
+    let mut out = BTreeMap::new();
+    for p in items {
+        let phase = p
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending")
+            .to_string();
+        *out.entry(phase).or_insert(0) += 1;
+    }
+    Some(out)
+}
