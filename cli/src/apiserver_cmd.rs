@@ -37,6 +37,7 @@ pub struct ApiServerArgs {
 pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
     let mut config = ApiServerConfig::new(args.store_endpoints, &args.certs, args.listen_http);
     config.identity = args.identity;
+    config.listen_quic = args.listen_quic;
     config.event_ttl = Duration::from_secs(args.event_ttl_secs);
     config.compaction_interval = Duration::from_secs(args.compaction_interval_secs.max(1));
     apiserver::server::run(config, crate::shutdown::signal())
