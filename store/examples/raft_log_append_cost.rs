@@ -7,11 +7,12 @@ use raft::prelude::Entry;
 use store::raft_log::DiskStorage;
 
 fn entry(index: u64, payload: &[u8]) -> Entry {
-    let mut e = Entry::default();
-    e.index = index;
-    e.term = 1;
-    e.data = payload.to_vec().into();
-    e
+    Entry {
+        index,
+        term: 1,
+        data: payload.to_vec().into(),
+        ..Default::default()
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

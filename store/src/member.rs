@@ -7,10 +7,11 @@
 //!
 //! A proposal is acknowledged only when the entry is committed and applied on *this* member, so a
 //! follower can take writes too: raft forwards the proposal to the leader, and the follower answers
-//! when it applies the entry. A proposal that was lost with a dead leader is found out for certain
-//! when the next leader's first (empty) entry is applied, since no entry of an older term that is
-//! not already in the log before it can ever commit: such proposals are proposed again, so clients
-//! see a short delay instead of a timeout and nothing is applied twice.
+//! when it applies the entry. When a new leader's first (empty) entry is applied, a proposal made in
+//! an older term and not applied yet was probably lost with the old leader — but not certainly: a
+//! deposed leader that is still alive forwards proposals it holds to the new one. So such
+//! proposals are answered `Timeout` ("may or may not have been applied") at once instead of after
+//! the full request timeout, and are never proposed a second time, so nothing is applied twice.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -258,8 +259,7 @@ pub(crate) struct DriverParts {
 
 struct Pending {
     reply: oneshot::Sender<Result<CommandResult, StoreError>>,
-    data: Vec<u8>,
-    /// The raft term when it was (last) proposed.
+    /// The raft term when it was proposed.
     term: u64,
 }
 
@@ -287,7 +287,8 @@ struct Driver {
     pending: HashMap<u64, Pending>,
     /// (deadline, seq) in proposal order, to expire proposals without scanning them all.
     pending_order: VecDeque<(Instant, u64)>,
-    reproposals: Vec<u64>,
+    /// Proposals of an older term, answered `Timeout` after the current `Ready`.
+    abandoned: Vec<u64>,
     read_queue: Vec<oneshot::Sender<Result<(), StoreError>>>,
     read_batches: HashMap<u64, ReadBatch>,
     next_read_ctx: u64,
@@ -339,7 +340,7 @@ impl Driver {
             next_seq,
             pending: HashMap::new(),
             pending_order: VecDeque::new(),
-            reproposals: Vec::new(),
+            abandoned: Vec::new(),
             read_queue: Vec::new(),
             read_batches: HashMap::new(),
             next_read_ctx: 1,
@@ -418,39 +419,36 @@ impl Driver {
 
     fn on_request(&mut self, request: DriverRequest) {
         match request {
-            DriverRequest::Propose { data, reply } => {
-                let seq = self.next_seq;
-                self.next_seq = self.next_seq.wrapping_add(1);
-                let deadline = Instant::now() + self.shared.config.request_timeout;
-                let pending = Pending {
-                    reply,
-                    data,
-                    term: self.node.raft.term,
-                };
-                self.pending.insert(seq, pending);
-                self.pending_order.push_back((deadline, seq));
-                self.propose_pending(seq);
-            }
+            DriverRequest::Propose { data, reply } => self.propose(data, reply),
             DriverRequest::Read { reply } => self.read_queue.push(reply),
         }
     }
 
-    /// Proposes (or proposes again) a pending proposal; a proposal raft refuses outright (no
-    /// leader known) is answered `NoLeader` at once, since it certainly was not applied.
-    fn propose_pending(&mut self, seq: u64) {
-        let Some(pending) = self.pending.get_mut(&seq) else {
-            return;
-        };
-        pending.data[..8].copy_from_slice(&self.id.to_le_bytes());
-        pending.data[8..PROPOSAL_HEADER].copy_from_slice(&seq.to_le_bytes());
-        pending.term = self.node.raft.term;
-        let data = pending.data.clone();
+    /// Proposes one command; a proposal raft refuses outright (no leader known) is answered
+    /// `NoLeader` at once, since it certainly was not applied.
+    fn propose(
+        &mut self,
+        mut data: Vec<u8>,
+        reply: oneshot::Sender<Result<CommandResult, StoreError>>,
+    ) {
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        data[..8].copy_from_slice(&self.id.to_le_bytes());
+        data[8..PROPOSAL_HEADER].copy_from_slice(&seq.to_le_bytes());
         if let Err(e) = self.node.propose(vec![], data) {
             debug!(error = %e, "proposal dropped");
-            if let Some(pending) = self.pending.remove(&seq) {
-                let _ = pending.reply.send(Err(self.no_leader()));
-            }
+            let _ = reply.send(Err(self.no_leader()));
+            return;
         }
+        let deadline = Instant::now() + self.shared.config.request_timeout;
+        self.pending.insert(
+            seq,
+            Pending {
+                reply,
+                term: self.node.raft.term,
+            },
+        );
+        self.pending_order.push_back((deadline, seq));
     }
 
     fn no_leader(&self) -> StoreError {
@@ -646,8 +644,10 @@ impl Driver {
             self.reset_lease_clocks();
         }
         self.was_leader = is_leader;
-        for seq in std::mem::take(&mut self.reproposals) {
-            self.propose_pending(seq);
+        for seq in std::mem::take(&mut self.abandoned) {
+            if let Some(pending) = self.pending.remove(&seq) {
+                let _ = pending.reply.send(Err(StoreError::Timeout));
+            }
         }
         if self.applied >= self.last_snapshot_index + self.shared.config.snapshot_entries {
             self.take_snapshot()?;
@@ -724,11 +724,11 @@ impl Driver {
             if entry.get_entry_type() == EntryType::EntryNormal {
                 if entry.data.is_empty() {
                     // A new leader's first entry: proposals of older terms not applied by now
-                    // are lost for good, so they are proposed again.
+                    // were most likely lost with the old leader; tell their clients now.
                     if entry.term > self.applied_term {
                         for (seq, pending) in self.pending.iter() {
                             if pending.term < entry.term {
-                                self.reproposals.push(*seq);
+                                self.abandoned.push(*seq);
                             }
                         }
                     }
