@@ -2,6 +2,7 @@
 //!
 //! - [`apiserver_cmd`]: `kemu apiserver`, one API server replica.
 //! - [`certs`]: `kemu certs`, the cluster CA and component certificates.
+//! - [`chaos`]: `kemu chaos`, faults on a schedule and the checks that nothing was lost.
 //! - [`store_member`]: `kemu store`, one member of the replicated store (the etcd stand-in).
 //! - [`load`]: `kemu load`, pod create/delete throughput and latency.
 //! - [`launcher`]: `kemu up`, `down`, `status`, `run`: whole clusters from a config file.
@@ -13,6 +14,8 @@
 pub mod apiserver_cmd;
 pub mod bench;
 pub mod certs;
+pub mod chaos;
+pub mod chaos_cmd;
 pub mod cluster_proc;
 pub mod kv;
 pub mod launcher;

@@ -2,7 +2,7 @@
 //! modules for each).
 
 use clap::{Parser, Subcommand};
-use kemu::{apiserver_cmd, bench, certs, kv, launcher, store_member};
+use kemu::{apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, store_member};
 
 #[derive(Parser)]
 #[command(
@@ -28,6 +28,8 @@ enum Command {
     /// Load generators.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Faults on a schedule (store leader kills, …) under a register workload, then checks.
+    Chaos(chaos_cmd::ChaosArgs),
     #[command(flatten)]
     Launcher(launcher::LauncherCommand),
 }
@@ -52,6 +54,7 @@ fn main() -> std::process::ExitCode {
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
             Command::Kv(args) => kv::run(args).await,
             Command::Bench(command) => bench::run(command).await,
+            Command::Chaos(args) => chaos_cmd::run(args).await,
             Command::Launcher(command) => launcher::run(command).await,
         }
     });

@@ -1,0 +1,223 @@
+//! Accounting for the load's pods: every acknowledged create still exists unless the load
+//! deleted it, every acknowledged delete is gone, no pod exists twice, and every pod that should
+//! run is Running again after the chaos.
+//!
+//! The load run fills an [`AckLog`] with what the API acknowledged; after the run the pods are
+//! listed once more ([`ObservedPod`]) and [`check`] compares the two.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+/// What the API server acknowledged to the load: creates (with the uid it answered) and deletes.
+/// A create or delete that got no answer is not in here: it may or may not have happened.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct AckLog {
+    /// (namespace, name, uid)
+    pub created: Vec<(String, String, String)>,
+    /// (namespace, name)
+    pub deleted: Vec<(String, String)>,
+}
+
+/// A pod as the final listing shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedPod {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub phase: String,
+    /// The pod is being deleted (it has a deletionTimestamp).
+    pub terminating: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct AccountingReport {
+    pub passed: bool,
+    pub acknowledged_creates: usize,
+    pub acknowledged_deletes: usize,
+    /// Acknowledged creates (not deleted) that are gone: lost writes.
+    pub lost: usize,
+    /// Acknowledged deletes that still exist (not even terminating).
+    pub resurrected: usize,
+    /// Names listed twice, or one uid under two names, or one name acknowledged with two uids.
+    pub duplicated: usize,
+    /// Pods that should run but are not Running.
+    pub not_running: usize,
+    /// Pods listed that were never acknowledged (a create whose answer was lost): reported, not
+    /// a violation.
+    pub unacknowledged: usize,
+    pub examples: Vec<String>,
+}
+
+const EXAMPLES: usize = 10;
+
+/// Compares the acknowledgements with the final listing of the load's pods.
+pub fn check(acks: &AckLog, observed: &[ObservedPod]) -> AccountingReport {
+    let mut report = AccountingReport {
+        acknowledged_creates: acks.created.len(),
+        acknowledged_deletes: acks.deleted.len(),
+        ..Default::default()
+    };
+    let mut examples = Vec::new();
+    let mut note = |text: String| {
+        if examples.len() < EXAMPLES {
+            examples.push(text);
+        }
+    };
+
+    let deleted: HashSet<(&str, &str)> = acks
+        .deleted
+        .iter()
+        .map(|(ns, n)| (ns.as_str(), n.as_str()))
+        .collect();
+    let mut listed: HashMap<(&str, &str), &ObservedPod> = HashMap::new();
+    let mut uids: HashMap<&str, (&str, &str)> = HashMap::new();
+    for pod in observed {
+        let id = (pod.namespace.as_str(), pod.name.as_str());
+        if listed.insert(id, pod).is_some() {
+            report.duplicated += 1;
+            note(format!("{}/{} is listed twice", pod.namespace, pod.name));
+        }
+        if let Some(other) = uids.insert(pod.uid.as_str(), id) {
+            if other != id {
+                report.duplicated += 1;
+                note(format!(
+                    "uid {} belongs to {}/{} and {}/{}",
+                    pod.uid, other.0, other.1, pod.namespace, pod.name
+                ));
+            }
+        }
+    }
+
+    let mut acked_uid: HashMap<(&str, &str), &str> = HashMap::new();
+    for (ns, name, uid) in &acks.created {
+        let id = (ns.as_str(), name.as_str());
+        if let Some(previous) = acked_uid.insert(id, uid.as_str()) {
+            if previous != uid && !deleted.contains(&id) {
+                report.duplicated += 1;
+                note(format!(
+                    "{ns}/{name} was created twice (uids {previous} and {uid})"
+                ));
+            }
+        }
+    }
+    for (&(ns, name), &uid) in &acked_uid {
+        if deleted.contains(&(ns, name)) {
+            continue;
+        }
+        match listed.get(&(ns, name)) {
+            None => {
+                report.lost += 1;
+                note(format!(
+                    "lost: {ns}/{name} (uid {uid}) was acknowledged but is gone"
+                ));
+            }
+            Some(pod) if pod.uid != uid => {
+                report.duplicated += 1;
+                note(format!(
+                    "{ns}/{name} has uid {} but the create answered {uid}",
+                    pod.uid
+                ));
+            }
+            Some(pod) if pod.phase != "Running" => {
+                report.not_running += 1;
+                note(format!("{ns}/{name} is {} rather than Running", pod.phase));
+            }
+            Some(_) => {}
+        }
+    }
+    for (ns, name) in &acks.deleted {
+        if let Some(pod) = listed.get(&(ns.as_str(), name.as_str())) {
+            if !pod.terminating {
+                report.resurrected += 1;
+                note(format!("{ns}/{name} was deleted but still exists"));
+            }
+        }
+    }
+    report.unacknowledged = listed
+        .keys()
+        .filter(|id| !acked_uid.contains_key(id))
+        .count();
+    report.passed = report.lost == 0
+        && report.resurrected == 0
+        && report.duplicated == 0
+        && report.not_running == 0;
+    report.examples = examples;
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, uid: &str, phase: &str) -> ObservedPod {
+        ObservedPod {
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: uid.into(),
+            phase: phase.into(),
+            terminating: false,
+        }
+    }
+
+    fn acks(created: &[(&str, &str)], deleted: &[&str]) -> AckLog {
+        AckLog {
+            created: created
+                .iter()
+                .map(|(n, u)| ("ns".into(), n.to_string(), u.to_string()))
+                .collect(),
+            deleted: deleted
+                .iter()
+                .map(|n| ("ns".into(), n.to_string()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn everything_accounted_for_passes() {
+        let a = acks(&[("a", "1"), ("b", "2"), ("c", "3")], &["c"]);
+        let observed = vec![pod("a", "1", "Running"), pod("b", "2", "Running")];
+        let r = check(&a, &observed);
+        assert!(r.passed, "{r:?}");
+    }
+
+    #[test]
+    fn a_lost_write_fails() {
+        // Planted: b was acknowledged, never deleted, and is gone.
+        let a = acks(&[("a", "1"), ("b", "2")], &[]);
+        let r = check(&a, &[pod("a", "1", "Running")]);
+        assert!(!r.passed);
+        assert_eq!(r.lost, 1);
+        assert!(r.examples[0].contains("ns/b"), "{r:?}");
+    }
+
+    #[test]
+    fn a_resurrected_delete_fails() {
+        let a = acks(&[("a", "1")], &["a"]);
+        let r = check(&a, &[pod("a", "1", "Running")]);
+        assert_eq!(r.resurrected, 1);
+        assert!(!r.passed);
+        // Still terminating is fine: the node host finishes the deletion.
+        let mut p = pod("a", "1", "Running");
+        p.terminating = true;
+        assert!(check(&a, &[p]).passed);
+    }
+
+    #[test]
+    fn duplicates_fail() {
+        let a = acks(&[("a", "1"), ("b", "2")], &[]);
+        let r = check(&a, &[pod("a", "1", "Running"), pod("b", "1", "Running")]);
+        assert!(r.duplicated >= 1, "{r:?}");
+        let a = acks(&[("a", "1"), ("a", "9")], &[]);
+        assert!(check(&a, &[pod("a", "9", "Running")]).duplicated >= 1);
+    }
+
+    #[test]
+    fn pods_not_running_fail_and_strays_are_only_counted() {
+        let a = acks(&[("a", "1")], &[]);
+        let r = check(&a, &[pod("a", "1", "Pending"), pod("x", "7", "Running")]);
+        assert_eq!(r.not_running, 1);
+        assert_eq!(r.unacknowledged, 1);
+        assert!(!r.passed);
+    }
+}

@@ -1,0 +1,305 @@
+//! One chaos run at the store level: the register workload, the prober and the watch recorder
+//! run while the executor works through the schedule; then every check runs and the results
+//! become a [`ChaosReport`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use store::client::Client;
+use tokio::sync::watch;
+use tracing::info;
+
+use super::actions::ScheduledAction;
+use super::availability;
+use super::convergence;
+use super::executor::Executor;
+use super::history::{Operation, RegisterOutput};
+use super::linearizability::{self, LinearizabilityConfig, Verdict};
+use super::recorder;
+use super::report::{AcknowledgedWrites, ChaosReport, HistorySummary};
+use super::targets::ChaosCluster;
+use super::watch_check::{self, value_hash};
+use super::workload::{self, RegisterWorkload};
+use super::RunClock;
+
+/// Settings of a store-level chaos run. Defaults in [`ChaosRunConfig::default`].
+#[derive(Clone, Debug)]
+pub struct ChaosRunConfig {
+    pub duration: Duration,
+    pub register_clients: usize,
+    pub register_keys: usize,
+    /// Pause between one register client's operations.
+    pub think: Duration,
+    pub probe_interval: Duration,
+    /// How long members may take to agree after the run.
+    pub convergence_timeout: Duration,
+    /// Recoveries slower than this fail the availability check.
+    pub recover_limit_s: Option<f64>,
+    pub step_budget: u64,
+    pub seed: u64,
+    /// Every key of the run lives under it; unique per run.
+    pub prefix: String,
+}
+
+impl Default for ChaosRunConfig {
+    fn default() -> Self {
+        ChaosRunConfig {
+            duration: Duration::from_secs(60),
+            register_clients: 4,
+            register_keys: 4,
+            think: Duration::from_millis(2),
+            probe_interval: Duration::from_millis(20),
+            convergence_timeout: Duration::from_secs(30),
+            recover_limit_s: None,
+            step_budget: LinearizabilityConfig::default().step_budget,
+            seed: 1,
+            prefix: format!("/kemu-chaos/{:08x}/", rand::random::<u32>()),
+        }
+    }
+}
+
+fn elapsed_ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+/// Runs `schedule` against `cluster` under the register workload, then checks everything.
+pub async fn run(
+    cluster: Arc<dyn ChaosCluster>,
+    schedule: Vec<ScheduledAction>,
+    config: &ChaosRunConfig,
+) -> anyhow::Result<ChaosReport> {
+    let started_at = chrono::Utc::now();
+    let admin = cluster.store_client(Duration::from_secs(2), Duration::from_secs(10))?;
+    let prefix = config.prefix.clone();
+    let start_revision = recorder::current_revision(&admin, &prefix).await? + 1;
+    let clock = RunClock::start();
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (until_tx, until_rx) = watch::channel(None);
+    let recorder_task = tokio::spawn(recorder::record(
+        cluster.store_client(Duration::from_secs(2), Duration::from_secs(10))?,
+        prefix.clone(),
+        start_revision,
+        until_rx,
+        Duration::from_secs(30),
+    ));
+    let workload = RegisterWorkload {
+        prefix: prefix.clone(),
+        clients: config.register_clients,
+        keys: config.register_keys,
+        think: config.think,
+        seed: config.seed,
+    };
+    let factory_cluster = cluster.clone();
+    let register_task = tokio::spawn(workload::run_register(
+        workload,
+        move |_| factory_cluster.store_client(Duration::from_secs(2), Duration::from_secs(5)),
+        clock,
+        stop_rx.clone(),
+    ));
+    let prober_task = tokio::spawn(workload::run_prober(
+        cluster.store_client(Duration::from_secs(1), Duration::from_secs(3))?,
+        format!("{prefix}probe"),
+        config.probe_interval,
+        clock,
+        stop_rx,
+    ));
+
+    let executor = Executor::new(cluster.clone(), admin.clone(), clock, config.seed);
+    let deadline = tokio::time::Instant::now() + config.duration;
+    let actions = executor
+        .run(schedule.clone(), 0.0, tokio::time::sleep_until(deadline))
+        .await;
+    tokio::time::sleep_until(deadline).await;
+    let _ = stop_tx.send(true);
+    let history = register_task.await??;
+    let probes = prober_task.await?;
+    let run_s = clock.secs();
+    info!(
+        operations = history.len(),
+        probes = probes.len(),
+        "chaos: load stopped; checking"
+    );
+
+    let final_revision = final_revision(&admin, &prefix).await?;
+    let _ = until_tx.send(Some(final_revision));
+    let recorded = recorder_task.await?;
+
+    let mut checker_ms = BTreeMap::new();
+    let t = Instant::now();
+    let endpoints: Vec<_> = cluster
+        .store_members()
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    let convergence =
+        convergence::wait_for_convergence(&admin, &endpoints, config.convergence_timeout).await;
+    checker_ms.insert("convergence".to_string(), elapsed_ms(t));
+
+    let reference = recorder::reference_history(
+        &admin,
+        &prefix,
+        start_revision,
+        final_revision,
+        Duration::from_secs(60),
+    )
+    .await?;
+
+    let t = Instant::now();
+    let mut watch =
+        watch_check::check(&recorded.events, &reference, start_revision, final_revision);
+    if let Some(e) = &recorded.error {
+        watch.passed = false;
+        watch.examples.insert(0, format!("recorder: {e}"));
+    }
+    checker_ms.insert("watch".to_string(), elapsed_ms(t));
+
+    let t = Instant::now();
+    let acknowledged = acknowledged_writes(&history, &reference);
+    checker_ms.insert("acknowledged_writes".to_string(), elapsed_ms(t));
+
+    let t = Instant::now();
+    let lin_config = LinearizabilityConfig {
+        step_budget: config.step_budget,
+    };
+    let as_recorded = linearizability::check(&history, &HashMap::new(), &lin_config);
+    checker_ms.insert("linearizability".to_string(), elapsed_ms(t));
+    let t = Instant::now();
+    let applied: HashSet<(&str, u64)> = reference
+        .iter()
+        .filter(|e| !e.deleted)
+        .map(|e| (e.key.as_str(), e.value_hash))
+        .collect();
+    let resolved = linearizability::resolve_ambiguous(&history, |key, value| {
+        applied.contains(&(key, value_hash(value.as_bytes())))
+    });
+    let narrowed = linearizability::check(&resolved, &HashMap::new(), &lin_config);
+    checker_ms.insert("linearizability_narrowed".to_string(), elapsed_ms(t));
+
+    let t = Instant::now();
+    let availability = availability::analyse(&probes, &actions, 1.0, config.recover_limit_s);
+    checker_ms.insert("availability".to_string(), elapsed_ms(t));
+
+    let violation = |r: &linearizability::LinearizabilityReport| {
+        r.keys
+            .iter()
+            .any(|k| matches!(k.verdict, Verdict::Violation { .. }))
+    };
+    let linearizable = !violation(&as_recorded)
+        && narrowed.passed
+        && (as_recorded.passed || !violation(&narrowed));
+    let summary = HistorySummary::of(&history, resolved.len());
+    let passed = linearizable
+        && watch.passed
+        && acknowledged.passed
+        && convergence.passed
+        && availability.passed;
+    Ok(ChaosReport {
+        schema: super::report::SCHEMA_ID.into(),
+        started_at: started_at.to_rfc3339(),
+        duration_s: run_s,
+        passed,
+        prefix,
+        schedule,
+        actions,
+        history: summary,
+        linearizability: as_recorded,
+        linearizability_narrowed: narrowed,
+        watch,
+        acknowledged_writes: acknowledged,
+        convergence,
+        availability,
+        accounting: None,
+        checker_ms,
+        register_history: history,
+    })
+}
+
+/// The revision after the run, retried while the store is still recovering.
+async fn final_revision(client: &Client, prefix: &str) -> anyhow::Result<i64> {
+    let mut last = None;
+    for _ in 0..10 {
+        match recorder::current_revision(client, prefix).await {
+            Ok(r) => return Ok(r),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(last.expect("ten attempts"))
+}
+
+/// Every write the store acknowledged with a revision must be in its history at that revision,
+/// with its value: a write acknowledged and then lost would be missing.
+pub fn acknowledged_writes(
+    history: &[Operation],
+    reference: &[watch_check::WatchedEvent],
+) -> AcknowledgedWrites {
+    let by_revision: HashMap<(i64, &str), u64> = reference
+        .iter()
+        .filter(|e| !e.deleted)
+        .map(|e| ((e.revision, e.key.as_str()), e.value_hash))
+        .collect();
+    let mut report = AcknowledgedWrites {
+        passed: true,
+        checked: 0,
+        missing: 0,
+        examples: Vec::new(),
+    };
+    for op in history {
+        let applied = matches!(
+            op.output,
+            RegisterOutput::Written | RegisterOutput::Cas { succeeded: true }
+        );
+        let (true, Some(revision), Some(value)) = (applied, op.revision, op.written_value()) else {
+            continue;
+        };
+        report.checked += 1;
+        if by_revision.get(&(revision, op.key.as_str())) != Some(&value_hash(value.as_bytes())) {
+            report.missing += 1;
+            if report.examples.len() < 10 {
+                report.examples.push(format!(
+                    "{} = {value} acknowledged at revision {revision} by client {} is not in the store's history",
+                    op.key, op.client
+                ));
+            }
+        }
+    }
+    report.passed = report.missing == 0;
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chaos::history::RegisterInput;
+    use crate::chaos::watch_check::WatchedEvent;
+
+    #[test]
+    fn a_lost_acknowledged_write_is_found() {
+        let write = |v: &str, rev: i64| Operation {
+            client: 0,
+            key: "/p/k0".into(),
+            input: RegisterInput::Write { value: v.into() },
+            output: RegisterOutput::Written,
+            call_ns: 0,
+            return_ns: Some(1),
+            revision: Some(rev),
+        };
+        let history = vec![write("a", 5), write("b", 6)];
+        let event = |v: &str, rev: i64| WatchedEvent {
+            revision: rev,
+            key: "/p/k0".into(),
+            deleted: false,
+            value_hash: value_hash(v.as_bytes()),
+        };
+        let complete = vec![event("a", 5), event("b", 6)];
+        assert!(acknowledged_writes(&history, &complete).passed);
+        // Planted: the store's history lacks the write acknowledged at revision 6.
+        let lossy = vec![event("a", 5)];
+        let r = acknowledged_writes(&history, &lossy);
+        assert!(!r.passed);
+        assert_eq!(r.missing, 1);
+        assert!(r.examples[0].contains("revision 6"));
+    }
+}
