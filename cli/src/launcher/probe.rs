@@ -52,13 +52,18 @@ pub async fn store_members(
     net.run(fut).await.unwrap_or_default()
 }
 
-/// The leader and term every answering member agrees on, if a majority answered.
+/// The leader a majority of the `members` names, with the highest term seen. A member that
+/// just restarted may not know the leader yet; it does not spoil the answer.
 pub fn agreed_leader(views: &[MemberView], members: usize) -> Option<(String, u64)> {
-    let first = views.first()?;
-    let leader = first.leader.clone()?;
-    let agree = views.iter().all(|v| v.leader.as_ref() == Some(&leader));
-    (agree && views.len() > members / 2)
-        .then(|| (leader, views.iter().map(|v| v.term).max().unwrap_or(0)))
+    let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+    for v in views {
+        if let Some(l) = &v.leader {
+            *votes.entry(l.as_str()).or_insert(0) += 1;
+        }
+    }
+    let (leader, n) = votes.into_iter().max_by_key(|(_, n)| *n)?;
+    let term = views.iter().map(|v| v.term).max().unwrap_or(0);
+    (n > members / 2).then(|| (leader.to_string(), term))
 }
 
 pub async fn api_ready(net: &NetAccess, addr: SocketAddr) -> bool {

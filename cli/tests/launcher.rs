@@ -1,0 +1,458 @@
+//! End-to-end tests of the launcher: the real `kemu up`, `status`, `down` and `run` on small
+//! clusters written into temp directories.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::{kemu_exe, wait_until};
+use serde_json::Value;
+
+/// Whether this kemu can run `sub` (scheduler and node-host arrive in other issues): test
+/// clusters include those components only when it can.
+fn has_subcommand(sub: &str) -> bool {
+    Command::new(kemu_exe())
+        .args([sub, "--help"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// A small cluster: `members` store members, one API server, and (when this kemu has them) a
+/// scheduler and two node hosts of ten nodes each.
+fn small_config(name: &str, members: u32, extra: &str) -> String {
+    let schedulers = u32::from(has_subcommand("scheduler"));
+    let node_hosts = if has_subcommand("node-host") { 2 } else { 0 };
+    format!(
+        "name = \"{name}\"\n[store]\nmembers = {members}\n[scheduler]\nreplicas = {schedulers}\n[controllers]\nreplicas = 0\n[nodes]\nhosts = {node_hosts}\nper_host = 10\n{extra}"
+    )
+}
+
+/// A cluster directory that is brought down (and purged) however the test ends.
+struct TestCluster {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    config: PathBuf,
+}
+
+impl TestCluster {
+    fn new(config: &str) -> TestCluster {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("cluster.toml");
+        std::fs::write(&path, config).unwrap();
+        TestCluster {
+            dir: tmp.path().join("cluster"),
+            config: path,
+            _tmp: tmp,
+        }
+    }
+
+    fn kemu(&self, args: &[&str]) -> Output {
+        Command::new(kemu_exe())
+            .args(args)
+            .arg("--dir")
+            .arg(&self.dir)
+            .output()
+            .unwrap()
+    }
+
+    fn up_detached(&self) {
+        let out = Command::new(kemu_exe())
+            .args(["up", "--detach", "-f"])
+            .arg(&self.config)
+            .arg("--dir")
+            .arg(&self.dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kemu up failed: {}\n{}\nsupervisor log:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            std::fs::read_to_string(self.dir.join("logs/supervisor.log")).unwrap_or_default()
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("export KUBECONFIG="), "{stdout}");
+    }
+
+    fn status(&self) -> Value {
+        let out = self.kemu(&["status", "-o", "json"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn down(&self) {
+        let out = self.kemu(&["down"]);
+        assert!(
+            out.status.success(),
+            "kemu down failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        if self.dir.exists() {
+            let _ = self.kemu(&["down"]);
+        }
+    }
+}
+
+fn pids(status: &Value) -> Vec<u32> {
+    status["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["pid"].as_u64().map(|p| p as u32))
+        .collect()
+}
+
+fn addresses(status: &Value) -> Vec<SocketAddr> {
+    status["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| {
+            c["address"]
+                .as_str()
+                .unwrap()
+                .split_whitespace()
+                .filter_map(|kv| kv.split_once('=').and_then(|(_, a)| a.parse().ok()))
+                .collect::<Vec<SocketAddr>>()
+        })
+        .collect()
+}
+
+/// Whether `pid` is a live (not zombie) process.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// Live processes whose command line mentions `needle`.
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmdline).contains(needle) && alive(pid) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+fn namespaces() -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_running(status: &Value, components: usize) {
+    assert_eq!(status["phase"], "running", "{status:#}");
+    let comps = status["components"].as_array().unwrap();
+    assert_eq!(comps.len(), components, "{status:#}");
+    for c in comps {
+        assert_eq!(c["state"], "running", "{status:#}");
+        assert!(c["pid"].as_u64().is_some(), "{status:#}");
+    }
+    assert!(status["store"]["leader"].is_string(), "{status:#}");
+    let nodes = &status["nodes"];
+    assert_eq!(nodes["ready"], nodes["total"], "{status:#}");
+}
+
+fn expected_components(members: usize) -> usize {
+    members
+        + 1
+        + usize::from(has_subcommand("scheduler"))
+        + if has_subcommand("node-host") { 2 } else { 0 }
+}
+
+fn assert_nothing_left(dir: &Path, pids: &[u32], addrs: &[SocketAddr]) {
+    for &pid in pids {
+        assert!(!alive(pid), "process {pid} is still running");
+    }
+    let left = processes_mentioning(&dir.display().to_string());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    for a in addrs {
+        if a.ip().is_loopback() {
+            // Both protocols: store and QUIC ports are UDP, HTTP and metrics TCP.
+            let tcp = std::net::TcpListener::bind(a).is_ok();
+            let udp = std::net::UdpSocket::bind(a).is_ok();
+            assert!(tcp && udp, "port {a} is still taken");
+        }
+    }
+}
+
+#[test]
+fn up_status_down_leave_nothing_behind() {
+    let c = TestCluster::new(&small_config("basic", 3, ""));
+    c.up_detached();
+    let status = c.status();
+    assert_running(&status, expected_components(3));
+    let table = String::from_utf8_lossy(&c.kemu(&["status"]).stdout).into_owned();
+    assert!(table.contains("store: leader s"), "{table}");
+    assert!(table.contains("apiserver-1"), "{table}");
+    assert!(c.dir.join("kubeconfig").exists());
+    assert!(c.dir.join("certs/ca.crt").exists());
+    assert!(c.dir.join("certs/s1.crt").exists());
+    assert!(c.dir.join("logs/s1.log").exists());
+    let pids = pids(&status);
+    let supervisor = status["supervisor_pid"].as_u64().unwrap() as u32;
+    let addrs = addresses(&status);
+    c.down();
+    let mut all = pids.clone();
+    all.push(supervisor);
+    assert_nothing_left(&c.dir, &all, &addrs);
+    let after = c.status();
+    assert_eq!(after["phase"], "stopped", "{after:#}");
+    // --purge removes the directory.
+    let out = c.kemu(&["down", "--purge"]);
+    assert!(out.status.success());
+    assert!(!c.dir.exists());
+}
+
+#[tokio::test]
+async fn a_killed_component_is_restarted() {
+    let c = TestCluster::new(&small_config("restart", 3, ""));
+    c.up_detached();
+    let status = c.status();
+    let pid_of = |status: &Value, name: &str| -> Option<u64> {
+        status["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .and_then(|x| x["pid"].as_u64())
+    };
+    for name in ["apiserver-1", "s2"] {
+        let before = pid_of(&status, name).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(before as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        wait_until(
+            &format!("{name} runs again under a new pid"),
+            Duration::from_secs(20),
+            || {
+                let s = c.status();
+                let restarted =
+                    s["components"].as_array().unwrap().iter().any(|x| {
+                        x["name"] == name && x["restarts"] == 1 && x["state"] == "running"
+                    });
+                let new_pid = pid_of(&s, name).is_some_and(|p| p != before);
+                async move { restarted && new_pid }
+            },
+        )
+        .await
+        .unwrap();
+    }
+    let log = std::fs::read_to_string(c.dir.join("logs/supervisor.log")).unwrap();
+    assert!(log.contains("apiserver-1 exited"), "{log}");
+    assert!(log.contains("restarted apiserver-1 (restart 1)"), "{log}");
+    assert!(log.contains("restarted s2 (restart 1)"), "{log}");
+    // The restarted API server serves again and the store has a leader.
+    wait_until(
+        "the cluster is whole again",
+        Duration::from_secs(30),
+        || {
+            let s = c.status();
+            async move { s["store"]["leader"].is_string() && s["nodes"].is_object() }
+        },
+    )
+    .await
+    .unwrap();
+    c.down();
+}
+
+#[test]
+fn a_typo_names_the_key_and_line() {
+    let config = "name = \"typo\"\n\n[store]\nmembers = 1\n\n[nodes]\nhosts = 0\nper_hots = 3\n";
+    let c = TestCluster::new(config);
+    let out = Command::new(kemu_exe())
+        .args(["up", "--detach", "-f"])
+        .arg(&c.config)
+        .arg("--dir")
+        .arg(&c.dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("per_hots"), "{err}");
+    assert!(err.contains("line 8"), "{err}");
+    assert!(
+        !c.dir.exists(),
+        "a bad config must not create the cluster directory"
+    );
+
+    // A bad value names its field and line too.
+    let c = TestCluster::new("name = \"bad\"\n[store]\nmembers = 0\n");
+    let out = c.kemu(&["up", "-f", c.config.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("store.members") && err.contains("line 3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn two_clusters_run_side_by_side() {
+    let config = small_config("twin", 1, "");
+    let a = TestCluster::new(&config);
+    let b = TestCluster::new(&config);
+    a.up_detached();
+    b.up_detached();
+    let sa = a.status();
+    let sb = b.status();
+    assert_running(&sa, expected_components(1));
+    assert_running(&sb, expected_components(1));
+    let (aa, ab) = (addresses(&sa), addresses(&sb));
+    assert!(aa.iter().all(|x| !ab.contains(x)), "{aa:?} {ab:?}");
+    a.down();
+    // b is unaffected by a's down.
+    assert_running(&b.status(), expected_components(1));
+    b.down();
+    assert_nothing_left(&a.dir, &pids(&sa), &aa);
+    assert_nothing_left(&b.dir, &pids(&sb), &ab);
+}
+
+#[tokio::test]
+async fn foreground_up_stops_everything_on_ctrl_c() {
+    let c = TestCluster::new(&small_config("fg", 1, ""));
+    let mut up = Command::new(kemu_exe())
+        .args(["up", "-f"])
+        .arg(&c.config)
+        .arg("--dir")
+        .arg(&c.dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the cluster runs", Duration::from_secs(60), || {
+        let running = std::fs::read_to_string(c.dir.join("state.json"))
+            .map(|s| s.contains("\"phase\": \"running\""))
+            .unwrap_or(false);
+        async move { running }
+    })
+    .await
+    .unwrap();
+    let status = c.status();
+    assert_running(&status, expected_components(1));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(up.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let code = up.wait().unwrap();
+    assert!(code.success(), "{code}");
+    assert_nothing_left(&c.dir, &pids(&status), &addresses(&status));
+}
+
+#[test]
+fn run_without_a_load_plan_starts_and_stops() {
+    let c = TestCluster::new(&small_config("runner", 1, ""));
+    let out = Command::new(kemu_exe())
+        .args(["run", "-f"])
+        .arg(&c.config)
+        .arg("--dir")
+        .arg(&c.dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = std::fs::read_to_string(c.dir.join("report/run.json")).unwrap();
+    assert!(report.contains("\"passed\": true"), "{report}");
+    assert!(processes_mentioning(&c.dir.display().to_string()).is_empty());
+}
+
+#[tokio::test]
+async fn netns_hosts_reach_each_other() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: netns mode needs root");
+        return;
+    }
+    let c = TestCluster::new(&small_config(
+        "ns",
+        3,
+        "[hosts]\nmode = \"netns\"\n[[hosts.host]]\nname = \"cp\"\ncomponents = [\"apiserver-1\"]\n",
+    ));
+    c.up_detached();
+    let status = c.status();
+    assert_running(&status, expected_components(3));
+    assert_eq!(status["mode"], "netns");
+    // Every component on its own host with its own address from the private /24.
+    let hosts = status["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), expected_components(3), "{status:#}");
+    let mut ips: Vec<&str> = hosts
+        .iter()
+        .map(|h| h["address"].as_str().unwrap())
+        .collect();
+    ips.dedup();
+    assert_eq!(ips.len(), hosts.len());
+    assert!(ips.iter().all(|ip| ip.starts_with("10.213.0.")), "{ips:?}");
+    let ours: Vec<String> = hosts
+        .iter()
+        .map(|h| h["netns"].as_str().unwrap().to_string())
+        .collect();
+    let existing = namespaces();
+    assert!(
+        ours.iter().all(|ns| existing.contains(ns)),
+        "{ours:?} {existing:?}"
+    );
+    // The store members elected a leader across hosts, and every member answers.
+    assert_eq!(status["store"]["members"].as_array().unwrap().len(), 3);
+    let table = String::from_utf8_lossy(&c.kemu(&["status"]).stdout).into_owned();
+    assert!(table.contains("cp (10.213.0.2)"), "{table}");
+    assert!(table.contains("3/3 members answering"), "{table}");
+    // The API server (on host cp) reached the store (on three other hosts), and is reachable
+    // from this machine through the forwarder the kubeconfig names.
+    let kubeconfig = std::fs::read_to_string(c.dir.join("kubeconfig")).unwrap();
+    let server = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: http://"))
+        .unwrap()
+        .to_string();
+    let (code, body) = kemu::cluster_proc::http_get(server.parse().unwrap(), "/api/v1/namespaces")
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("kube-system"), "{body}");
+    let pids = pids(&status);
+    c.down();
+    let left: Vec<String> = namespaces()
+        .into_iter()
+        .filter(|n| ours.contains(n))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    // The bridge's namespace (`kemu-<id>`, the hosts' prefix) is gone too.
+    let prefix = ours[0].rsplit_once("-cp").unwrap().0.to_string();
+    let bridge_left: Vec<String> = namespaces()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(bridge_left.is_empty(), "{bridge_left:?}");
+    assert_nothing_left(&c.dir, &pids, &[]);
+}
