@@ -70,7 +70,7 @@ pub fn decode(resource: &ResourceInfo, object: &Value) -> Result<Value, StrictEr
     owned.insert("kind".into(), Value::String(resource.kind.to_string()));
     let object = Value::Object(owned);
 
-    use k8s_openapi::api::{apps, batch, coordination, core, events};
+    use k8s_openapi::api::{apps, batch, coordination, core, events, scheduling};
     match (resource.group, resource.kind) {
         ("", "Pod") => round_trip::<core::v1::Pod>(resource, &object),
         ("", "Node") => round_trip::<core::v1::Node>(resource, &object),
@@ -87,6 +87,9 @@ pub fn decode(resource: &ResourceInfo, object: &Value) -> Result<Value, StrictEr
         ("batch", "Job") => round_trip::<batch::v1::Job>(resource, &object),
         ("coordination.k8s.io", "Lease") => {
             round_trip::<coordination::v1::Lease>(resource, &object)
+        }
+        ("scheduling.k8s.io", "PriorityClass") => {
+            round_trip::<scheduling::v1::PriorityClass>(resource, &object)
         }
         (group, kind) => Err(StrictError::UnsupportedKind {
             group: group.to_string(),

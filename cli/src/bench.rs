@@ -29,6 +29,8 @@ use crate::cluster_proc::{self, LocalStore};
 pub enum BenchCommand {
     /// Load the store with puts, ranges, transactions or a mix.
     Store(StoreBenchArgs),
+    /// The scheduler's decision core alone, in process, on a synthetic cluster.
+    Scheduler(crate::scheduler_cmd::SchedulerBenchArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -111,6 +113,7 @@ pub struct Percentiles {
 pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
     match command {
         BenchCommand::Store(args) => store_bench(args).await,
+        BenchCommand::Scheduler(args) => crate::scheduler_cmd::bench(args).await,
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`store_member`]: `kemu store`, one member of the replicated store (the etcd stand-in).
 //! - [`load`]: `kemu load`, pod create/delete throughput and latency.
 //! - [`launcher`]: `kemu up`, `down`, `status`, `run`: whole clusters from a config file.
+//! - [`scheduler_cmd`]: `kemu scheduler`, one scheduler replica, and `kemu bench scheduler`.
 //! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
 //! - [`bench`]: `kemu bench store`, one load generator for kemu's store and real etcd.
 //! - [`cluster_proc`]: local multi-process clusters (kemu store, etcd) for benchmarks and tests.
@@ -20,5 +21,6 @@ pub mod cluster_proc;
 pub mod kv;
 pub mod launcher;
 pub mod load;
+pub mod scheduler_cmd;
 pub mod shutdown;
 pub mod store_member;

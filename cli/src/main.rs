@@ -2,7 +2,7 @@
 //! modules for each).
 
 use clap::{Parser, Subcommand};
-use kemu::{apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, store_member};
+use kemu::{apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, scheduler_cmd, store_member};
 
 #[derive(Parser)]
 #[command(
@@ -23,6 +23,8 @@ enum Command {
     Store(store_member::StoreArgs),
     /// Run one API server replica (the Kubernetes API over the store).
     Apiserver(apiserver_cmd::ApiServerArgs),
+    /// Run one scheduler replica (leader-elected).
+    Scheduler(scheduler_cmd::SchedulerArgs),
     /// Talk to the store like etcdctl: put, get, del, txn, watch, compact, lease, status, hash.
     Kv(kv::KvArgs),
     /// Load generators.
@@ -52,6 +54,7 @@ fn main() -> std::process::ExitCode {
             Command::Certs(args) => certs::run(args),
             Command::Store(args) => store_member::run(args).await,
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
+            Command::Scheduler(args) => scheduler_cmd::run(args).await,
             Command::Kv(args) => kv::run(args).await,
             Command::Bench(command) => bench::run(command).await,
             Command::Chaos(args) => chaos_cmd::run(args).await,
@@ -74,7 +77,7 @@ fn main() -> std::process::ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(
-            "warn,kemu=info,store=info,transport=info,apiserver=info,api=info",
+            "warn,kemu=info,store=info,transport=info,apiserver=info,api=info,scheduler=info",
         )
     });
     // Colour only on a terminal: logs usually go to files.

@@ -244,7 +244,8 @@ fn node_affinity_supports_every_operator() {
         labelled("small", &[("size", "2"), ("zone", "a")]),
         labelled("large", &[("size", "16"), ("zone", "b"), ("gpu", "yes")]),
     ]);
-    let cases: Vec<(Vec<(&str, &str, Vec<&str>)>, &str)> = vec![
+    type Case<'a> = (Vec<(&'a str, &'a str, Vec<&'a str>)>, &'a str);
+    let cases: Vec<Case> = vec![
         (vec![("zone", "In", vec!["b"])], "large"),
         (vec![("zone", "NotIn", vec!["b"])], "small"),
         (vec![("gpu", "Exists", vec![])], "large"),

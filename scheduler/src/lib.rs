@@ -4,20 +4,34 @@
 //! - The decision core (no I/O, no clock): [`resources`], [`pod_info`], [`node_info`] and
 //!   [`snapshot`] hold parsed cluster state; [`filters`] and [`scores`] are the plugins;
 //!   [`schedule::schedule`] picks a node; [`preemption::preempt`] frees one.
+//! - The state around it: [`cache::Cache`] (nodes with bound and assumed pods, fed by
+//!   informers) and [`queue::SchedulingQueue`] (active, backoff, unschedulable).
+//! - The actors ([`actors`]): the queue actor, worker threads, the binder.
+//! - [`leader`]: leader election on a Lease; [`metrics`]: `/metrics`; [`config`]: settings.
+//! - [`server::run`]: the process, wiring informers, election, actors and metrics.
 
+pub mod actors;
+pub mod cache;
+pub mod config;
 pub mod filters;
+pub mod leader;
+pub mod metrics;
 pub mod node_info;
 pub mod pod_info;
 pub mod preemption;
+pub mod queue;
 pub mod resources;
 pub mod schedule;
 pub mod scores;
+pub mod server;
 pub mod snapshot;
 
+pub use config::{SchedulerConfig, SchedulerError};
 pub use pod_info::PodInfo;
 pub use schedule::{schedule, Decision, Diagnosis, ScheduleState};
 pub use snapshot::Snapshot;
 pub mod synthetic;
 
+pub mod bench;
 #[cfg(test)]
 mod core_tests;

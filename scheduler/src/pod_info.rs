@@ -158,7 +158,7 @@ impl AffinityTerm {
     pub fn matches_pod(&self, pod: &PodInfo) -> bool {
         self.namespaces
             .as_ref()
-            .is_none_or(|ns| ns.iter().any(|n| *n == pod.namespace))
+            .is_none_or(|ns| ns.contains(&pod.namespace))
             && self.selector.matches(&pod.labels)
     }
 }

@@ -30,6 +30,10 @@ pub enum Preemption {
     Failed { message: String },
 }
 
+/// How candidates compare, best first: the highest victim priority, the sum of victim
+/// priorities, the number of victims, the node's position.
+type CandidateRank = (i32, i64, usize, usize);
+
 /// Looks for a node to free for `pod`, given why it fit nowhere.
 pub fn preempt(snapshot: &Snapshot, pod: &PodInfo, diagnosis: &Diagnosis) -> Preemption {
     if pod.preempt_never {
@@ -56,8 +60,7 @@ pub fn preempt(snapshot: &Snapshot, pod: &PodInfo, diagnosis: &Diagnosis) -> Pre
     }
     let cycle = PodCycle::prepare(snapshot, pod);
     let mut histogram: HashMap<String, usize> = HashMap::new();
-    // (highest victim priority, sum of victim priorities, victims count, node position)
-    let mut best: Option<((i32, i64, usize, usize), Vec<Arc<PodInfo>>)> = None;
+    let mut best: Option<(CandidateRank, Vec<Arc<PodInfo>>)> = None;
     for failure in &diagnosis.failures {
         let node = &snapshot.nodes()[failure.node];
         let mut lower: Vec<Arc<PodInfo>> = node

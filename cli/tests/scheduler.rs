@@ -1,0 +1,413 @@
+//! End to end: `kemu scheduler` processes against a real store and API server. Nodes are plain
+//! Node objects (no kubelets); the tests watch pods get bound, or get Kubernetes' exact message.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use common::{kemu_exe, wait_until, Cluster};
+use serde_json::{json, Value};
+use transport::pki::{self, CertSpec};
+
+/// One `kemu scheduler` process; killed when dropped.
+struct SchedulerProc {
+    child: Child,
+    log: PathBuf,
+    metrics: std::net::SocketAddr,
+}
+
+impl Drop for SchedulerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl SchedulerProc {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn start_scheduler(c: &Cluster, holder: &str) -> anyhow::Result<SchedulerProc> {
+    let certs = c.store.certs_dir();
+    if !certs.join("scheduler.crt").exists() {
+        pki::issue(
+            &certs,
+            &CertSpec {
+                name: "scheduler".into(),
+                organizations: vec!["system:kube-scheduler".into()],
+                sans: vec![],
+            },
+        )?;
+    }
+    let port = kemu::cluster_proc::free_ports(1, false)?[0];
+    let metrics: std::net::SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    let log = c.dir.path().join(format!("scheduler-{holder}.log"));
+    let child = Command::new(kemu_exe())
+        .args([
+            "scheduler",
+            "--apiserver",
+            &c.api.quic.to_string(),
+            "--certs",
+        ])
+        .arg(&certs)
+        .args(["--holder-identity", holder, "--workers", "2"])
+        .args(["--metrics-addr", &metrics.to_string()])
+        .env("RUST_LOG", "info,scheduler=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .context("starting kemu scheduler")?;
+    Ok(SchedulerProc {
+        child,
+        log,
+        metrics,
+    })
+}
+
+fn node(name: &str, cpu: &str, labels: Value, taints: Value) -> Value {
+    let allocatable = json!({"cpu": cpu, "memory": "8Gi", "pods": "110"});
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": taints},
+        "status": {
+            "capacity": allocatable, "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status"}]
+        }
+    })
+}
+
+fn pod(name: &str, cpu: &str, spec_extra: Value) -> Value {
+    let mut spec = json!({
+        "containers": [{"name": "c", "image": "pause",
+                        "resources": {"requests": {"cpu": cpu}}}]
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), spec_extra.as_object()) {
+        for (k, v) in extra {
+            spec.insert(k.clone(), v.clone());
+        }
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec})
+}
+
+async fn create(c: &Cluster, path: &str, object: &Value) -> anyhow::Result<()> {
+    let (code, body) = c
+        .http(
+            "POST",
+            path,
+            Some("application/json"),
+            object.to_string().as_bytes(),
+        )
+        .await?;
+    anyhow::ensure!(code == 201, "POST {path} answered {code}: {body}");
+    Ok(())
+}
+
+async fn get_pod(c: &Cluster, name: &str) -> Value {
+    c.http(
+        "GET",
+        &format!("/api/v1/namespaces/default/pods/{name}"),
+        None,
+        b"",
+    )
+    .await
+    .map(|(_, v)| v)
+    .unwrap_or(Value::Null)
+}
+
+async fn node_of(c: &Cluster, name: &str) -> Option<String> {
+    get_pod(c, name).await["spec"]["nodeName"]
+        .as_str()
+        .map(str::to_string)
+}
+
+async fn wait_bound(c: &Cluster, name: &str, timeout: Duration) -> anyhow::Result<String> {
+    wait_until(&format!("pod {name} is bound"), timeout, || async {
+        node_of(c, name).await.is_some()
+    })
+    .await?;
+    Ok(node_of(c, name).await.unwrap_or_default())
+}
+
+async fn unschedulable_message(c: &Cluster, name: &str) -> Option<String> {
+    let pod = get_pod(c, name).await;
+    pod["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
+        .and_then(|c| c["message"].as_str())
+        .map(str::to_string)
+}
+
+async fn events_of(c: &Cluster, pod: &str) -> Vec<(String, String)> {
+    let (_, list) = c
+        .http("GET", "/api/v1/namespaces/default/events", None, b"")
+        .await
+        .unwrap_or((0, Value::Null));
+    list["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter(|e| e["involvedObject"]["name"] == pod)
+                .map(|e| {
+                    (
+                        e["reason"].as_str().unwrap_or("").to_string(),
+                        e["message"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const NODES: &str = "/api/v1/nodes";
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_explains_and_handles_conflicts() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let s = start_scheduler(&c, "s1")?;
+    for name in ["ssd-1", "ssd-2"] {
+        create(
+            &c,
+            NODES,
+            &node(name, "1", json!({"disk": "ssd"}), json!([])),
+        )
+        .await?;
+    }
+    for (name, zone) in [("hdd-1", "a"), ("hdd-2", "b"), ("hdd-3", "c")] {
+        create(
+            &c,
+            NODES,
+            &node(name, "4", json!({"disk": "hdd", "zone": zone}), json!([])),
+        )
+        .await?;
+    }
+
+    // Fits nowhere: Kubernetes' exact message, on the condition and in an event.
+    create(
+        &c,
+        PODS,
+        &pod("big", "2", json!({"nodeSelector": {"disk": "ssd"}})),
+    )
+    .await?;
+    let want = "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) didn't match Pod's node \
+                affinity/selector. preemption: 0/5 nodes are available: 5 No preemption victims \
+                found for incoming pod.";
+    wait_until(
+        "big is reported unschedulable",
+        Duration::from_secs(30),
+        || async { unschedulable_message(&c, "big").await.as_deref() == Some(want) },
+    )
+    .await
+    .with_context(|| format!("pod: {}\nlog:\n{}", get_pod(&c, "big").await, s.log()))?;
+    assert!(events_of(&c, "big")
+        .await
+        .iter()
+        .any(|(reason, message)| reason == "FailedScheduling" && message == want));
+
+    // A fitting node arrives: the pod is scheduled there.
+    create(
+        &c,
+        NODES,
+        &node("ssd-big", "4", json!({"disk": "ssd"}), json!([])),
+    )
+    .await?;
+    assert_eq!(
+        wait_bound(&c, "big", Duration::from_secs(30)).await?,
+        "ssd-big"
+    );
+    wait_until(
+        "the Scheduled event is recorded",
+        Duration::from_secs(10),
+        || async {
+            events_of(&c, "big").await.iter().any(|(reason, message)| {
+                reason == "Scheduled" && message == "Successfully assigned default/big to ssd-big"
+            })
+        },
+    )
+    .await?;
+
+    // Taints and tolerations.
+    create(
+        &c,
+        NODES,
+        &node(
+            "gpu-1",
+            "4",
+            json!({"pool": "gpu"}),
+            json!([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+        ),
+    )
+    .await?;
+    create(
+        &c,
+        PODS,
+        &pod(
+            "intolerant",
+            "100m",
+            json!({"nodeSelector": {"pool": "gpu"}}),
+        ),
+    )
+    .await?;
+    wait_until(
+        "intolerant is unschedulable",
+        Duration::from_secs(30),
+        || async {
+            unschedulable_message(&c, "intolerant")
+                .await
+                .is_some_and(|m| {
+                    m.starts_with(
+                "0/7 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, \
+                 6 node(s) didn't match Pod's node affinity/selector.",
+            )
+                })
+        },
+    )
+    .await?;
+    let toleration = json!([{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                             "effect": "NoSchedule"}]);
+    create(
+        &c,
+        PODS,
+        &pod(
+            "tolerant",
+            "100m",
+            json!({"nodeSelector": {"pool": "gpu"}, "tolerations": toleration}),
+        ),
+    )
+    .await?;
+    assert_eq!(
+        wait_bound(&c, "tolerant", Duration::from_secs(30)).await?,
+        "gpu-1"
+    );
+
+    // Node affinity (operators), and pod anti-affinity against the pod just placed.
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["b", "c"]},
+            {"key": "zone", "operator": "NotIn", "values": ["c"]}]}]}}});
+    create(
+        &c,
+        PODS,
+        &pod("zonal", "100m", json!({"affinity": affinity})),
+    )
+    .await?;
+    assert_eq!(
+        wait_bound(&c, "zonal", Duration::from_secs(30)).await?,
+        "hdd-2"
+    );
+    let mut labelled = pod("buddy", "100m", json!({}));
+    labelled["metadata"]["labels"] = json!({"app": "buddy"});
+    let anti = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "buddy"}},
+         "topologyKey": "kubernetes.io/hostname"}]}});
+    labelled["spec"]["affinity"] = anti.clone();
+    labelled["spec"]["nodeSelector"] = json!({"disk": "hdd"});
+    create(&c, PODS, &labelled).await?;
+    let first = wait_bound(&c, "buddy", Duration::from_secs(30)).await?;
+    labelled["metadata"]["name"] = json!("buddy-2");
+    create(&c, PODS, &labelled).await?;
+    let second = wait_bound(&c, "buddy-2", Duration::from_secs(30)).await?;
+    assert_ne!(first, second, "anti-affinity keeps the buddies apart");
+
+    // Bind conflicts: race the scheduler by binding pods ourselves right after creating them.
+    // Whoever loses gets 409; every pod ends bound exactly once and nothing is left pending.
+    let mut ours = 0;
+    for i in 0..20 {
+        let name = format!("race-{i}");
+        create(
+            &c,
+            PODS,
+            &pod(&name, "10m", json!({"nodeSelector": {"disk": "hdd"}})),
+        )
+        .await?;
+        let binding = json!({"apiVersion": "v1", "kind": "Binding",
+                             "metadata": {"name": name}, "target": {"name": "hdd-1"}});
+        let (code, _) = c
+            .http(
+                "POST",
+                &format!("{PODS}/{name}/binding"),
+                Some("application/json"),
+                binding.to_string().as_bytes(),
+            )
+            .await?;
+        assert!(code == 201 || code == 409, "binding answered {code}");
+        if code == 201 {
+            ours += 1;
+        }
+    }
+    for i in 0..20 {
+        wait_bound(&c, &format!("race-{i}"), Duration::from_secs(30)).await?;
+    }
+    eprintln!("the test won {ours} of 20 bind races");
+    // The scheduler's view stays sound: a new pod still lands.
+    create(&c, PODS, &pod("after-race", "100m", json!({}))).await?;
+    wait_bound(&c, "after-race", Duration::from_secs(30)).await?;
+
+    let (code, text) = kemu::cluster_proc::http_get(s.metrics, "/metrics").await?;
+    assert_eq!(code, 200);
+    assert!(
+        text.contains("scheduler_schedule_attempts_total{result=\"scheduled\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("scheduler_pending_pods{queue=\"unschedulable\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("scheduler_e2e_scheduling_duration_seconds_count"));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_failover_resumes_scheduling() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let mut schedulers = vec![start_scheduler(&c, "s1")?, start_scheduler(&c, "s2")?];
+    create(&c, NODES, &node("n1", "8", json!({}), json!([]))).await?;
+    let holder = || async {
+        let (_, lease) = c
+            .http(
+                "GET",
+                "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler",
+                None,
+                b"",
+            )
+            .await
+            .unwrap_or((0, Value::Null));
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    wait_until(
+        "a scheduler holds the lease",
+        Duration::from_secs(20),
+        || async { !holder().await.is_empty() },
+    )
+    .await?;
+    create(&c, PODS, &pod("first", "100m", json!({}))).await?;
+    wait_bound(&c, "first", Duration::from_secs(30)).await?;
+
+    let leader = holder().await;
+    let index = if leader == "s1" { 0 } else { 1 };
+    let mut killed = schedulers.remove(index);
+    killed.child.kill()?;
+    killed.child.wait()?;
+    create(&c, PODS, &pod("second", "100m", json!({}))).await?;
+    // The lease lasts 15 s; the follower looks every 2 s.
+    wait_bound(&c, "second", Duration::from_secs(40))
+        .await
+        .with_context(|| format!("survivor log:\n{}", schedulers[0].log()))?;
+    let new_leader = holder().await;
+    assert_ne!(new_leader, leader);
+    assert!(!new_leader.is_empty());
+    Ok(())
+}

@@ -1,0 +1,296 @@
+//! [`Binder`]: the scheduler's API writes. Binds assumed pods (`pods/binding`) and records the
+//! `Scheduled` event; reports pods that fit nowhere (`FailedScheduling` event, PodScheduled=False)
+//! and carries out preemption (deletes victims, sets `status.nominatedNodeName`). The calls run
+//! on the I/O runtime; their results come back as [`BindFinished`] messages.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use api::client::{Client, ClientError, DeleteParams, Patch};
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use parking_lot::RwLock;
+use serde_json::{json, Value};
+use tracing::{debug, info, warn};
+
+use super::queue_actor::{AttemptDone, Outcome, QueueActor};
+use crate::cache::Cache;
+use crate::metrics::{AttemptResult, Metrics};
+use crate::pod_info::PodInfo;
+use crate::preemption::Preemption;
+
+/// Bind the assumed pod to `node`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Bind {
+    pub pod: Arc<PodInfo>,
+    pub node: String,
+    pub started: Instant,
+}
+
+/// The pod fits nowhere: tell its owner why, and preempt if that helps.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReportUnschedulable {
+    pub pod: Arc<PodInfo>,
+    pub message: String,
+    pub preemption: Preemption,
+}
+
+/// How a bind call ended.
+#[derive(Debug)]
+pub enum BindResult {
+    Bound,
+    /// The pod is already bound (another scheduler, or an earlier attempt), or gone.
+    Settled,
+    Failed(ClientError),
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct BindFinished {
+    pub key: String,
+    pub started: Instant,
+    pub result: BindResult,
+}
+
+pub struct Binder {
+    client: Client,
+    io: tokio::runtime::Handle,
+    queue: Addr<QueueActor>,
+    cache: Arc<RwLock<Cache>>,
+    metrics: Arc<Metrics>,
+    /// The `source.component` of events.
+    component: String,
+}
+
+impl Binder {
+    pub fn new(
+        client: Client,
+        io: tokio::runtime::Handle,
+        queue: Addr<QueueActor>,
+        cache: Arc<RwLock<Cache>>,
+        metrics: Arc<Metrics>,
+        component: String,
+    ) -> Binder {
+        Binder {
+            client,
+            io,
+            queue,
+            cache,
+            metrics,
+            component,
+        }
+    }
+}
+
+impl Actor for Binder {
+    type Context = Context<Self>;
+}
+
+impl Handler<Bind> for Binder {
+    type Result = ();
+    fn handle(&mut self, msg: Bind, ctx: &mut Self::Context) {
+        let (client, me, component) = (self.client.clone(), ctx.address(), self.component.clone());
+        self.io.spawn(async move {
+            let result = bind(&client, &msg.pod, &msg.node, &component).await;
+            me.do_send(BindFinished {
+                key: msg.pod.key.clone(),
+                started: msg.started,
+                result,
+            });
+        });
+    }
+}
+
+impl Handler<BindFinished> for Binder {
+    type Result = ();
+    fn handle(&mut self, msg: BindFinished, _: &mut Self::Context) {
+        let outcome = match msg.result {
+            BindResult::Bound => {
+                self.metrics.attempt(AttemptResult::Scheduled);
+                self.metrics.e2e(msg.started.elapsed());
+                Outcome::Done
+            }
+            BindResult::Settled => {
+                self.cache.write().forget(&msg.key);
+                Outcome::Done
+            }
+            BindResult::Failed(e) => {
+                warn!(pod = %msg.key, error = %e, "bind failed; retrying after backoff");
+                self.cache.write().forget(&msg.key);
+                self.metrics.attempt(AttemptResult::Error);
+                Outcome::Failed
+            }
+        };
+        self.queue.do_send(AttemptDone {
+            key: msg.key,
+            outcome,
+            from_worker: false,
+        });
+    }
+}
+
+impl Handler<ReportUnschedulable> for Binder {
+    type Result = ();
+    fn handle(&mut self, msg: ReportUnschedulable, _: &mut Self::Context) {
+        let (client, component, metrics) = (
+            self.client.clone(),
+            self.component.clone(),
+            self.metrics.clone(),
+        );
+        self.io.spawn(async move {
+            if let Preemption::Candidate { node, victims } = &msg.preemption {
+                metrics.victims(victims.len());
+                preempt(&client, &msg.pod, node, victims, &component).await;
+            }
+            report_unschedulable(&client, &msg.pod, &msg.message, &component).await;
+        });
+    }
+}
+
+async fn bind(client: &Client, pod: &PodInfo, node: &str, component: &str) -> BindResult {
+    match client.bind(&pod.namespace, &pod.name, node).await {
+        Ok(()) => {
+            debug!(pod = %pod.key, node, "bound");
+            let message = format!("Successfully assigned {} to {node}", pod.key);
+            record_event(client, pod, "Normal", "Scheduled", &message, component).await;
+            BindResult::Bound
+        }
+        // 409: already assigned (another scheduler won, or our earlier bind did); 404: gone.
+        Err(e) if e.is_conflict() || e.is_not_found() => {
+            info!(pod = %pod.key, error = %e, "pod already bound or gone");
+            BindResult::Settled
+        }
+        Err(e) => BindResult::Failed(e),
+    }
+}
+
+async fn preempt(
+    client: &Client,
+    pod: &PodInfo,
+    node: &str,
+    victims: &[Arc<PodInfo>],
+    component: &str,
+) {
+    let pods = api::resources::pods();
+    for victim in victims {
+        let message = format!("Preempted by pod {} on node {node}", pod.uid);
+        record_event(client, victim, "Normal", "Preempted", &message, component).await;
+        let params = DeleteParams {
+            precondition_uid: Some(victim.uid.clone()),
+            ..Default::default()
+        };
+        match client
+            .delete::<Value>(pods, Some(&victim.namespace), &victim.name, &params)
+            .await
+        {
+            Ok(_) => info!(victim = %victim.key, preemptor = %pod.key, node, "preempted"),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => warn!(victim = %victim.key, error = %e, "cannot delete a preemption victim"),
+        }
+    }
+    let patch = Patch::Merge(json!({"status": {"nominatedNodeName": node}}));
+    if let Err(e) = client
+        .patch_status::<Value>(pods, Some(&pod.namespace), &pod.name, &patch)
+        .await
+    {
+        warn!(pod = %pod.key, error = %e, "cannot set nominatedNodeName");
+    }
+}
+
+async fn report_unschedulable(client: &Client, pod: &PodInfo, message: &str, component: &str) {
+    record_event(
+        client,
+        pod,
+        "Warning",
+        "FailedScheduling",
+        message,
+        component,
+    )
+    .await;
+    let condition = json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastProbeTime": null,
+        "lastTransitionTime": crate::leader::wall_clock().to_string(),
+    });
+    let patch = Patch::Strategic(json!({"status": {"conditions": [condition]}}));
+    if let Err(e) = client
+        .patch_status::<Value>(
+            api::resources::pods(),
+            Some(&pod.namespace),
+            &pod.name,
+            &patch,
+        )
+        .await
+    {
+        if !e.is_not_found() {
+            warn!(pod = %pod.key, error = %e, "cannot set PodScheduled=False");
+        }
+    }
+}
+
+/// Records a core/v1 Event about the pod; failures are only logged (events are best effort).
+async fn record_event(
+    client: &Client,
+    pod: &PodInfo,
+    type_: &str,
+    reason: &str,
+    message: &str,
+    component: &str,
+) {
+    let now = crate::leader::wall_clock();
+    let event = Event {
+        metadata: ObjectMeta {
+            name: Some(format!(
+                "{}.{:x}",
+                pod.name,
+                now.as_nanosecond() as u64 ^ rand::random::<u32>() as u64
+            )),
+            namespace: Some(pod.namespace.clone()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.name.clone()),
+            namespace: Some(pod.namespace.clone()),
+            uid: Some(pod.uid.clone()),
+            resource_version: Some(pod.resource_version.clone()),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some(type_.into()),
+        count: Some(1),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        event_time: Some(MicroTime(now)),
+        source: Some(EventSource {
+            component: Some(component.into()),
+            host: None,
+        }),
+        reporting_component: Some(component.into()),
+        reporting_instance: Some(component.into()),
+        action: Some(
+            if reason == "Scheduled" {
+                "Binding"
+            } else {
+                "Scheduling"
+            }
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let events = api::resources::find("", "v1", "events").expect("events are served");
+    if let Err(e) = client
+        .create::<_, Value>(events, Some(&pod.namespace), &event)
+        .await
+    {
+        debug!(pod = %pod.key, reason, error = %e, "cannot record an event");
+    }
+}

@@ -1,0 +1,263 @@
+//! [`Cache`]: the scheduler's view of the cluster — the [`Snapshot`] of nodes with their bound
+//! and *assumed* pods, fed by the node and pod informers. A pod is assumed onto its node as soon
+//! as a worker decides (so the next decision already counts it) and forgotten if its bind fails.
+//! Also resolves pod priorities from PriorityClasses.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+
+use crate::filters::{insufficient_resources, Reason};
+use crate::pod_info::PodInfo;
+use crate::snapshot::Snapshot;
+
+#[derive(Clone, Debug)]
+struct Placed {
+    node: String,
+    assumed: bool,
+}
+
+/// Why an assumption was refused: another worker filled the node first.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssumeError {
+    #[error("node {node} is gone")]
+    NodeGone { node: String },
+    #[error("pod {pod} no longer fits on {node}")]
+    NoLongerFits { pod: String, node: String },
+}
+
+#[derive(Debug, Default)]
+pub struct Cache {
+    snapshot: Snapshot,
+    placed: HashMap<String, Placed>,
+    /// Bound pods whose node has not been seen yet, by node name.
+    orphans: HashMap<String, Vec<Arc<PodInfo>>>,
+    /// PriorityClass name → value; and the globalDefault class's value.
+    priority_classes: HashMap<String, i32>,
+    default_priority: Option<(String, i32)>,
+}
+
+impl Cache {
+    pub fn new() -> Cache {
+        Cache::default()
+    }
+
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    pub fn apply_node(&mut self, node: &Node) {
+        self.snapshot.upsert_node(node);
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        for pod in self.orphans.remove(name).unwrap_or_default() {
+            self.snapshot.add_pod(name, pod);
+        }
+    }
+
+    pub fn delete_node(&mut self, name: &str) {
+        if let Some(info) = self.snapshot.remove_node(name) {
+            if !info.pods.is_empty() {
+                self.orphans.insert(name.to_string(), info.pods);
+            }
+        }
+    }
+
+    pub fn apply_priority_class(&mut self, class: &PriorityClass) {
+        let name = class.metadata.name.clone().unwrap_or_default();
+        let value = class.value.unwrap_or(0);
+        self.priority_classes.insert(name.clone(), value);
+        if class.global_default == Some(true) {
+            self.default_priority = Some((name, value));
+        } else if self
+            .default_priority
+            .as_ref()
+            .is_some_and(|(n, _)| *n == name)
+        {
+            self.default_priority = None;
+        }
+    }
+
+    pub fn delete_priority_class(&mut self, name: &str) {
+        self.priority_classes.remove(name);
+        if self
+            .default_priority
+            .as_ref()
+            .is_some_and(|(n, _)| n == name)
+        {
+            self.default_priority = None;
+        }
+    }
+
+    /// The pod's priority: `spec.priority` if admission set it, else its PriorityClass's value,
+    /// else the global default class's, else 0.
+    pub fn priority_of(&self, pod: &Pod) -> i32 {
+        if let Some(p) = PodInfo::declared_priority(pod) {
+            return p;
+        }
+        let class = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.as_deref());
+        class
+            .and_then(|c| self.priority_classes.get(c).copied())
+            .or_else(|| self.default_priority.as_ref().map(|(_, v)| *v))
+            .unwrap_or(0)
+    }
+
+    /// Parses the pod with its resolved priority.
+    pub fn pod_info(&self, pod: Arc<Pod>) -> Arc<PodInfo> {
+        let priority = self.priority_of(&pod);
+        Arc::new(PodInfo::new(pod, priority))
+    }
+
+    /// Takes a pod's new state. A bound pod is placed on (or moved to) its node, replacing an
+    /// assumption; an unbound one that is assumed stays assumed (its bind is in flight).
+    pub fn apply_pod(&mut self, pod: Arc<PodInfo>) {
+        let key = pod.key.clone();
+        let Some(node) = pod.node_name.clone() else {
+            return;
+        };
+        self.remove_placed(&key);
+        self.place(&node, pod);
+        self.placed.insert(
+            key,
+            Placed {
+                node,
+                assumed: false,
+            },
+        );
+    }
+
+    pub fn delete_pod(&mut self, key: &str) {
+        self.remove_placed(key);
+    }
+
+    /// Counts the pod on `node` now, if it still fits there: workers decide in parallel on a
+    /// shared snapshot, so another may have filled the node since this decision.
+    pub fn assume(&mut self, pod: Arc<PodInfo>, node: &str) -> Result<(), AssumeError> {
+        let Some(info) = self.snapshot.node(node) else {
+            return Err(AssumeError::NodeGone { node: node.into() });
+        };
+        let ports_taken = pod
+            .host_ports
+            .iter()
+            .any(|want| info.used_ports.iter().any(|used| used.conflicts(want)));
+        let short: Vec<Reason> = insufficient_resources(info, &pod);
+        if ports_taken || !short.is_empty() {
+            return Err(AssumeError::NoLongerFits {
+                pod: pod.key.clone(),
+                node: node.into(),
+            });
+        }
+        let key = pod.key.clone();
+        self.remove_placed(&key);
+        self.snapshot.add_pod(node, pod);
+        self.placed.insert(
+            key,
+            Placed {
+                node: node.to_string(),
+                assumed: true,
+            },
+        );
+        Ok(())
+    }
+
+    /// Drops an assumption whose bind failed (a bound pod stays).
+    pub fn forget(&mut self, key: &str) {
+        if self.placed.get(key).is_some_and(|p| p.assumed) {
+            self.remove_placed(key);
+        }
+    }
+
+    pub fn is_assumed(&self, key: &str) -> bool {
+        self.placed.get(key).is_some_and(|p| p.assumed)
+    }
+
+    fn place(&mut self, node: &str, pod: Arc<PodInfo>) {
+        if !self.snapshot.add_pod(node, pod.clone()) {
+            self.orphans.entry(node.to_string()).or_default().push(pod);
+        }
+    }
+
+    fn remove_placed(&mut self, key: &str) {
+        let Some(placed) = self.placed.remove(key) else {
+            return;
+        };
+        if self.snapshot.remove_pod(&placed.node, key).is_none() {
+            if let Some(list) = self.orphans.get_mut(&placed.node) {
+                list.retain(|p| p.key != key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::synthetic::{info, node, pod};
+
+    #[test]
+    fn assumed_pods_count_until_forgotten_and_bound_pods_replace_them() {
+        let mut cache = Cache::new();
+        cache.apply_node(&node("a", "1", "1Gi", 110));
+        let p = info(pod("default", "p", "600m", ""));
+        cache.assume(p.clone(), "a").unwrap();
+        assert_eq!(cache.snapshot().node("a").unwrap().requested.milli_cpu, 600);
+        // A second pod decided on the same stale view no longer fits.
+        let q = info(pod("default", "q", "600m", ""));
+        assert!(matches!(
+            cache.assume(q, "a"),
+            Err(AssumeError::NoLongerFits { .. })
+        ));
+        cache.forget("default/p");
+        assert_eq!(cache.snapshot().node("a").unwrap().requested.milli_cpu, 0);
+        // Assume again, then the informer shows it bound: counted once.
+        cache.assume(p, "a").unwrap();
+        let mut bound = pod("default", "p", "600m", "");
+        bound.spec.as_mut().unwrap().node_name = Some("a".into());
+        cache.apply_pod(info(bound));
+        assert!(!cache.is_assumed("default/p"));
+        cache.forget("default/p");
+        assert_eq!(cache.snapshot().node("a").unwrap().requested.milli_cpu, 600);
+        assert_eq!(cache.snapshot().node("a").unwrap().pods.len(), 1);
+        cache.delete_pod("default/p");
+        assert_eq!(cache.snapshot().node("a").unwrap().requested.milli_cpu, 0);
+    }
+
+    #[test]
+    fn pods_of_unknown_nodes_wait_for_them() {
+        let mut cache = Cache::new();
+        let mut bound = pod("default", "p", "1", "");
+        bound.spec.as_mut().unwrap().node_name = Some("late".into());
+        cache.apply_pod(info(bound));
+        cache.apply_node(&node("late", "4", "1Gi", 110));
+        assert_eq!(
+            cache.snapshot().node("late").unwrap().requested.milli_cpu,
+            1000
+        );
+    }
+
+    #[test]
+    fn priority_comes_from_the_class() {
+        let mut cache = Cache::new();
+        let class = |name: &str, value: i32, default: bool| PriorityClass {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            value: Some(value),
+            global_default: Some(default),
+            ..Default::default()
+        };
+        cache.apply_priority_class(&class("high", 1000, false));
+        cache.apply_priority_class(&class("base", 7, true));
+        let mut p = pod("default", "p", "", "");
+        assert_eq!(cache.priority_of(&p), 7);
+        p.spec.as_mut().unwrap().priority_class_name = Some("high".into());
+        assert_eq!(cache.priority_of(&p), 1000);
+        p.spec.as_mut().unwrap().priority = Some(3);
+        assert_eq!(cache.priority_of(&p), 3);
+    }
+}

@@ -1,0 +1,124 @@
+//! [`SchedulerConfig`]: the scheduler's settings, with defaults in one place and a
+//! [`validate`](SchedulerConfig::validate) naming the bad field.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Why the scheduler could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    #[error("config {field}: {reason}")]
+    Config { field: &'static str, reason: String },
+    #[error("API client: {0}")]
+    Client(#[source] api::client::ClientError),
+    #[error("metrics address {addr}: {source}")]
+    Metrics {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the actor system thread: {0}")]
+    Actors(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct SchedulerConfig {
+    /// API servers' QUIC fronts.
+    pub endpoints: Vec<SocketAddr>,
+    pub certs_dir: PathBuf,
+    /// The certificate this scheduler presents.
+    pub identity: String,
+    /// Pods whose `spec.schedulerName` is this are ours.
+    pub scheduler_name: String,
+    /// Scheduling worker threads.
+    pub workers: usize,
+    pub metrics_addr: Option<SocketAddr>,
+    pub lease_namespace: String,
+    pub lease_name: String,
+    /// This process's `holderIdentity` in the lease.
+    pub holder_identity: String,
+    pub lease_duration: Duration,
+    pub retry_period: Duration,
+    /// Seeds the workers' tie-breaking generators.
+    pub seed: u64,
+}
+
+impl SchedulerConfig {
+    pub fn new(endpoints: Vec<SocketAddr>, certs_dir: impl Into<PathBuf>) -> SchedulerConfig {
+        SchedulerConfig {
+            endpoints,
+            certs_dir: certs_dir.into(),
+            identity: "scheduler".into(),
+            scheduler_name: "default-scheduler".into(),
+            workers: 4,
+            metrics_addr: None,
+            lease_namespace: "kube-system".into(),
+            lease_name: "kube-scheduler".into(),
+            holder_identity: format!(
+                "{}_{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "kemu".into()),
+                std::process::id()
+            ),
+            lease_duration: Duration::from_secs(15),
+            retry_period: Duration::from_secs(2),
+            seed: rand::random(),
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), SchedulerError> {
+        let invalid = |field, reason: &str| {
+            Err(SchedulerError::Config {
+                field,
+                reason: reason.into(),
+            })
+        };
+        if self.endpoints.is_empty() {
+            return invalid("endpoints", "at least one API server is required");
+        }
+        if self.scheduler_name.is_empty() {
+            return invalid("scheduler_name", "must not be empty");
+        }
+        if self.workers == 0 {
+            return invalid("workers", "must be at least 1");
+        }
+        if self.holder_identity.is_empty() {
+            return invalid("holder_identity", "must not be empty");
+        }
+        if self.retry_period.is_zero() || self.retry_period >= self.lease_duration {
+            return invalid(
+                "retry_period",
+                "must be positive and shorter than lease_duration",
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut c = SchedulerConfig::new(vec!["127.0.0.1:1".parse().unwrap()], "/tmp");
+        assert!(c.validate().is_ok());
+        c.workers = 0;
+        assert!(matches!(
+            c.validate(),
+            Err(SchedulerError::Config {
+                field: "workers",
+                ..
+            })
+        ));
+        c.workers = 1;
+        c.retry_period = Duration::from_secs(20);
+        assert!(matches!(
+            c.validate(),
+            Err(SchedulerError::Config {
+                field: "retry_period",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,312 @@
+//! [`run`]: the scheduler process. I/O (informers, leader election, API calls, `/metrics`) runs
+//! on the caller's Tokio runtime; the actors (queue, workers, binder) run in an actix system on
+//! a thread of their own. The [`InformerBridge`] carries informer events into the cache and the
+//! queue.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use api::client::{Client, ClientConfig, ListParams};
+use api::informer::{Informer, InformerEvent, Store};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use parking_lot::RwLock;
+use tokio::sync::{mpsc, watch};
+use tracing::{info, info_span, Instrument};
+
+use crate::actors::{
+    Binder, ClusterChanged, PodGone, PodPending, QueueActor, SetLeading, Synced, Worker,
+};
+use crate::cache::Cache;
+use crate::config::{SchedulerConfig, SchedulerError};
+use crate::leader::{self, ElectionConfig};
+use crate::metrics::{self, Metrics};
+
+/// Runs the scheduler until `shutdown` resolves.
+pub async fn run(
+    config: SchedulerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), SchedulerError> {
+    config.validate()?;
+    let client_config = ClientConfig::new(
+        config.endpoints.clone(),
+        &config.certs_dir,
+        &config.identity,
+    );
+    let client = Client::new(client_config).map_err(SchedulerError::Client)?;
+    let metrics = Metrics::new();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(addr) = config.metrics_addr {
+        let listener = metrics::bind(addr)
+            .await
+            .map_err(|source| SchedulerError::Metrics { addr, source })?;
+        info!(addr = %listener.local_addr().unwrap_or(addr), "serving /metrics");
+        tasks.spawn(metrics::serve(listener, metrics.clone(), stopped()).map(|_| ()));
+    }
+
+    let cache = Arc::new(RwLock::new(Cache::new()));
+    let actors = ActorSystem::start(&config, client.clone(), cache.clone(), metrics.clone())?;
+    let queue = actors.queue.clone();
+
+    // Informers: every node, every pod, every PriorityClass.
+    let mut nodes = Informer::<Node>::new(
+        client.clone(),
+        resource("", "nodes"),
+        None,
+        ListParams::default(),
+    );
+    let mut pods = Informer::<Pod>::new(
+        client.clone(),
+        resource("", "pods"),
+        None,
+        ListParams::default(),
+    );
+    let mut classes = Informer::<PriorityClass>::new(
+        client.clone(),
+        resource("scheduling.k8s.io", "priorityclasses"),
+        None,
+        ListParams::default(),
+    );
+    let bridge = InformerBridge {
+        cache,
+        queue: queue.clone(),
+        scheduler_name: config.scheduler_name.clone(),
+        stores: (nodes.store(), pods.store(), classes.store()),
+    };
+    let channels = (nodes.subscribe(), pods.subscribe(), classes.subscribe());
+    tasks.spawn(nodes.run(stopped()));
+    tasks.spawn(pods.run(stopped()));
+    tasks.spawn(classes.run(stopped()));
+    tasks.spawn(
+        bridge
+            .run(channels, stopped())
+            .instrument(info_span!("informer_bridge")),
+    );
+
+    // Leader election; the queue only hands out pods while we lead.
+    let (leading_tx, mut leading_rx) = watch::channel(false);
+    let election = ElectionConfig {
+        namespace: config.lease_namespace.clone(),
+        name: config.lease_name.clone(),
+        identity: config.holder_identity.clone(),
+        lease_duration: config.lease_duration,
+        retry_period: config.retry_period,
+    };
+    tasks.spawn(leader::run(client.clone(), election, leading_tx, stopped()));
+    let forward_queue = queue.clone();
+    let forward_stop = stopped();
+    tasks.spawn(async move {
+        tokio::pin!(forward_stop);
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut forward_stop => break,
+                changed = leading_rx.changed() => {
+                    if changed.is_err() { break; }
+                    let leading = *leading_rx.borrow_and_update();
+                    forward_queue.do_send(SetLeading(leading));
+                }
+            }
+        }
+    });
+
+    info!(name = %config.scheduler_name, workers = config.workers, identity = %config.holder_identity, "scheduler running");
+    shutdown.await;
+    info!("stopping");
+    stop_tx.send_replace(true);
+    // The election releases the lease on its way out; give the tasks a moment.
+    let drain = async { while tasks.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), drain).await;
+    actors.stop().await;
+    Ok(())
+}
+
+trait MapUnit: Future + Sized {
+    fn map<F: FnOnce(Self::Output)>(self, f: F) -> impl Future<Output = ()> {
+        async move { f(self.await) }
+    }
+}
+impl<T: Future> MapUnit for T {}
+
+fn resource(group: &str, plural: &str) -> &'static api::ResourceInfo {
+    api::resources::find(group, "v1", plural).expect("served resource")
+}
+
+/// The actix system thread and the addresses of its actors.
+struct ActorSystem {
+    queue: Addr<QueueActor>,
+    system: actix::System,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl ActorSystem {
+    fn start(
+        config: &SchedulerConfig,
+        client: Client,
+        cache: Arc<RwLock<Cache>>,
+        metrics: Arc<Metrics>,
+    ) -> Result<ActorSystem, SchedulerError> {
+        let io = tokio::runtime::Handle::current();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (workers, seed, component) =
+            (config.workers, config.seed, config.scheduler_name.clone());
+        let thread = std::thread::Builder::new()
+            .name("scheduler-actors".into())
+            .spawn(move || {
+                let system = actix::System::new();
+                system.block_on(async move {
+                    let worker_cache = cache.clone();
+                    let worker_metrics = metrics.clone();
+                    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+                    let queue = QueueActor::start_all(
+                        workers,
+                        move |queue, binder| {
+                            let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            Worker::new(
+                                worker_cache.clone(),
+                                seed.wrapping_add(n),
+                                queue,
+                                binder,
+                                worker_metrics.clone(),
+                            )
+                        },
+                        |queue| Binder::new(client, io, queue, cache, metrics.clone(), component),
+                        metrics.clone(),
+                    );
+                    let _ = ready_tx.send((queue, actix::System::current()));
+                });
+                let _ = system.run();
+            })
+            .map_err(|e| SchedulerError::Actors(e.to_string()))?;
+        let (queue, system) = ready_rx
+            .recv()
+            .map_err(|e| SchedulerError::Actors(e.to_string()))?;
+        Ok(ActorSystem {
+            queue,
+            system,
+            thread,
+        })
+    }
+
+    async fn stop(self) {
+        self.system.stop();
+        let _ = tokio::task::spawn_blocking(move || self.thread.join()).await;
+    }
+}
+
+/// Carries informer events into the cache and the queue.
+struct InformerBridge {
+    cache: Arc<RwLock<Cache>>,
+    queue: Addr<QueueActor>,
+    scheduler_name: String,
+    stores: (Store<Node>, Store<Pod>, Store<PriorityClass>),
+}
+
+type Channels = (
+    mpsc::Receiver<InformerEvent<Node>>,
+    mpsc::Receiver<InformerEvent<Pod>>,
+    mpsc::Receiver<InformerEvent<PriorityClass>>,
+);
+
+impl InformerBridge {
+    async fn run(self, channels: Channels, shutdown: impl Future<Output = ()>) {
+        let (mut nodes, mut pods, mut classes) = channels;
+        tokio::pin!(shutdown);
+        let mut announced = false;
+        loop {
+            tokio::select! {
+                biased;
+                () = &mut shutdown => return,
+                // Classes before pods, so priorities resolve; nodes before pods, so bound pods
+                // find their nodes.
+                Some(event) = classes.recv() => self.on_class(event),
+                Some(event) = nodes.recv() => self.on_node(event),
+                Some(event) = pods.recv() => self.on_pod(event),
+                else => return,
+            }
+            if !announced
+                && self.stores.0.has_synced()
+                && self.stores.1.has_synced()
+                && self.stores.2.has_synced()
+                && nodes.is_empty()
+                && pods.is_empty()
+                && classes.is_empty()
+            {
+                announced = true;
+                info!(
+                    nodes = self.stores.0.len(),
+                    pods = self.stores.1.len(),
+                    "caches synced"
+                );
+                self.queue.do_send(Synced);
+            }
+        }
+    }
+
+    fn on_class(&self, event: InformerEvent<PriorityClass>) {
+        let mut cache = self.cache.write();
+        match event {
+            InformerEvent::Added(c) | InformerEvent::Updated { new: c, .. } => {
+                cache.apply_priority_class(&c)
+            }
+            InformerEvent::Deleted(c) => {
+                cache.delete_priority_class(c.metadata.name.as_deref().unwrap_or_default())
+            }
+        }
+    }
+
+    fn on_node(&self, event: InformerEvent<Node>) {
+        match event {
+            InformerEvent::Added(n) | InformerEvent::Updated { new: n, .. } => {
+                self.cache.write().apply_node(&n)
+            }
+            InformerEvent::Deleted(n) => self
+                .cache
+                .write()
+                .delete_node(n.metadata.name.as_deref().unwrap_or_default()),
+        }
+        self.queue.do_send(ClusterChanged);
+    }
+
+    fn on_pod(&self, event: InformerEvent<Pod>) {
+        let (pod, changed) = match event {
+            InformerEvent::Added(p) => (p, true),
+            InformerEvent::Updated { old, new } => {
+                let changed = old.spec != new.spec || old.metadata.labels != new.metadata.labels;
+                (new, changed)
+            }
+            InformerEvent::Deleted(p) => {
+                let key = api::informer::key(
+                    p.metadata.namespace.as_deref(),
+                    p.metadata.name.as_deref().unwrap_or_default(),
+                );
+                self.cache.write().delete_pod(&key);
+                self.queue.do_send(PodGone { key });
+                self.queue.do_send(ClusterChanged);
+                return;
+            }
+        };
+        let info = self.cache.read().pod_info(pod);
+        if info.node_name.is_some() {
+            self.cache.write().apply_pod(info.clone());
+            self.queue.do_send(PodGone {
+                key: info.key.clone(),
+            });
+        } else if info.deleting || info.terminal || info.scheduler_name != self.scheduler_name {
+            self.queue.do_send(PodGone {
+                key: info.key.clone(),
+            });
+        } else {
+            self.queue.do_send(PodPending { pod: info, changed });
+        }
+    }
+}
