@@ -4,7 +4,7 @@
 //! - [`certs`]: `kemu certs`, the cluster CA and component certificates.
 //! - [`chaos`]: `kemu chaos`, faults on a schedule and the checks that nothing was lost.
 //! - [`store_member`]: `kemu store`, one member of the replicated store (the etcd stand-in).
-//! - [`load`]: `kemu load`, pod create/delete throughput and latency.
+//! - [`load`]: pod create/delete throughput and latency; [`load_cmd`]: `kemu load`.
 //! - [`launcher`]: `kemu up`, `down`, `status`, `run`: whole clusters from a config file.
 //! - [`scheduler_cmd`]: `kemu scheduler`, one scheduler replica, and `kemu bench scheduler`.
 //! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
@@ -21,6 +21,7 @@ pub mod cluster_proc;
 pub mod kv;
 pub mod launcher;
 pub mod load;
+pub mod load_cmd;
 pub mod scheduler_cmd;
 pub mod shutdown;
 pub mod store_member;

@@ -2,7 +2,7 @@
 //! modules for each).
 
 use clap::{Parser, Subcommand};
-use kemu::{apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, scheduler_cmd, store_member};
+use kemu::{apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, load_cmd, scheduler_cmd, store_member};
 
 #[derive(Parser)]
 #[command(
@@ -30,6 +30,8 @@ enum Command {
     /// Load generators.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Pod create/delete load against a running cluster, with a latency report and SLO check.
+    Load(load_cmd::LoadArgs),
     /// Faults on a schedule (store leader kills, …) under a register workload, then checks.
     Chaos(chaos_cmd::ChaosArgs),
     #[command(flatten)]
@@ -57,6 +59,7 @@ fn main() -> std::process::ExitCode {
             Command::Scheduler(args) => scheduler_cmd::run(args).await,
             Command::Kv(args) => kv::run(args).await,
             Command::Bench(command) => bench::run(command).await,
+            Command::Load(args) => load_cmd::run(args).await,
             Command::Chaos(args) => chaos_cmd::run(args).await,
             Command::Launcher(command) => launcher::run(command).await,
         }

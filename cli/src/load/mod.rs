@@ -1,14 +1,56 @@
 //! `kemu load`: pod create/delete throughput and latency, clusterloader2-style.
 //!
 //! - [`plan`]: the `[load]` plan of a cluster config (also given to `kemu load` directly).
+//! - [`client`]: the HTTP Kubernetes API client (connection pool, many calls in flight, every
+//!   call timed per verb and resource).
+//! - [`pacer`]: the open-loop rate limiter that keeps the target rate.
+//! - [`watcher`]: one watch per namespace, started before the first create; the source of the
+//!   pod measurements.
+//! - [`tracker`]: the pure core that turns sends and watch events into per-pod times.
+//! - [`template`]: the pod templates.
+//! - [`sampler`]: CPU and RSS of the cluster's processes, every second.
+//! - [`report`] and [`html`]: `load-report.json` (schema in `docs/load-report.schema.json`), the
+//!   terminal summary, and `load-report.html`.
 //!
 //! The launcher (`kemu run`) calls [`run`] with the running cluster as the [`LoadTarget`].
+//!
+//! ## Clocks
+//! Kubernetes stamps objects with whole seconds (creationTimestamp, conditions' transition
+//! times), so latencies taken from them have a one-second resolution (clusterloader2 has the
+//! same problem). The headline figures use the client's monotonic clock instead: a pod's life
+//! starts when the client sends its create (an upper bound on the server's creation time, by
+//! the create call's own latency) and each later point is when the watch saw it. The
+//! server-stamped figures, by clusterloader2's definitions, are reported beside them.
 
+pub mod client;
+pub mod html;
+pub mod pacer;
 pub mod plan;
+pub mod report;
+pub mod sampler;
+pub mod template;
+pub mod tracker;
+pub mod watcher;
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
+use anyhow::{bail, Context};
+use hyper::{Method, StatusCode};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::sync::{oneshot, watch, Semaphore};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use client::ApiClient;
 pub use plan::LoadPlan;
+use report::{LoadReport, Percentiles, PhaseReport, SloCheck};
+use template::{PodTemplate, RUN_LABEL};
+use tracker::{Counts, Tracker};
+use watcher::NamespaceWatch;
 
 /// One kemu process whose CPU and memory the load run samples.
 #[derive(Clone, Debug)]
@@ -38,9 +80,513 @@ pub struct LoadOutcome {
     pub summary: String,
 }
 
-/// Runs `plan` against `target`.
+/// The namespace of load namespace `i`.
+pub fn namespace_name(i: u32) -> String {
+    format!("kemu-load-{i}")
+}
+
+/// Attempts of one create or delete before it counts as failed.
+const ATTEMPTS: u32 = 4;
+
+/// Live progress bars, one per phase (drawn only when stderr is a terminal).
+struct Progress {
+    bars: MultiProgress,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Progress {
+            bars: MultiProgress::new(),
+        }
+    }
+
+    fn bar(&self, name: &str, len: u64) -> ProgressBar {
+        let bar = self.bars.add(ProgressBar::new(len));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>22} [{bar:40}] {pos:>7}/{len:7} {per_sec:>12} {elapsed:>4}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_prefix(name.to_string());
+        bar
+    }
+}
+
+/// What every phase of a run shares.
+struct Run {
+    plan: LoadPlan,
+    run_id: String,
+    client: ApiClient,
+    template: PodTemplate,
+    tracker: Arc<Mutex<Tracker>>,
+    start: Instant,
+    permits: Arc<Semaphore>,
+    progress: Progress,
+    phases: Vec<PhaseReport>,
+    next_pod: u64,
+}
+
+/// Retry a call that got no answer, or an answer that says "try again".
+fn retryable(code: u16) -> bool {
+    matches!(code, 0 | 429 | 500 | 502 | 503 | 504)
+}
+
+impl Run {
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    fn selector(&self) -> String {
+        format!("{RUN_LABEL}={}", self.run_id)
+    }
+
+    fn phase_name(kind: &str, cycle: u32) -> String {
+        if cycle == 0 {
+            kind.to_string()
+        } else {
+            format!("churn {cycle} {kind}")
+        }
+    }
+
+    /// Creates `count` pods at the plan's rate.
+    async fn create_phase(&mut self, count: u64, cycle: u32) {
+        let name = Self::phase_name("create", cycle);
+        tracing::info!("load: {name}: {count} pods at {}/s", self.plan.rate);
+        let bar = self.progress.bar(&name, count);
+        let first = self.next_pod;
+        self.next_pod += count;
+        let start_s = self.now();
+        let items: Vec<u64> = (first..first + count).collect();
+        let (client, template, tracker, start, run_id) = (
+            self.client.clone(),
+            self.template.clone(),
+            self.tracker.clone(),
+            self.start,
+            self.run_id.clone(),
+        );
+        let namespaces = self.plan.namespaces;
+        let stats = pacer::paced(
+            items,
+            self.plan.rate,
+            &self.permits,
+            self.plan.max_in_flight,
+            |i| {
+                let ns_index = (i % namespaces as u64) as u32;
+                let namespace = namespace_name(ns_index);
+                let name = format!("load-{run_id}-{i}");
+                let index = tracker.lock().create_sent(
+                    &name,
+                    ns_index,
+                    cycle,
+                    start.elapsed().as_secs_f64(),
+                );
+                bar.inc(1);
+                let (client, template, tracker) =
+                    (client.clone(), template.clone(), tracker.clone());
+                async move {
+                    let body = template.pod(&namespace, &name);
+                    let path = format!("/api/v1/namespaces/{namespace}/pods");
+                    let mut outcome = Some(0);
+                    for attempt in 0..ATTEMPTS {
+                        let code = match client
+                            .call_json("create", "pods", Method::POST, &path, &body)
+                            .await
+                        {
+                            Ok(r) => r.status.as_u16(),
+                            Err(_) => 0,
+                        };
+                        // AlreadyExists after a retry: an earlier attempt went through.
+                        if (200..300).contains(&code) || (code == 409 && attempt > 0) {
+                            outcome = None;
+                            break;
+                        }
+                        outcome = Some(code);
+                        if !retryable(code) {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                    }
+                    tracker.lock().create_answered(index, outcome);
+                }
+            },
+        )
+        .await;
+        bar.finish();
+        self.phases.push(PhaseReport {
+            kind: "create".into(),
+            cycle,
+            start_s,
+            end_s: self.now(),
+            ops: Some(stats.ops),
+            target_rate: Some(stats.target_rate),
+            achieved_rate: Some(stats.achieved_rate),
+            send_lag_ms: Some(Percentiles::from_us(&stats.lag_us)),
+            completed: true,
+        });
+    }
+
+    /// Deletes the pods `indices` at the plan's delete rate.
+    async fn delete_phase(&mut self, indices: Vec<usize>, cycle: u32) {
+        let name = Self::phase_name("delete", cycle);
+        let rate = self.plan.effective_delete_rate();
+        tracing::info!("load: {name}: {} pods at {rate}/s", indices.len());
+        let bar = self.progress.bar(&name, indices.len() as u64);
+        let start_s = self.now();
+        let (client, tracker, start) = (self.client.clone(), self.tracker.clone(), self.start);
+        let body = match self.plan.delete_grace_seconds {
+            Some(g) => {
+                json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": g})
+            }
+            None => json!({"apiVersion": "v1", "kind": "DeleteOptions"}),
+        };
+        let stats = pacer::paced(
+            indices,
+            rate,
+            &self.permits,
+            self.plan.max_in_flight,
+            |index| {
+                let path = {
+                    let mut tracker = tracker.lock();
+                    tracker.delete_sent(index, start.elapsed().as_secs_f64());
+                    let r = &tracker.records()[index];
+                    format!(
+                        "/api/v1/namespaces/{}/pods/{}",
+                        namespace_name(r.namespace),
+                        r.name
+                    )
+                };
+                bar.inc(1);
+                let (client, tracker, body) = (client.clone(), tracker.clone(), body.clone());
+                async move {
+                    let mut failed = true;
+                    let mut gone = false;
+                    for attempt in 0..ATTEMPTS {
+                        let code = match client
+                            .call_json("delete", "pods", Method::DELETE, &path, &body)
+                            .await
+                        {
+                            Ok(r) => r.status.as_u16(),
+                            Err(_) => 0,
+                        };
+                        if (200..300).contains(&code) {
+                            failed = false;
+                            break;
+                        }
+                        if code == StatusCode::NOT_FOUND.as_u16() {
+                            (failed, gone) = (false, true);
+                            break;
+                        }
+                        if !retryable(code) {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                    }
+                    let t = start.elapsed().as_secs_f64();
+                    tracker.lock().delete_answered(index, failed, gone, t);
+                }
+            },
+        )
+        .await;
+        bar.finish();
+        self.phases.push(PhaseReport {
+            kind: "delete".into(),
+            cycle,
+            start_s,
+            end_s: self.now(),
+            ops: Some(stats.ops),
+            target_rate: Some(stats.target_rate),
+            achieved_rate: Some(stats.achieved_rate),
+            send_lag_ms: Some(Percentiles::from_us(&stats.lag_us)),
+            completed: true,
+        });
+    }
+
+    /// Waits until `done(counts)` or the timeout; the bar shows `progress(counts)` of `total`.
+    async fn wait_phase(
+        &mut self,
+        kind: &str,
+        cycle: u32,
+        timeout: f64,
+        total: impl Fn(&Counts) -> u64,
+        reached: impl Fn(&Counts) -> u64,
+    ) -> bool {
+        let name = Self::phase_name(kind, cycle);
+        let counts = self.tracker.lock().counts();
+        let bar = self.progress.bar(&name, total(&counts));
+        let start_s = self.now();
+        let deadline = self.start + Duration::from_secs_f64(start_s + timeout);
+        let completed = loop {
+            let counts = self.tracker.lock().counts();
+            bar.set_length(total(&counts));
+            bar.set_position(reached(&counts).min(total(&counts)));
+            if reached(&counts) >= total(&counts) {
+                break true;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    "load: {name}: timed out after {timeout} s with {} of {}",
+                    reached(&counts),
+                    total(&counts)
+                );
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        bar.finish();
+        self.phases.push(PhaseReport {
+            kind: kind.into(),
+            cycle,
+            start_s,
+            end_s: self.now(),
+            ops: None,
+            target_rate: None,
+            achieved_rate: None,
+            send_lag_ms: None,
+            completed,
+        });
+        completed
+    }
+
+    async fn wait_running(&mut self, cycle: u32) -> bool {
+        let timeout = self.plan.running_timeout_seconds;
+        self.wait_phase("wait_running", cycle, timeout, |c| c.created, |c| c.running)
+            .await
+    }
+
+    async fn wait_gone(&mut self, cycle: u32) -> bool {
+        let timeout = self.plan.gone_timeout_seconds;
+        self.wait_phase(
+            "wait_gone",
+            cycle,
+            timeout,
+            |c| c.delete_sent - c.delete_failed,
+            |c| c.gone,
+        )
+        .await
+    }
+
+    /// Pods of the run the API lists, over all namespaces.
+    async fn api_count(&self) -> Option<u64> {
+        let path = format!(
+            "/api/v1/pods?labelSelector={}",
+            watcher::encode(&self.selector())
+        );
+        let response = self
+            .client
+            .call("list", "pods", Method::GET, &path, None, Default::default())
+            .await
+            .ok()?;
+        let list = response.json().ok()?;
+        Some(list["items"].as_array()?.len() as u64)
+    }
+}
+
+/// Creates the load namespaces (existing ones are fine).
+async fn ensure_namespaces(client: &ApiClient, count: u32) -> anyhow::Result<()> {
+    for i in 0..count {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace_name(i)}});
+        let response = client
+            .call_json(
+                "create",
+                "namespaces",
+                Method::POST,
+                "/api/v1/namespaces",
+                &body,
+            )
+            .await?;
+        if !response.status.is_success() && response.status != StatusCode::CONFLICT {
+            bail!(
+                "creating namespace {} answered {}: {}",
+                namespace_name(i),
+                response.status,
+                String::from_utf8_lossy(&response.body)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A short id naming the run's pods and label.
+fn new_run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+/// Runs `plan` against `target`: the phases, then the report.
 pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOutcome> {
     plan.validate()?;
-    let _ = target;
-    anyhow::bail!("the load generator is being written (issue [6/9])")
+    let server = client::server_from_kubeconfig(&target.kubeconfig)?;
+    let client = ApiClient::new(&server, plan.http2)?;
+    let run_id = new_run_id();
+    let template = PodTemplate::from_plan(plan, &run_id)?;
+    std::fs::create_dir_all(&target.report_dir)
+        .with_context(|| format!("creating {}", target.report_dir.display()))?;
+    let start = Instant::now();
+    let wall_start = chrono::Utc::now();
+    let tracker = Arc::new(Mutex::new(Tracker::new(wall_start)));
+    tracing::info!("load: run {run_id} against {server}");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut processes = target.processes.clone();
+    processes.push(SampledProcess {
+        name: "kemu-load".into(),
+        pid: std::process::id(),
+    });
+    let sampler = tokio::spawn(sampler::sample(processes, start, stop_rx.clone()));
+
+    ensure_namespaces(&client, plan.namespaces).await?;
+    let mut watchers = Vec::new();
+    let mut ready = Vec::new();
+    for i in 0..plan.namespaces {
+        let (tx, rx) = oneshot::channel();
+        ready.push(rx);
+        let watch = NamespaceWatch {
+            client: client.clone(),
+            namespace: namespace_name(i),
+            namespace_index: i,
+            selector: format!("{RUN_LABEL}={run_id}"),
+            tracker: tracker.clone(),
+            run_start: start,
+        };
+        let span = tracing::info_span!("load_watch", namespace = %namespace_name(i));
+        watchers.push(tokio::spawn(
+            watch.run(tx, stop_rx.clone()).instrument(span),
+        ));
+    }
+    let all_ready = futures::future::join_all(ready);
+    if tokio::time::timeout(Duration::from_secs(30), all_ready)
+        .await
+        .is_err()
+    {
+        let _ = stop_tx.send(true);
+        bail!("the pod watches did not open within 30 s");
+    }
+
+    let mut run = Run {
+        plan: plan.clone(),
+        run_id: run_id.clone(),
+        client: client.clone(),
+        template,
+        tracker: tracker.clone(),
+        start,
+        permits: Arc::new(Semaphore::new(plan.max_in_flight as usize)),
+        progress: Progress::new(),
+        phases: Vec::new(),
+        next_pod: 0,
+    };
+
+    let mut api_listed_when_running = None;
+    run.create_phase(plan.pods, 0).await;
+    let mut healthy = run.wait_running(0).await;
+    if healthy {
+        api_listed_when_running = run.api_count().await;
+    }
+    if plan.hold_seconds > 0.0 {
+        let start_s = run.now();
+        tracing::info!("load: hold for {} s", plan.hold_seconds);
+        tokio::time::sleep(Duration::from_secs_f64(plan.hold_seconds)).await;
+        run.phases.push(PhaseReport {
+            kind: "hold".into(),
+            cycle: 0,
+            start_s,
+            end_s: run.now(),
+            ops: None,
+            target_rate: None,
+            achieved_rate: None,
+            send_lag_ms: None,
+            completed: true,
+        });
+    }
+    for cycle in 1..=plan.churn_cycles {
+        if !healthy {
+            break;
+        }
+        let victims: Vec<usize> = {
+            let tracker = tracker.lock();
+            tracker
+                .live_running()
+                .into_iter()
+                .take(plan.churn_pods() as usize)
+                .collect()
+        };
+        let count = victims.len() as u64;
+        run.delete_phase(victims, cycle).await;
+        healthy = run.wait_gone(cycle).await;
+        run.create_phase(count, cycle).await;
+        healthy &= run.wait_running(cycle).await;
+    }
+    if plan.delete {
+        let live = tracker.lock().live();
+        run.delete_phase(live, 0).await;
+        run.wait_gone(0).await;
+    }
+    let api_listed_at_end = run.api_count().await;
+
+    let _ = stop_tx.send(true);
+    for w in watchers {
+        let _ = w.await;
+    }
+    let samples = sampler.await.unwrap_or_default();
+    let duration_s = run.now();
+    let finished_at = chrono::Utc::now();
+
+    let report = {
+        let tracker = tracker.lock();
+        let mut pods = report::pod_counts(&tracker);
+        pods.api_listed_when_running = api_listed_when_running;
+        pods.api_listed_at_end = api_listed_at_end;
+        let latency_ms = report::latencies(tracker.records());
+        let startup_observed = latency_ms
+            .get("pod_startup")
+            .filter(|p| p.count > 0)
+            .map(|p| p.p99);
+        let slo = vec![
+            SloCheck {
+                name: "pod_startup_p99_ms".into(),
+                threshold: plan.slo_pod_startup_p99_ms,
+                observed: startup_observed,
+                passed: startup_observed.is_some_and(|p99| p99 <= plan.slo_pod_startup_p99_ms),
+            },
+            SloCheck {
+                name: "unaccounted_pods".into(),
+                threshold: 0.0,
+                observed: Some(pods.unaccounted as f64),
+                passed: pods.unaccounted == 0,
+            },
+        ];
+        let (api_calls, errors_by_code) = report::api_calls(client.stats());
+        LoadReport {
+            schema: report::SCHEMA_ID.into(),
+            run_id: run_id.clone(),
+            server: server.clone(),
+            started_at: wall_start.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            finished_at: finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            duration_s,
+            plan: plan.clone(),
+            passed: slo.iter().all(|c| c.passed),
+            slo,
+            pods,
+            phases: std::mem::take(&mut run.phases),
+            server_stamped_latency_ms: report::server_stamped(tracker.records()),
+            latency_ms,
+            api_calls,
+            errors_by_code,
+            timeline: report::timeline(tracker.records(), duration_s),
+            processes: report::processes(samples),
+        }
+    };
+    let summary = report::summary(&report);
+    let report_json = target.report_dir.join("load-report.json");
+    let report_html = target.report_dir.join("load-report.html");
+    std::fs::write(&report_json, serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("writing {}", report_json.display()))?;
+    std::fs::write(&report_html, html::render(&report, &summary))
+        .with_context(|| format!("writing {}", report_html.display()))?;
+    Ok(LoadOutcome {
+        passed: report.passed,
+        report_json,
+        report_html,
+        summary,
+    })
 }

@@ -1,34 +1,250 @@
 //! The `[load]` plan: what to create, how fast, and what counts as passing.
 
-use serde::Deserialize;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// How the pods are created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadMode {
+    /// Bare pods, created one request each.
+    #[default]
+    Pods,
+    /// Through Deployments (needs the workload controllers of issue [9/9]).
+    Deployments,
+    /// Through ReplicaSets (needs the workload controllers of issue [9/9]).
+    ReplicaSets,
+}
 
 /// A load plan, as the `[load]` table of a cluster config or a file given to `kemu load`.
-/// Unknown keys are errors.
-#[derive(Clone, Debug, Deserialize)]
+/// Unknown keys are errors. Every default is in [`LoadPlan::default`].
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LoadPlan {
-    /// Pods to create in all.
+    /// Pods to create in all (before churn).
     pub pods: u64,
-    /// Creates per second.
+    /// Creates per second, kept open-loop: create `i` is sent at `start + i / rate`.
     pub rate: f64,
-    /// Namespaces the pods are spread over.
+    /// Deletes per second; `None` means the same as `rate`.
+    pub delete_rate: Option<f64>,
+    /// Namespaces the pods are spread over, round-robin: `kemu-load-0` … `kemu-load-{n-1}`.
     pub namespaces: u32,
+    pub mode: LoadMode,
+    /// A built-in pod template (`pause`), used unless `template_file` is set.
+    pub template: String,
+    /// A pod manifest (YAML or JSON) to use as the template; its name and namespace are replaced.
+    pub template_file: Option<PathBuf>,
+    /// Init containers added to the built-in template.
+    pub init_containers: u32,
+    /// Give the built-in template's container readiness and liveness probes.
+    pub probes: bool,
+    /// How long to wait for every pod to be Running, per create phase.
+    pub running_timeout_seconds: f64,
+    /// How long to keep the pods Running before deleting them.
+    pub hold_seconds: f64,
+    /// Delete the pods at the end (false leaves them Running, e.g. for a scale test).
+    pub delete: bool,
+    /// `gracePeriodSeconds` of the deletes; `None` leaves the pod's own (the node host finishes
+    /// the deletion, as a kubelet does).
+    pub delete_grace_seconds: Option<i64>,
+    /// How long to wait for every deleted pod to be gone, per delete phase.
+    pub gone_timeout_seconds: f64,
+    /// Churn cycles after the first create: each deletes `churn_percent` of the pods and
+    /// re-creates as many, then waits until they are Running.
+    pub churn_cycles: u32,
+    pub churn_percent: f64,
+    /// The SLO: p99 of pod_startup (create sent → Running observed on the watch), milliseconds.
+    pub slo_pod_startup_p99_ms: f64,
+    /// Requests in flight at most; beyond it the pacer waits (and reports the lag).
+    pub max_in_flight: u32,
+    /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1 over a connection pool.
+    pub http2: bool,
 }
 
 impl Default for LoadPlan {
     fn default() -> Self {
-        LoadPlan { pods: 500, rate: 100.0, namespaces: 1 }
+        LoadPlan {
+            pods: 500,
+            rate: 100.0,
+            delete_rate: None,
+            namespaces: 1,
+            mode: LoadMode::Pods,
+            template: "pause".into(),
+            template_file: None,
+            init_containers: 0,
+            probes: false,
+            running_timeout_seconds: 300.0,
+            hold_seconds: 0.0,
+            delete: true,
+            delete_grace_seconds: None,
+            gone_timeout_seconds: 300.0,
+            churn_cycles: 0,
+            churn_percent: 10.0,
+            slo_pod_startup_p99_ms: 5000.0,
+            max_in_flight: 512,
+            http2: false,
+        }
     }
 }
 
+/// A plan field with a value it cannot have.
+#[derive(Debug, thiserror::Error)]
+#[error("load.{field}: {reason}")]
+pub struct PlanError {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+fn bad(field: &'static str, reason: impl Into<String>) -> PlanError {
+    PlanError {
+        field,
+        reason: reason.into(),
+    }
+}
+
+/// Built-in pod templates.
+pub const BUILT_IN_TEMPLATES: &[&str] = &["pause"];
+
 impl LoadPlan {
-    pub fn validate(&self) -> anyhow::Result<()> {
-        if self.rate <= 0.0 {
-            anyhow::bail!("load.rate: must be positive");
+    /// Reads a plan file: TOML, either the `[load]` table's keys at the top or a whole cluster
+    /// config with a `[load]` table.
+    pub fn from_toml(text: &str) -> anyhow::Result<LoadPlan> {
+        let value: toml::Table = toml::from_str(text)?;
+        let table = match value.get("load") {
+            Some(toml::Value::Table(t)) => t.clone(),
+            _ => value,
+        };
+        Ok(LoadPlan::deserialize(toml::Value::Table(table))?)
+    }
+
+    pub fn effective_delete_rate(&self) -> f64 {
+        self.delete_rate.unwrap_or(self.rate)
+    }
+
+    /// Pods each churn cycle deletes and re-creates.
+    pub fn churn_pods(&self) -> u64 {
+        ((self.pods as f64) * self.churn_percent / 100.0).round() as u64
+    }
+
+    pub fn validate(&self) -> Result<(), PlanError> {
+        if self.pods == 0 {
+            return Err(bad("pods", "must be at least 1"));
+        }
+        if !(self.rate.is_finite() && self.rate > 0.0) {
+            return Err(bad(
+                "rate",
+                "must be a positive number of creates per second",
+            ));
+        }
+        if let Some(r) = self.delete_rate {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(bad(
+                    "delete_rate",
+                    "must be a positive number of deletes per second",
+                ));
+            }
         }
         if self.namespaces == 0 {
-            anyhow::bail!("load.namespaces: must be at least 1");
+            return Err(bad("namespaces", "must be at least 1"));
+        }
+        if self.mode != LoadMode::Pods {
+            return Err(bad(
+                "mode",
+                "only \"pods\" is supported until the workload controllers land (issue [9/9]); \
+                 deployments and replicasets are not yet",
+            ));
+        }
+        if self.template_file.is_none() && !BUILT_IN_TEMPLATES.contains(&self.template.as_str()) {
+            return Err(bad(
+                "template",
+                format!(
+                    "unknown built-in template {:?} (known: {})",
+                    self.template,
+                    BUILT_IN_TEMPLATES.join(", ")
+                ),
+            ));
+        }
+        for (field, v) in [
+            ("running_timeout_seconds", self.running_timeout_seconds),
+            ("gone_timeout_seconds", self.gone_timeout_seconds),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(bad(field, "must be a positive number of seconds"));
+            }
+        }
+        if !(self.hold_seconds.is_finite() && self.hold_seconds >= 0.0) {
+            return Err(bad("hold_seconds", "must be zero or more seconds"));
+        }
+        if let Some(g) = self.delete_grace_seconds {
+            if g < 0 {
+                return Err(bad("delete_grace_seconds", "must be zero or more"));
+            }
+        }
+        if !(self.churn_percent > 0.0 && self.churn_percent <= 100.0) {
+            return Err(bad("churn_percent", "must be in (0, 100]"));
+        }
+        if self.churn_cycles > 0 && self.churn_pods() == 0 {
+            return Err(bad(
+                "churn_percent",
+                "churns no pod: raise it or the pod count",
+            ));
+        }
+        if !(self.slo_pod_startup_p99_ms.is_finite() && self.slo_pod_startup_p99_ms > 0.0) {
+            return Err(bad("slo_pod_startup_p99_ms", "must be positive"));
+        }
+        if self.max_in_flight == 0 {
+            return Err(bad("max_in_flight", "must be at least 1"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        LoadPlan::default().validate().unwrap();
+    }
+
+    #[test]
+    fn reads_a_load_table_or_bare_keys() {
+        let plan = LoadPlan::from_toml("[load]\npods = 10\nrate = 5.5\n").unwrap();
+        assert_eq!((plan.pods, plan.rate), (10, 5.5));
+        assert_eq!(plan.namespaces, 1);
+        let plan = LoadPlan::from_toml("pods = 3\nchurn_cycles = 2\n").unwrap();
+        assert_eq!((plan.pods, plan.churn_cycles), (3, 2));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let e = LoadPlan::from_toml("pods = 3\npodz = 4\n").unwrap_err();
+        assert!(e.to_string().contains("podz"), "{e}");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = LoadPlan {
+            rate: 0.0,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "load.rate: must be a positive number of creates per second"
+        );
+        let plan = LoadPlan::from_toml("mode = \"deployments\"\n").unwrap();
+        let e = plan.validate().unwrap_err();
+        assert!(e.to_string().starts_with("load.mode:"), "{e}");
+        let e = LoadPlan {
+            template: "nginx".into(),
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(e.to_string().starts_with("load.template:"), "{e}");
     }
 }

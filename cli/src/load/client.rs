@@ -1,0 +1,349 @@
+//! The load generator's Kubernetes API client: HTTP/1.1 over a connection pool (or HTTP/2 with
+//! prior knowledge), many requests in flight, every call timed per verb and resource.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use parking_lot::Mutex;
+use serde::Deserialize;
+
+/// The server URL of a kubeconfig's current context.
+pub fn server_from_kubeconfig(path: &Path) -> anyhow::Result<String> {
+    #[derive(Deserialize)]
+    struct Named<T> {
+        name: String,
+        #[serde(flatten)]
+        inner: T,
+    }
+    #[derive(Deserialize)]
+    struct ClusterEntry {
+        cluster: ClusterInfo,
+    }
+    #[derive(Deserialize)]
+    struct ClusterInfo {
+        server: String,
+    }
+    #[derive(Deserialize)]
+    struct ContextEntry {
+        context: ContextInfo,
+    }
+    #[derive(Deserialize)]
+    struct ContextInfo {
+        cluster: String,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    struct KubeConfig {
+        #[serde(default)]
+        clusters: Vec<Named<ClusterEntry>>,
+        #[serde(default)]
+        contexts: Vec<Named<ContextEntry>>,
+        #[serde(default)]
+        current_context: String,
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+    let config: KubeConfig = serde_yaml::from_str(&text)
+        .with_context(|| format!("parsing kubeconfig {}", path.display()))?;
+    let cluster_name = config
+        .contexts
+        .iter()
+        .find(|c| c.name == config.current_context)
+        .map(|c| c.inner.context.cluster.clone());
+    let cluster = match cluster_name {
+        Some(name) => config.clusters.iter().find(|c| c.name == name),
+        None => config.clusters.first(),
+    }
+    .with_context(|| format!("kubeconfig {} names no cluster", path.display()))?;
+    Ok(cluster
+        .inner
+        .cluster
+        .server
+        .trim_end_matches('/')
+        .to_string())
+}
+
+/// A call's outcome as the caller sees it.
+#[derive(Debug)]
+pub struct ApiResponse {
+    pub status: StatusCode,
+    pub body: Bytes,
+}
+
+impl ApiResponse {
+    pub fn json(&self) -> anyhow::Result<serde_json::Value> {
+        serde_json::from_slice(&self.body).with_context(|| {
+            format!(
+                "answer {} is not JSON: {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+/// Latency and errors of one verb on one resource.
+pub struct CallStats {
+    /// Microseconds from send to the whole answer read.
+    pub latency_us: Histogram<u64>,
+    pub count: u64,
+    /// Answers by HTTP code (0 = no answer: connection or protocol error).
+    pub codes: BTreeMap<u16, u64>,
+}
+
+impl CallStats {
+    fn new() -> Self {
+        CallStats {
+            latency_us: Histogram::new(3).expect("3 significant digits is valid"),
+            count: 0,
+            codes: BTreeMap::new(),
+        }
+    }
+}
+
+/// Every call the client made, keyed by (verb, resource).
+#[derive(Default)]
+pub struct ApiStats {
+    calls: Mutex<BTreeMap<(String, String), CallStats>>,
+}
+
+impl ApiStats {
+    fn record(&self, verb: &str, resource: &str, code: u16, latency: Duration) {
+        let mut calls = self.calls.lock();
+        let entry = calls
+            .entry((verb.to_string(), resource.to_string()))
+            .or_insert_with(CallStats::new);
+        entry.count += 1;
+        *entry.codes.entry(code).or_default() += 1;
+        let _ = entry.latency_us.record((latency.as_micros() as u64).max(1));
+    }
+
+    /// Runs `f` over the stats, sorted by verb and resource.
+    pub fn with<R>(&self, f: impl FnOnce(&BTreeMap<(String, String), CallStats>) -> R) -> R {
+        f(&self.calls.lock())
+    }
+}
+
+/// A cloneable handle to one connection pool against one API server.
+#[derive(Clone)]
+pub struct ApiClient {
+    base: String,
+    http: Client<HttpConnector, Full<Bytes>>,
+    stats: Arc<ApiStats>,
+    /// Whole-call timeout of non-watch requests.
+    timeout: Duration,
+}
+
+impl ApiClient {
+    /// `server` is `http://HOST:PORT`.
+    pub fn new(server: &str, http2: bool) -> anyhow::Result<ApiClient> {
+        let uri: Uri = server
+            .parse()
+            .with_context(|| format!("bad server URL {server:?}"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => {
+                bail!("server {server}: https is not supported yet (kemu serves plain HTTP)")
+            }
+            _ => bail!("server {server:?}: expected http://HOST:PORT"),
+        }
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            // Many requests in flight need many HTTP/1.1 connections; keep them for reuse.
+            .pool_max_idle_per_host(1024)
+            .http2_only(http2);
+        Ok(ApiClient {
+            base: server.trim_end_matches('/').to_string(),
+            http: builder.build(connector),
+            stats: Arc::new(ApiStats::default()),
+            timeout: Duration::from_secs(60),
+        })
+    }
+
+    pub fn server(&self) -> &str {
+        &self.base
+    }
+
+    pub fn stats(&self) -> &Arc<ApiStats> {
+        &self.stats
+    }
+
+    fn build(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> anyhow::Result<Request<Full<Bytes>>> {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{}", self.base, path))
+            .header("accept", "application/json")
+            .header("user-agent", "kemu-load/0.1");
+        if let Some(ct) = content_type {
+            request = request.header("content-type", ct);
+        }
+        Ok(request.body(Full::new(body))?)
+    }
+
+    /// One call, timed as `verb` on `resource` (send → whole answer read). Transport errors are
+    /// counted as code 0 and returned as errors; HTTP errors come back as answers.
+    pub async fn call(
+        &self,
+        verb: &str,
+        resource: &str,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> anyhow::Result<ApiResponse> {
+        let request = self.build(method, path, content_type, body)?;
+        let started = Instant::now();
+        let result = tokio::time::timeout(self.timeout, async {
+            let response = self.http.request(request).await?;
+            let status = response.status();
+            let body = response.into_body().collect().await?.to_bytes();
+            anyhow::Ok(ApiResponse { status, body })
+        })
+        .await;
+        let result = match result {
+            Ok(r) => r,
+            Err(_) => Err(anyhow::anyhow!("no answer within {:?}", self.timeout)),
+        };
+        let code = result.as_ref().map(|r| r.status.as_u16()).unwrap_or(0);
+        self.stats.record(verb, resource, code, started.elapsed());
+        result.with_context(|| format!("{verb} {resource} ({path})"))
+    }
+
+    /// A JSON request body.
+    pub async fn call_json(
+        &self,
+        verb: &str,
+        resource: &str,
+        method: Method,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> anyhow::Result<ApiResponse> {
+        let content_type = if method == Method::PATCH {
+            "application/merge-patch+json"
+        } else {
+            "application/json"
+        };
+        self.call(
+            verb,
+            resource,
+            method,
+            path,
+            Some(content_type),
+            Bytes::from(serde_json::to_vec(body)?),
+        )
+        .await
+    }
+
+    /// Opens a streaming GET (a watch): the status and the body to read lines from. Timed as
+    /// `watch` until the headers arrive.
+    pub async fn stream(
+        &self,
+        resource: &str,
+        path: &str,
+    ) -> anyhow::Result<(StatusCode, Incoming)> {
+        let request = self.build(Method::GET, path, None, Bytes::new())?;
+        let started = Instant::now();
+        let result = tokio::time::timeout(self.timeout, self.http.request(request)).await;
+        let result = match result {
+            Ok(r) => r.map_err(anyhow::Error::from),
+            Err(_) => Err(anyhow::anyhow!("no answer within {:?}", self.timeout)),
+        };
+        let code = result.as_ref().map(|r| r.status().as_u16()).unwrap_or(0);
+        self.stats
+            .record("watch", resource, code, started.elapsed());
+        let response = result.with_context(|| format!("watch {resource} ({path})"))?;
+        let status = response.status();
+        Ok((status, response.into_body()))
+    }
+}
+
+/// Splits a streamed body into lines (watch events are one JSON object per line).
+pub struct LineReader {
+    body: Incoming,
+    buffer: Vec<u8>,
+}
+
+impl LineReader {
+    pub fn new(body: Incoming) -> Self {
+        LineReader {
+            body,
+            buffer: Vec::new(),
+        }
+    }
+
+    /// The next complete line, without its newline; `None` at the end of the stream.
+    pub async fn next_line(&mut self) -> anyhow::Result<Option<Vec<u8>>> {
+        loop {
+            if let Some(at) = self.buffer.iter().position(|&b| b == b'\n') {
+                let mut line: Vec<u8> = self.buffer.drain(..=at).collect();
+                line.pop();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return Ok(Some(line));
+            }
+            match self.body.frame().await {
+                Some(frame) => {
+                    if let Ok(data) = frame?.into_data() {
+                        self.buffer.extend_from_slice(&data);
+                    }
+                }
+                None => {
+                    if self.buffer.iter().all(u8::is_ascii_whitespace) {
+                        return Ok(None);
+                    }
+                    return Ok(Some(std::mem::take(&mut self.buffer)));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_current_contexts_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kubeconfig");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: other\n  cluster:\n    server: http://127.0.0.1:1\n- name: kemu\n  cluster:\n    server: http://127.0.0.1:6443/\nusers:\n- name: admin\n  user: {}\ncontexts:\n- name: kemu\n  context:\n    cluster: kemu\n    user: admin\ncurrent-context: kemu\n",
+        )
+        .unwrap();
+        assert_eq!(
+            server_from_kubeconfig(&path).unwrap(),
+            "http://127.0.0.1:6443"
+        );
+    }
+
+    #[test]
+    fn https_is_refused_clearly() {
+        let e = ApiClient::new("https://127.0.0.1:6443", false)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("https"), "{e}");
+    }
+}

@@ -1,0 +1,517 @@
+//! The load report: what `load-report.json` holds (its schema is `docs/load-report.schema.json`)
+//! and the terminal summary table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::client::ApiStats;
+use super::plan::LoadPlan;
+use super::sampler::ProcessSamples;
+use super::tracker::{PodRecord, Tracker};
+
+/// The `schema` field of every report of this shape.
+pub const SCHEMA_ID: &str = "kemu.dev/load-report/v1";
+
+/// Percentiles of one latency, milliseconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+impl Percentiles {
+    /// From a histogram of microseconds.
+    pub fn from_us(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        Percentiles {
+            count: h.len(),
+            p50: ms(h.value_at_quantile(0.50)),
+            p90: ms(h.value_at_quantile(0.90)),
+            p99: ms(h.value_at_quantile(0.99)),
+            max: ms(h.max()),
+            mean: h.mean() / 1000.0,
+        }
+    }
+
+    /// From durations in seconds (negative ones, from clocks a second apart, count as zero).
+    pub fn from_seconds(values: impl IntoIterator<Item = f64>) -> Percentiles {
+        let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+        for v in values {
+            let _ = h.record((v.max(0.0) * 1e6) as u64);
+        }
+        Percentiles::from_us(&h)
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SloCheck {
+    pub name: String,
+    pub threshold: f64,
+    /// `None` when there was nothing to measure (no pod reached Running), which fails.
+    pub observed: Option<f64>,
+    pub passed: bool,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct PodCounts {
+    pub attempted: u64,
+    pub created: u64,
+    pub create_failed: u64,
+    pub scheduled: u64,
+    pub running: u64,
+    pub delete_sent: u64,
+    pub delete_failed: u64,
+    pub gone: u64,
+    /// Pods whose fate the run doesn't know: not created, never seen Running, or deleted but
+    /// never seen gone.
+    pub unaccounted: u64,
+    /// The first few unaccounted pods' names.
+    pub unaccounted_examples: Vec<String>,
+    /// Pods of the run the API listed once every pod was Running (before any delete).
+    pub api_listed_when_running: Option<u64>,
+    /// Pods of the run the API listed at the end.
+    pub api_listed_at_end: Option<u64>,
+    /// Watch events about pods the run did not create.
+    pub stray_watch_events: u64,
+}
+
+/// One phase of the run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PhaseReport {
+    /// `create`, `wait_running`, `hold`, `delete` or `wait_gone`.
+    pub kind: String,
+    /// 0 for the main run, `c` for churn cycle `c`.
+    pub cycle: u32,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// For `create` and `delete`: requests sent, the target and achieved rates, and how late
+    /// sends were against their schedule.
+    pub ops: Option<u64>,
+    pub target_rate: Option<f64>,
+    pub achieved_rate: Option<f64>,
+    pub send_lag_ms: Option<Percentiles>,
+    /// For waits: whether the condition was reached before the timeout.
+    pub completed: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ApiCallReport {
+    pub verb: String,
+    pub resource: String,
+    pub count: u64,
+    /// Answers that were not 2xx, and calls that got no answer.
+    pub errors: u64,
+    /// Answers by HTTP code; `"0"` counts calls that got no answer.
+    pub codes: BTreeMap<String, u64>,
+    pub latency_ms: Percentiles,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TimelineBucket {
+    /// The bucket's start, seconds since the run's start; buckets are one second long.
+    pub t: f64,
+    pub creates_sent: u64,
+    pub running: u64,
+    pub deletes_sent: u64,
+    pub gone: u64,
+    /// pod_startup of the pods that reached Running (on the watch) in this second.
+    pub pod_startup_ms: Option<Percentiles>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProcessReport {
+    pub name: String,
+    pub pid: u32,
+    pub cpu_percent_mean: f64,
+    pub cpu_percent_max: f64,
+    pub rss_bytes_max: u64,
+    pub samples: Vec<ProcessSample>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProcessSample {
+    pub t: f64,
+    pub cpu_percent: f64,
+    pub rss_bytes: u64,
+}
+
+/// Server-stamped latencies, by clusterloader2's definitions taken literally.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ServerStamped {
+    /// 1000 when some timestamp had whole seconds only (Kubernetes' metav1.Time), else 1.
+    pub resolution_ms: u32,
+    pub create_to_schedule: Percentiles,
+    pub schedule_to_run: Percentiles,
+    pub run_to_watch: Percentiles,
+    pub pod_startup: Percentiles,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LoadReport {
+    pub schema: String,
+    pub run_id: String,
+    pub server: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub duration_s: f64,
+    pub plan: LoadPlan,
+    pub passed: bool,
+    pub slo: Vec<SloCheck>,
+    pub pods: PodCounts,
+    pub phases: Vec<PhaseReport>,
+    /// Client-clock latencies: `create_to_schedule`, `schedule_to_run`, `run_to_watch`,
+    /// `pod_startup`, `delete_to_gone` (see the schema for each definition).
+    pub latency_ms: BTreeMap<String, Percentiles>,
+    pub server_stamped_latency_ms: ServerStamped,
+    pub api_calls: Vec<ApiCallReport>,
+    /// Every non-2xx answer by HTTP code, over all calls; `"0"` = no answer.
+    pub errors_by_code: BTreeMap<String, u64>,
+    pub timeline: Vec<TimelineBucket>,
+    pub processes: Vec<ProcessReport>,
+}
+
+/// The latency names of [`LoadReport::latency_ms`], in pipeline order.
+pub const LATENCIES: [&str; 5] = [
+    "create_to_schedule",
+    "schedule_to_run",
+    "run_to_watch",
+    "pod_startup",
+    "delete_to_gone",
+];
+
+/// Client-clock latencies of the pods.
+pub fn latencies(records: &[PodRecord]) -> BTreeMap<String, Percentiles> {
+    let mut out = BTreeMap::new();
+    let each = |f: &dyn Fn(&PodRecord) -> Option<f64>| {
+        Percentiles::from_seconds(records.iter().filter_map(f))
+    };
+    out.insert(
+        "create_to_schedule".into(),
+        each(&|r| Some(r.scheduled_seen? - r.create_sent)),
+    );
+    out.insert(
+        "schedule_to_run".into(),
+        each(&|r| Some(r.running_seen? - r.scheduled_seen?)),
+    );
+    out.insert(
+        "run_to_watch".into(),
+        each(&|r| Some(r.running_seen? - r.started_stamp?)),
+    );
+    out.insert(
+        "pod_startup".into(),
+        each(&|r| Some(r.running_seen? - r.create_sent)),
+    );
+    out.insert(
+        "delete_to_gone".into(),
+        each(&|r| Some(r.gone_seen? - r.delete_sent?)),
+    );
+    out
+}
+
+pub fn server_stamped(records: &[PodRecord]) -> ServerStamped {
+    let each = |f: &dyn Fn(&PodRecord) -> Option<f64>| {
+        Percentiles::from_seconds(records.iter().filter_map(f))
+    };
+    ServerStamped {
+        resolution_ms: if records.iter().any(|r| r.coarse_stamps) {
+            1000
+        } else {
+            1
+        },
+        create_to_schedule: each(&|r| Some(r.scheduled_stamp? - r.created_stamp?)),
+        schedule_to_run: each(&|r| Some(r.started_stamp? - r.scheduled_stamp?)),
+        run_to_watch: each(&|r| Some(r.running_seen? - r.started_stamp?)),
+        pod_startup: each(&|r| Some(r.running_seen? - r.created_stamp?)),
+    }
+}
+
+/// Pods whose fate the run doesn't know.
+pub fn unaccounted(records: &[PodRecord]) -> impl Iterator<Item = &PodRecord> {
+    records.iter().filter(|r| {
+        !r.created || r.running_seen.is_none() || (r.delete_sent.is_some() && r.gone_seen.is_none())
+    })
+}
+
+pub fn pod_counts(tracker: &Tracker) -> PodCounts {
+    let c = tracker.counts();
+    let missing: Vec<&PodRecord> = unaccounted(tracker.records()).collect();
+    PodCounts {
+        attempted: c.attempted,
+        created: c.created,
+        create_failed: c.create_failed,
+        scheduled: c.scheduled,
+        running: c.running,
+        delete_sent: c.delete_sent,
+        delete_failed: c.delete_failed,
+        gone: c.gone,
+        unaccounted: missing.len() as u64,
+        unaccounted_examples: missing.iter().take(20).map(|r| r.name.clone()).collect(),
+        api_listed_when_running: None,
+        api_listed_at_end: None,
+        stray_watch_events: tracker.stray_events,
+    }
+}
+
+pub fn timeline(records: &[PodRecord], duration_s: f64) -> Vec<TimelineBucket> {
+    let buckets = duration_s.ceil().max(1.0) as usize;
+    let mut out: Vec<TimelineBucket> = (0..buckets)
+        .map(|t| TimelineBucket {
+            t: t as f64,
+            creates_sent: 0,
+            running: 0,
+            deletes_sent: 0,
+            gone: 0,
+            pod_startup_ms: None,
+        })
+        .collect();
+    let mut startups: Vec<Vec<f64>> = vec![Vec::new(); buckets];
+    let at = |t: f64| (t.max(0.0) as usize).min(buckets - 1);
+    for r in records {
+        out[at(r.create_sent)].creates_sent += 1;
+        if let Some(t) = r.running_seen {
+            out[at(t)].running += 1;
+            startups[at(t)].push(t - r.create_sent);
+        }
+        if let Some(t) = r.delete_sent {
+            out[at(t)].deletes_sent += 1;
+        }
+        if let Some(t) = r.gone_seen {
+            out[at(t)].gone += 1;
+        }
+    }
+    for (bucket, values) in out.iter_mut().zip(startups) {
+        if !values.is_empty() {
+            bucket.pod_startup_ms = Some(Percentiles::from_seconds(values));
+        }
+    }
+    out
+}
+
+pub fn api_calls(stats: &ApiStats) -> (Vec<ApiCallReport>, BTreeMap<String, u64>) {
+    stats.with(|calls| {
+        let mut errors_by_code = BTreeMap::new();
+        let reports = calls
+            .iter()
+            .map(|((verb, resource), s)| {
+                let mut errors = 0;
+                for (code, n) in &s.codes {
+                    if !(200..300).contains(code) {
+                        errors += n;
+                        *errors_by_code.entry(code.to_string()).or_default() += n;
+                    }
+                }
+                ApiCallReport {
+                    verb: verb.clone(),
+                    resource: resource.clone(),
+                    count: s.count,
+                    errors,
+                    codes: s.codes.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+                    latency_ms: Percentiles::from_us(&s.latency_us),
+                }
+            })
+            .collect();
+        (reports, errors_by_code)
+    })
+}
+
+pub fn processes(samples: Vec<ProcessSamples>) -> Vec<ProcessReport> {
+    samples
+        .into_iter()
+        .map(|p| {
+            let n = p.samples.len().max(1) as f64;
+            ProcessReport {
+                cpu_percent_mean: p.samples.iter().map(|s| s.cpu_percent).sum::<f64>() / n,
+                cpu_percent_max: p.samples.iter().map(|s| s.cpu_percent).fold(0.0, f64::max),
+                rss_bytes_max: p.samples.iter().map(|s| s.rss_bytes).max().unwrap_or(0),
+                samples: p
+                    .samples
+                    .into_iter()
+                    .map(|s| ProcessSample {
+                        t: s.t,
+                        cpu_percent: s.cpu_percent,
+                        rss_bytes: s.rss_bytes,
+                    })
+                    .collect(),
+                name: p.name,
+                pid: p.pid,
+            }
+        })
+        .collect()
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// The terminal summary.
+pub fn summary(report: &LoadReport) -> String {
+    let mut s = String::new();
+    let p = &report.pods;
+    let _ = writeln!(
+        s,
+        "kemu load {} against {}: {} in {:.1} s",
+        report.run_id,
+        report.server,
+        if report.passed { "PASSED" } else { "FAILED" },
+        report.duration_s
+    );
+    let _ = writeln!(
+        s,
+        "pods: {} attempted, {} created, {} Running, {} deleted, {} gone, {} unaccounted{}",
+        p.attempted,
+        p.created,
+        p.running,
+        p.delete_sent,
+        p.gone,
+        p.unaccounted,
+        match p.unaccounted_examples.first() {
+            Some(name) => format!(" (e.g. {name})"),
+            None => String::new(),
+        }
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:<22} {:>8} {:>10} {:>10} {:>10} {:>10}",
+        "latency (ms)", "count", "p50", "p90", "p99", "max"
+    );
+    for name in LATENCIES {
+        if let Some(l) = report.latency_ms.get(name) {
+            let _ = writeln!(
+                s,
+                "{:<22} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                name, l.count, l.p50, l.p90, l.p99, l.max
+            );
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:<22} {:>8} {:>10} {:>10} {:>10} {:>10}",
+        "phase", "ops", "seconds", "target/s", "achieved/s", "lag p99"
+    );
+    for ph in &report.phases {
+        let name = if ph.cycle > 0 {
+            format!("churn {} {}", ph.cycle, ph.kind)
+        } else {
+            ph.kind.clone()
+        };
+        let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "{:<22} {:>8} {:>10.2} {:>10} {:>10} {:>10}{}",
+            name,
+            ph.ops.map(|o| o.to_string()).unwrap_or_else(|| "-".into()),
+            ph.end_s - ph.start_s,
+            opt(ph.target_rate),
+            opt(ph.achieved_rate),
+            opt(ph.send_lag_ms.as_ref().map(|l| l.p99)),
+            if ph.completed { "" } else { "  TIMED OUT" }
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:<22} {:>8} {:>8} {:>10} {:>10} {:>10}",
+        "API call", "count", "errors", "p50 ms", "p99 ms", "max ms"
+    );
+    for c in &report.api_calls {
+        let _ = writeln!(
+            s,
+            "{:<22} {:>8} {:>8} {:>10.1} {:>10.1} {:>10.1}",
+            format!("{} {}", c.verb, c.resource),
+            c.count,
+            c.errors,
+            c.latency_ms.p50,
+            c.latency_ms.p99,
+            c.latency_ms.max
+        );
+    }
+    if !report.errors_by_code.is_empty() {
+        let codes: Vec<String> = report
+            .errors_by_code
+            .iter()
+            .map(|(c, n)| format!("{c}: {n}"))
+            .collect();
+        let _ = writeln!(s, "errors by code (0 = no answer): {}", codes.join(", "));
+    }
+    if !report.processes.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "{:<22} {:>8} {:>10} {:>10} {:>12}",
+            "process", "pid", "cpu% avg", "cpu% max", "rss max MiB"
+        );
+        for pr in &report.processes {
+            let _ = writeln!(
+                s,
+                "{:<22} {:>8} {:>10.1} {:>10.1} {:>12.1}",
+                pr.name,
+                pr.pid,
+                pr.cpu_percent_mean,
+                pr.cpu_percent_max,
+                mib(pr.rss_bytes_max)
+            );
+        }
+    }
+    let _ = writeln!(s);
+    for check in &report.slo {
+        let _ = writeln!(
+            s,
+            "SLO {}: {} against {:.1}: {}",
+            check.name,
+            check
+                .observed
+                .map(|o| format!("{o:.1}"))
+                .unwrap_or_else(|| "nothing measured".into()),
+            check.threshold,
+            if check.passed { "ok" } else { "FAILED" }
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_milliseconds() {
+        let p = Percentiles::from_seconds((1..=100).map(|i| i as f64 / 1000.0));
+        assert_eq!(p.count, 100);
+        assert!((p.p50 - 50.0).abs() < 0.1, "{p:?}");
+        assert!((p.p99 - 99.0).abs() < 0.1, "{p:?}");
+        assert!((p.max - 100.0).abs() < 0.1, "{p:?}");
+        assert_eq!(Percentiles::from_seconds([-0.5]).max, 0.0);
+    }
+
+    #[test]
+    fn timeline_buckets_by_second() {
+        let r = PodRecord {
+            create_sent: 0.2,
+            running_seen: Some(1.5),
+            delete_sent: Some(2.1),
+            gone_seen: Some(9.0),
+            ..Default::default()
+        };
+        let t = timeline(&[r], 3.0);
+        assert_eq!(t.len(), 3);
+        assert_eq!(
+            (t[0].creates_sent, t[1].running, t[2].deletes_sent),
+            (1, 1, 1)
+        );
+        assert_eq!(t[2].gone, 1, "late events go to the last bucket");
+        assert!((t[1].pod_startup_ms.as_ref().unwrap().p50 - 1300.0).abs() < 2.0);
+    }
+}

@@ -1,0 +1,247 @@
+//! One watch per load namespace, the source of every pod measurement. An explicit informer:
+//! `Listing` (list the run's pods, settle the tracker, take the list's resourceVersion) →
+//! `Watching{rv}` (resume from the last seen rv when the stream ends) → back to `Listing` on 410.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::Method;
+use parking_lot::Mutex;
+use serde::Deserialize;
+use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
+
+use super::client::{ApiClient, LineReader};
+use super::tracker::{EventKind, PodView, Tracker};
+
+/// Where the informer is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Listing,
+    Watching { rv: String },
+}
+
+#[derive(Deserialize)]
+struct PodList {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<PodView>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    #[serde(default)]
+    resource_version: String,
+}
+
+#[derive(Deserialize)]
+struct WatchEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    object: PodView,
+}
+
+/// Percent-encodes a query value.
+pub fn encode(value: &str) -> String {
+    let mut out = String::new();
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The Status code of a watch `ERROR` event (410: the resourceVersion is too old).
+fn error_code(line: &[u8]) -> Option<u64> {
+    let event: serde_json::Value = serde_json::from_slice(line).ok()?;
+    if event["type"] != "ERROR" {
+        return None;
+    }
+    Some(event["object"]["code"].as_u64().unwrap_or(0))
+}
+
+/// Watches the run's pods in one namespace.
+pub struct NamespaceWatch {
+    pub client: ApiClient,
+    pub namespace: String,
+    pub namespace_index: u32,
+    /// `key=value` label selector of the run.
+    pub selector: String,
+    pub tracker: Arc<Mutex<Tracker>>,
+    pub run_start: Instant,
+}
+
+impl NamespaceWatch {
+    fn path(&self) -> String {
+        format!(
+            "/api/v1/namespaces/{}/pods?labelSelector={}",
+            self.namespace,
+            encode(&self.selector)
+        )
+    }
+
+    fn now(&self) -> f64 {
+        self.run_start.elapsed().as_secs_f64()
+    }
+
+    async fn list(&self) -> anyhow::Result<String> {
+        let response = self
+            .client
+            .call(
+                "list",
+                "pods",
+                Method::GET,
+                &self.path(),
+                None,
+                Default::default(),
+            )
+            .await?;
+        if !response.status.is_success() {
+            anyhow::bail!("list pods answered {}", response.status);
+        }
+        let t = self.now();
+        let list: PodList = serde_json::from_slice(&response.body)?;
+        self.tracker
+            .lock()
+            .relisted(self.namespace_index, &list.items, t);
+        Ok(list.metadata.resource_version)
+    }
+
+    /// Runs until `stop` turns true. `ready` fires once the first watch is open: events from
+    /// then on are seen.
+    pub async fn run(self, ready: oneshot::Sender<()>, mut stop: watch::Receiver<bool>) {
+        let mut ready = Some(ready);
+        let mut state = State::Listing;
+        let mut failures = 0u32;
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            if failures > 0 {
+                let backoff = Duration::from_millis((100 * 2u64.pow(failures.min(5))).min(2000));
+                tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+            let rv = match &state {
+                State::Listing => match self.list().await {
+                    Ok(rv) => {
+                        state = State::Watching { rv: rv.clone() };
+                        rv
+                    }
+                    Err(e) => {
+                        tracing::warn!(namespace = %self.namespace, "load watch: list failed: {e:#}");
+                        failures += 1;
+                        continue;
+                    }
+                },
+                State::Watching { rv } => rv.clone(),
+            };
+            let path = format!(
+                "{}&watch=true&allowWatchBookmarks=true&timeoutSeconds=600&resourceVersion={}",
+                self.path(),
+                encode(&rv)
+            );
+            let (status, body) = match self.client.stream("pods", &path).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(namespace = %self.namespace, "load watch: {e:#}");
+                    failures += 1;
+                    continue;
+                }
+            };
+            if status.as_u16() == 410 {
+                state = State::Listing;
+                continue;
+            }
+            if !status.is_success() {
+                tracing::warn!(namespace = %self.namespace, "load watch answered {status}");
+                failures += 1;
+                continue;
+            }
+            failures = 0;
+            if let Some(ready) = ready.take() {
+                let _ = ready.send(());
+            }
+            let mut lines = LineReader::new(body);
+            loop {
+                let line = tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => return,
+                    line = lines.next_line() => line,
+                };
+                let line = match line {
+                    Ok(Some(line)) => line,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!(namespace = %self.namespace, "load watch stream: {e:#}");
+                        break;
+                    }
+                };
+                let t = self.now();
+                let event: WatchEvent = match serde_json::from_slice(&line) {
+                    Ok(e) => e,
+                    // An ERROR event's object is a Status, which is no pod.
+                    Err(_) if error_code(&line).is_some() => {
+                        if error_code(&line) == Some(410) {
+                            state = State::Listing;
+                        } else {
+                            failures += 1;
+                        }
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(namespace = %self.namespace, "load watch: bad event: {e}");
+                        continue;
+                    }
+                };
+                let kind = match event.kind.as_str() {
+                    "ADDED" => EventKind::Added,
+                    "MODIFIED" => EventKind::Modified,
+                    "DELETED" => EventKind::Deleted,
+                    "BOOKMARK" => {
+                        let rv = event.object.metadata.resource_version;
+                        if !rv.is_empty() {
+                            state = State::Watching { rv };
+                        }
+                        continue;
+                    }
+                    _ => {
+                        // ERROR: 410 Gone means the rv was compacted away: re-list.
+                        if error_code(&line) == Some(410) {
+                            state = State::Listing;
+                        } else {
+                            failures += 1;
+                        }
+                        break;
+                    }
+                };
+                let pod = event.object;
+                if !pod.metadata.resource_version.is_empty() {
+                    state = State::Watching {
+                        rv: pod.metadata.resource_version.clone(),
+                    };
+                }
+                self.tracker.lock().observe(kind, &pod, t);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn encodes_selectors() {
+        assert_eq!(
+            super::encode("kemu.dev/load-run=ab12"),
+            "kemu.dev%2Fload-run%3Dab12"
+        );
+    }
+}

@@ -1,0 +1,284 @@
+//! `kemu load`: runs a load plan against a running cluster and exits 0 only when it passed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Deserialize as _;
+
+use crate::load::{self, plan::LoadMode, LoadPlan, LoadTarget, SampledProcess};
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// Kubeconfig of the cluster (its current context's server).
+    #[arg(long, conflicts_with = "dir")]
+    kubeconfig: Option<PathBuf>,
+    /// A cluster directory of `kemu up`/`kemu run`: uses its `kubeconfig`, writes the reports
+    /// there, and samples the processes whose command line names the directory.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The plan: TOML with the `[load]` table's keys (or a cluster config with a `[load]`
+    /// table). The flags below override it.
+    #[arg(long)]
+    plan: Option<PathBuf>,
+    /// Where to write `load-report.json` and `load-report.html` (default: `--dir`, else `.`).
+    #[arg(long)]
+    report_dir: Option<PathBuf>,
+    /// Also sample this process, as NAME=PID (repeatable).
+    #[arg(long = "sample", value_name = "NAME=PID")]
+    samples: Vec<String>,
+
+    /// Pods to create.
+    #[arg(long)]
+    pods: Option<u64>,
+    /// Creates per second.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Deletes per second (default: --rate).
+    #[arg(long)]
+    delete_rate: Option<f64>,
+    /// Namespaces to spread the pods over.
+    #[arg(long)]
+    namespaces: Option<u32>,
+    /// pods (deployments and replicasets need issue [9/9]).
+    #[arg(long, value_parser = parse_mode)]
+    mode: Option<LoadMode>,
+    /// A built-in pod template (pause).
+    #[arg(long)]
+    template: Option<String>,
+    /// A pod manifest (YAML or JSON) to use as the template.
+    #[arg(long)]
+    template_file: Option<PathBuf>,
+    /// Init containers of the built-in template.
+    #[arg(long)]
+    init_containers: Option<u32>,
+    /// Give the built-in template's container probes.
+    #[arg(long)]
+    probes: bool,
+    /// Seconds to keep the pods Running before deleting them.
+    #[arg(long)]
+    hold: Option<f64>,
+    /// Leave the pods Running at the end.
+    #[arg(long)]
+    no_delete: bool,
+    /// gracePeriodSeconds of the deletes (default: the pod's own).
+    #[arg(long)]
+    delete_grace: Option<i64>,
+    /// Churn cycles after the first create.
+    #[arg(long)]
+    churn_cycles: Option<u32>,
+    /// Percent of the pods each churn cycle deletes and re-creates.
+    #[arg(long)]
+    churn_percent: Option<f64>,
+    /// SLO: pod_startup p99 in milliseconds.
+    #[arg(long)]
+    slo_pod_startup_p99_ms: Option<f64>,
+    /// Seconds to wait for every pod to be Running.
+    #[arg(long)]
+    running_timeout: Option<f64>,
+    /// Seconds to wait for every deleted pod to be gone.
+    #[arg(long)]
+    gone_timeout: Option<f64>,
+    /// Requests in flight at most.
+    #[arg(long)]
+    max_in_flight: Option<u32>,
+    /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1.
+    #[arg(long)]
+    http2: bool,
+}
+
+fn parse_mode(s: &str) -> Result<LoadMode, String> {
+    LoadMode::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
+        .map_err(|e| e.to_string())
+}
+
+impl LoadArgs {
+    /// The plan file (or the defaults) with the flags laid over it.
+    fn plan(&self) -> anyhow::Result<LoadPlan> {
+        let mut plan = match &self.plan {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?;
+                LoadPlan::from_toml(&text).with_context(|| format!("plan {}", path.display()))?
+            }
+            None => LoadPlan::default(),
+        };
+        macro_rules! over {
+            ($($field:ident <- $flag:expr),* $(,)?) => {
+                $(if let Some(v) = $flag.clone() { plan.$field = v; })*
+            };
+        }
+        over!(
+            pods <- self.pods,
+            rate <- self.rate,
+            namespaces <- self.namespaces,
+            mode <- self.mode,
+            template <- self.template,
+            init_containers <- self.init_containers,
+            hold_seconds <- self.hold,
+            churn_cycles <- self.churn_cycles,
+            churn_percent <- self.churn_percent,
+            slo_pod_startup_p99_ms <- self.slo_pod_startup_p99_ms,
+            running_timeout_seconds <- self.running_timeout,
+            gone_timeout_seconds <- self.gone_timeout,
+            max_in_flight <- self.max_in_flight,
+        );
+        if self.delete_rate.is_some() {
+            plan.delete_rate = self.delete_rate;
+        }
+        if self.template_file.is_some() {
+            plan.template_file = self.template_file.clone();
+        }
+        if self.delete_grace.is_some() {
+            plan.delete_grace_seconds = self.delete_grace;
+        }
+        plan.probes |= self.probes;
+        plan.http2 |= self.http2;
+        if self.no_delete {
+            plan.delete = false;
+        }
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    fn target(&self) -> anyhow::Result<LoadTarget> {
+        let kubeconfig = match (&self.kubeconfig, &self.dir) {
+            (Some(k), _) => k.clone(),
+            (None, Some(dir)) => dir.join("kubeconfig"),
+            (None, None) => bail!("give --kubeconfig FILE or --dir CLUSTER_DIR"),
+        };
+        let report_dir = self
+            .report_dir
+            .clone()
+            .or_else(|| self.dir.clone())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let mut processes = Vec::new();
+        for s in &self.samples {
+            let (name, pid) = s
+                .split_once('=')
+                .with_context(|| format!("--sample {s:?}: expected NAME=PID"))?;
+            let pid = pid
+                .parse()
+                .with_context(|| format!("--sample {s:?}: bad pid"))?;
+            processes.push(SampledProcess {
+                name: name.to_string(),
+                pid,
+            });
+        }
+        if let Some(dir) = &self.dir {
+            processes.extend(processes_of(dir));
+        }
+        Ok(LoadTarget {
+            kubeconfig,
+            report_dir,
+            processes,
+        })
+    }
+}
+
+/// The kemu processes whose command line names `dir` (a cluster's processes keep their data
+/// there), named by subcommand and pid.
+fn processes_of(dir: &std::path::Path) -> Vec<SampledProcess> {
+    let Ok(dir) = dir.canonicalize() else {
+        return Vec::new();
+    };
+    let needle = dir.display().to_string();
+    let me = std::process::id();
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_kemu = args
+            .first()
+            .is_some_and(|a| a.rsplit('/').next() == Some("kemu"));
+        if is_kemu && args.iter().any(|a| a.contains(&needle)) {
+            let sub = args.get(1).cloned().unwrap_or_default();
+            out.push(SampledProcess {
+                name: format!("{sub}-{pid}"),
+                pid,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
+    let plan = args.plan()?;
+    let target = args.target()?;
+    let outcome = tokio::select! {
+        biased;
+        _ = crate::shutdown::signal() => bail!("interrupted: no report written"),
+        outcome = load::run(&plan, &target) => outcome?,
+    };
+    println!("{}", outcome.summary);
+    println!("report: {}", outcome.report_json.display());
+    println!("report: {}", outcome.report_html.display());
+    Ok(if outcome.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: LoadArgs,
+    }
+
+    #[test]
+    fn flags_override_the_plan_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = dir.path().join("plan.toml");
+        std::fs::write(&plan, "[load]\npods = 7\nrate = 3.0\nnamespaces = 2\n").unwrap();
+        let cli = Cli::parse_from([
+            "x",
+            "--kubeconfig",
+            "k",
+            "--plan",
+            plan.to_str().unwrap(),
+            "--rate",
+            "9",
+            "--no-delete",
+            "--sample",
+            "api=42",
+        ]);
+        let p = cli.args.plan().unwrap();
+        assert_eq!((p.pods, p.rate, p.namespaces, p.delete), (7, 9.0, 2, false));
+        let t = cli.args.target().unwrap();
+        assert_eq!(t.processes[0].pid, 42);
+        assert_eq!(t.report_dir, PathBuf::from("."));
+    }
+
+    #[test]
+    fn deployments_mode_errors_clearly() {
+        let cli = Cli::parse_from(["x", "--kubeconfig", "k", "--mode", "deployments"]);
+        let e = cli.args.plan().unwrap_err();
+        assert!(e.to_string().starts_with("load.mode:"), "{e}");
+    }
+}
