@@ -2,7 +2,9 @@
 //! modules for each).
 
 use clap::{Parser, Subcommand};
-use kemu::{apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, load_cmd, scheduler_cmd, store_member};
+use kemu::{
+    apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, load_cmd, scheduler_cmd, store_member,
+};
 
 #[derive(Parser)]
 #[command(
