@@ -405,10 +405,10 @@ impl ClusterConfig {
         }
         if let Some(chaos) = &self.chaos {
             for (i, action) in chaos.actions.iter().enumerate() {
-                if !(action.at >= 0.0) {
+                if !(action.at.is_finite() && action.at >= 0.0) {
                     return Err((format!("chaos.action[{i}].at"), "must be >= 0".into()));
                 }
-                if action.every.is_some_and(|e| !(e > 0.0)) {
+                if action.every.is_some_and(|e| !(e.is_finite() && e > 0.0)) {
                     return Err((format!("chaos.action[{i}].every"), "must be > 0".into()));
                 }
             }

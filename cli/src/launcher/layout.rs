@@ -86,7 +86,7 @@ pub struct ComponentSpec {
     pub host: String,
     /// The command line after the `kemu` binary.
     pub args: Vec<String>,
-    /// What it serves on: `client`, `peer`, `http`, `quic`, `metrics`.
+    /// What it serves on: `client`, `peer`, `http`, `quic`, `metrics`, `logs`.
     pub addresses: BTreeMap<String, SocketAddr>,
     pub log: PathBuf,
 }
@@ -119,6 +119,7 @@ const STORE_PEER_PORT: u16 = 2380;
 const API_HTTP_PORT: u16 = 6443;
 const API_QUIC_PORT: u16 = 6444;
 const NODEHOST_METRICS_PORT: u16 = 10250;
+const NODEHOST_LOGS_PORT: u16 = 10251;
 const CONTROLLERS_METRICS_PORT: u16 = 10257;
 const SCHEDULER_METRICS_PORT: u16 = 10259;
 const PORT_STEP: u16 = 10;
@@ -222,7 +223,10 @@ impl Layout {
                 }
                 Kind::Scheduler => add("metrics", SCHEDULER_METRICS_PORT, false)?,
                 Kind::Controllers => add("metrics", CONTROLLERS_METRICS_PORT, false)?,
-                Kind::Nodehost => add("metrics", NODEHOST_METRICS_PORT, false)?,
+                Kind::Nodehost => {
+                    add("metrics", NODEHOST_METRICS_PORT, false)?;
+                    add("logs", NODEHOST_LOGS_PORT, true)?;
+                }
             }
             addresses.insert(name.clone(), a);
         }
@@ -303,6 +307,8 @@ impl Layout {
                     config.scheduler.workers.to_string(),
                     s("--metrics-addr"),
                     a["metrics"].to_string(),
+                    s("--holder-identity"),
+                    name.clone(),
                 ]),
                 Kind::Controllers => args.extend([
                     s("--apiserver"),
@@ -327,8 +333,11 @@ impl Layout {
                         name.clone(),
                         s("--nodes"),
                         config.nodes.per_host.to_string(),
+                        // One name space for the whole cluster: node-0 … node-(N-1).
                         s("--name-prefix"),
-                        format!("{}-", name.replace("nodehost-", "nh")),
+                        s("node-"),
+                        s("--first-index"),
+                        ((nodehost_index - 1) * config.nodes.per_host as usize).to_string(),
                         s("--config"),
                         dir.join("config")
                             .join("nodehost.toml")
@@ -336,6 +345,9 @@ impl Layout {
                             .to_string(),
                         s("--metrics-addr"),
                         a["metrics"].to_string(),
+                        // The API server dials this for `kubectl logs`.
+                        s("--logs-addr"),
+                        a["logs"].to_string(),
                     ]);
                 }
             }
