@@ -70,7 +70,7 @@ pub fn decode(resource: &ResourceInfo, object: &Value) -> Result<Value, StrictEr
     owned.insert("kind".into(), Value::String(resource.kind.to_string()));
     let object = Value::Object(owned);
 
-    use k8s_openapi::api::{apps, batch, coordination, core, events, scheduling};
+    use k8s_openapi::api::{apps, batch, coordination, core, discovery, events, scheduling};
     match (resource.group, resource.kind) {
         ("", "Pod") => round_trip::<core::v1::Pod>(resource, &object),
         ("", "Node") => round_trip::<core::v1::Node>(resource, &object),
@@ -81,6 +81,9 @@ pub fn decode(resource: &ResourceInfo, object: &Value) -> Result<Value, StrictEr
         ("", "Secret") => round_trip::<core::v1::Secret>(resource, &object),
         ("", "Service") => round_trip::<core::v1::Service>(resource, &object),
         ("", "Endpoints") => round_trip::<core::v1::Endpoints>(resource, &object),
+        ("discovery.k8s.io", "EndpointSlice") => {
+            round_trip::<discovery::v1::EndpointSlice>(resource, &object)
+        }
         ("", "ServiceAccount") => round_trip::<core::v1::ServiceAccount>(resource, &object),
         ("apps", "Deployment") => round_trip::<apps::v1::Deployment>(resource, &object),
         ("apps", "ReplicaSet") => round_trip::<apps::v1::ReplicaSet>(resource, &object),

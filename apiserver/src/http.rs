@@ -420,7 +420,7 @@ async fn resource_request(
 
 /// `namespaces/{name}/finalize`: replaces spec.finalizers; an emptied, terminating namespace
 /// is removed.
-async fn finalize_namespace(
+pub(crate) async fn finalize_namespace(
     registry: &Registry,
     name: &str,
     body: Value,

@@ -176,6 +176,18 @@ impl ComponentFront {
             } => {
                 let resource = resolve(&resource)?;
                 let ns = named_scope(resource, namespace.as_deref())?;
+                if resource.plural == "namespaces" && subresource.as_deref() == Some("finalize") {
+                    // The namespace controller's last step, as over HTTP.
+                    let body = decode_body(&body)?;
+                    let finalized = crate::http::finalize_namespace(
+                        registry,
+                        &name,
+                        body,
+                        &WriteOptions::default(),
+                    )
+                    .await?;
+                    return object(&finalized);
+                }
                 let sub = writable_subresource(resource, subresource.as_deref())?;
                 let body = decode_body(&body)?;
                 let updated = registry
@@ -539,7 +551,8 @@ fn named_scope<'n>(
     Ok(namespace)
 }
 
-/// The subresources PUT and PATCH accept here: the object itself and `status`.
+/// The subresources PUT and PATCH accept here: the object itself and `status` (and PUT
+/// `namespaces/{name}/finalize`, handled before this).
 fn writable_subresource<'s>(
     resource: &ResourceInfo,
     subresource: Option<&'s str>,

@@ -7,6 +7,7 @@
 //! - [`load`]: pod create/delete throughput and latency; [`load_cmd`]: `kemu load`.
 //! - [`launcher`]: `kemu up`, `down`, `status`, `run`: whole clusters from a config file.
 //! - [`scheduler_cmd`]: `kemu scheduler`, one scheduler replica, and `kemu bench scheduler`.
+//! - [`controllers_cmd`]: `kemu controllers`, the controller manager (leader-elected).
 //! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
 //! - [`bench`]: `kemu bench store`, one load generator for kemu's store and real etcd.
 //! - [`cluster_proc`]: local multi-process clusters (kemu store, etcd) for benchmarks and tests.
@@ -18,6 +19,7 @@ pub mod certs;
 pub mod chaos;
 pub mod chaos_cmd;
 pub mod cluster_proc;
+pub mod controllers_cmd;
 pub mod kv;
 pub mod launcher;
 pub mod load;

@@ -25,6 +25,9 @@ enum Command {
     Store(store_member::StoreArgs),
     /// Run one API server replica (the Kubernetes API over the store).
     Apiserver(apiserver_cmd::ApiServerArgs),
+    /// Run the controller manager (ReplicaSet, Deployment, Job, node lifecycle, endpoints,
+    /// namespace, garbage collector; leader-elected).
+    Controllers(kemu::controllers_cmd::ControllersArgs),
     /// Run one scheduler replica (leader-elected).
     Scheduler(scheduler_cmd::SchedulerArgs),
     /// Talk to the store like etcdctl: put, get, del, txn, watch, compact, lease, status, hash.
@@ -58,6 +61,7 @@ fn main() -> std::process::ExitCode {
             Command::Certs(args) => certs::run(args),
             Command::Store(args) => store_member::run(args).await,
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
+            Command::Controllers(args) => kemu::controllers_cmd::run(args).await,
             Command::Scheduler(args) => scheduler_cmd::run(args).await,
             Command::Kv(args) => kv::run(args).await,
             Command::Bench(command) => bench::run(command).await,
@@ -82,7 +86,7 @@ fn main() -> std::process::ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(
-            "warn,kemu=info,store=info,transport=info,apiserver=info,api=info,scheduler=info",
+            "warn,kemu=info,store=info,transport=info,apiserver=info,api=info,scheduler=info,controllers=info",
         )
     });
     // Colour only on a terminal: logs usually go to files.

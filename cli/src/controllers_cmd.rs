@@ -1,0 +1,54 @@
+//! `kemu controllers`: runs the controller manager until SIGTERM/Ctrl-C (or until it loses
+//! its leader lease, which ends the process as kube-controller-manager does).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use api::client::ClientConfig;
+use clap::Args;
+use controllers::manager::ControllerManagerConfig;
+
+#[derive(Args, Debug)]
+pub struct ControllersArgs {
+    /// QUIC component fronts of the API servers, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    apiserver: Vec<SocketAddr>,
+    /// Directory with `ca.crt` and this component's certificate.
+    #[arg(long)]
+    certs: PathBuf,
+    /// Which certificate in `--certs` to present.
+    #[arg(long, default_value = "controllers")]
+    identity: String,
+    /// Serve `/metrics` and `/healthz` here.
+    #[arg(long)]
+    metrics_addr: Option<SocketAddr>,
+    /// Concurrent reconciles per controller.
+    #[arg(long, default_value_t = 5)]
+    workers: usize,
+    /// Seconds without a heartbeat before a node is Unknown and tainted unreachable.
+    #[arg(long, default_value_t = 40)]
+    node_monitor_grace_secs: u64,
+    /// Seconds between looks at every node.
+    #[arg(long, default_value_t = 5)]
+    node_monitor_period_secs: u64,
+    /// Run without leader election (a single controller manager).
+    #[arg(long)]
+    no_leader_elect: bool,
+}
+
+pub async fn run(args: ControllersArgs) -> anyhow::Result<ExitCode> {
+    let client = ClientConfig::new(args.apiserver, &args.certs, args.identity);
+    let mut config = ControllerManagerConfig::new(client);
+    config.metrics_addr = args.metrics_addr;
+    config.workers = args.workers;
+    config.leader_elect = !args.no_leader_elect;
+    config.node_lifecycle.grace_period = Duration::from_secs(args.node_monitor_grace_secs);
+    config.node_lifecycle.monitor_period = Duration::from_secs(args.node_monitor_period_secs);
+    controllers::manager::run(config, crate::shutdown::signal())
+        .await
+        .context("controller manager")?;
+    Ok(ExitCode::SUCCESS)
+}

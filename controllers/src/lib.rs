@@ -1,0 +1,32 @@
+//! kemu's controller manager: the controllers that turn workload objects into pods and keep
+//! the cluster's derived state (endpoints, node health, namespaces, garbage) in step.
+//!
+//! - [`manager`]: `ControllerManager` configuration, leader election, shared informers, and
+//!   the start of every controller.
+//! - [`leader`]: leader election on a `coordination.k8s.io` Lease.
+//! - [`queue`] and [`worker`]: the rate-limited, de-duplicating work queue and the workers that
+//!   reconcile its keys one at a time.
+//! - [`expectations`]: creations/deletions in flight, so a slow watch never causes doubles.
+//! - Controllers, each a pure decision core plus a reconciler doing the I/O: [`replicaset`],
+//!   [`deployment`], [`job`], [`node_lifecycle`], [`endpoints`], [`namespace`],
+//!   [`garbage_collector`].
+//! - [`metrics`]: counters and their HTTP endpoint.
+
+pub mod deployment;
+pub mod endpoints;
+pub mod expectations;
+pub mod garbage_collector;
+pub mod job;
+pub mod leader;
+pub mod manager;
+pub mod metrics;
+pub mod namespace;
+pub mod node_lifecycle;
+pub mod owners;
+pub mod pods;
+pub mod queue;
+pub mod replicaset;
+pub mod worker;
+
+#[cfg(test)]
+mod test_objects;

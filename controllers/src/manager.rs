@@ -1,0 +1,296 @@
+//! The controller manager: wins the leader election, starts one informer per resource the
+//! controllers share, then every controller (each waiting for its caches to sync), and runs
+//! until shutdown or until it loses the lease.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::client::{Client, ClientConfig, ClientError, ListParams};
+use api::informer::Informer;
+use api::resources;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::deployment::DeploymentController;
+use crate::endpoints::EndpointsController;
+use crate::garbage_collector::GarbageCollector;
+use crate::job::JobController;
+use crate::leader::{LeaderConfig, LeaderElector};
+use crate::metrics::{self, Metrics};
+use crate::namespace::NamespaceController;
+use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleController};
+use crate::queue::WorkQueue;
+use crate::replicaset::ReplicaSetController;
+use crate::worker::{spawn_workers, stopped, Reconciler, Shutdown};
+
+/// The controller manager's settings; defaults in [`ControllerManagerConfig::new`].
+#[derive(Clone, Debug)]
+pub struct ControllerManagerConfig {
+    pub client: ClientConfig,
+    /// Campaign for the `kube-system/kube-controller-manager` Lease before doing anything.
+    pub leader_elect: bool,
+    /// holderIdentity in the lease (unique per process).
+    pub holder_identity: String,
+    /// Concurrent reconciles per controller (never two for one object).
+    pub workers: usize,
+    pub node_lifecycle: NodeLifecycleConfig,
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// Why the manager stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    #[error("config {field}: {reason}")]
+    Config { field: &'static str, reason: String },
+    #[error("API client: {0}")]
+    Client(#[source] ClientError),
+    #[error("lost the leader lease")]
+    LostLeadership,
+    #[error("metrics endpoint: {0}")]
+    Metrics(#[source] std::io::Error),
+}
+
+impl ControllerManagerConfig {
+    pub fn new(client: ClientConfig) -> ControllerManagerConfig {
+        let holder_identity = format!(
+            "{}_{:016x}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "kemu".into()),
+            rand::random::<u64>()
+        );
+        ControllerManagerConfig {
+            client,
+            leader_elect: true,
+            holder_identity,
+            workers: 5,
+            node_lifecycle: NodeLifecycleConfig::default(),
+            metrics_addr: None,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ManagerError> {
+        if self.workers == 0 {
+            return Err(ManagerError::Config {
+                field: "workers",
+                reason: "must be at least 1".into(),
+            });
+        }
+        self.client.validate().map_err(ManagerError::Client)?;
+        self.node_lifecycle.validate()
+    }
+}
+
+/// Runs the controller manager until `shutdown` resolves.
+pub async fn run(
+    config: ControllerManagerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ManagerError> {
+    config.validate()?;
+    let (stop_tx, stop) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let client = Client::new(config.client.clone()).map_err(ManagerError::Client)?;
+    let metrics = Metrics::default();
+    if let Some(addr) = config.metrics_addr {
+        let (m, s) = (metrics.clone(), stop.clone());
+        let listener_ready = tokio::spawn(async move { metrics::serve(addr, m, s).await });
+        // Bind errors surface at once; later ones only end the endpoint.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if listener_ready.is_finished() {
+            if let Ok(Err(e)) = listener_ready.await {
+                return Err(ManagerError::Metrics(e));
+            }
+        }
+    }
+
+    let mut lost = if config.leader_elect {
+        let elector = LeaderElector::new(
+            client.clone(),
+            LeaderConfig::new(config.holder_identity.clone()),
+        );
+        match elector.acquire(stop.clone()).await {
+            Some(lost) => Some(lost),
+            None => return Ok(()),
+        }
+    } else {
+        None
+    };
+    metrics.set_leader(true);
+
+    let started = start_controllers(&client, &config, &metrics, stop.clone());
+    info!(controllers = started, "controllers started");
+
+    let mut stop_wait = stop.clone();
+    let result = match lost.as_mut() {
+        Some(lost) => tokio::select! {
+            biased;
+            () = stopped(&mut stop_wait) => Ok(()),
+            _ = lost.wait_for(|l| *l) => Err(ManagerError::LostLeadership),
+        },
+        None => {
+            stopped(&mut stop_wait).await;
+            Ok(())
+        }
+    };
+    metrics.set_leader(false);
+    if result.is_err() {
+        warn!("stepping down: leadership lost");
+    }
+    result
+}
+
+/// Builds the shared informers and every controller; returns how many controllers started.
+fn start_controllers(
+    client: &Client,
+    config: &ControllerManagerConfig,
+    metrics: &Metrics,
+    stop: Shutdown,
+) -> usize {
+    let all = ListParams::default();
+    let find = |g, p| resources::find(g, "v1", p).expect("served resource");
+    let mut pods = Informer::<Pod>::new(client.clone(), resources::pods(), None, all.clone());
+    let mut replicasets = Informer::<ReplicaSet>::new(
+        client.clone(),
+        find("apps", "replicasets"),
+        None,
+        all.clone(),
+    );
+    let mut deployments = Informer::<Deployment>::new(
+        client.clone(),
+        find("apps", "deployments"),
+        None,
+        all.clone(),
+    );
+    let mut jobs = Informer::<Job>::new(client.clone(), find("batch", "jobs"), None, all.clone());
+    let mut nodes = Informer::<Node>::new(client.clone(), find("", "nodes"), None, all.clone());
+    let mut node_leases = Informer::<Lease>::new(
+        client.clone(),
+        find("coordination.k8s.io", "leases"),
+        Some("kube-node-lease"),
+        all.clone(),
+    );
+    let mut services =
+        Informer::<Service>::new(client.clone(), find("", "services"), None, all.clone());
+    let mut namespaces =
+        Informer::<Namespace>::new(client.clone(), find("", "namespaces"), None, all.clone());
+    let mut endpoints =
+        Informer::<Endpoints>::new(client.clone(), find("", "endpoints"), None, all.clone());
+    let mut slices = Informer::<EndpointSlice>::new(
+        client.clone(),
+        find("discovery.k8s.io", "endpointslices"),
+        None,
+        all.clone(),
+    );
+
+    let workers = config.workers;
+    let mut count = 0;
+    let mut start = |name: &'static str, reconciler: Arc<dyn StartAfterSync>, queue: WorkQueue| {
+        count += 1;
+        let (metrics, stop) = (metrics.clone(), stop.clone());
+        tokio::spawn(async move {
+            if !reconciler.synced().await {
+                return;
+            }
+            info!(controller = name, "caches synced; starting workers");
+            reconciler.spawn(name, queue, workers, metrics, stop);
+        });
+    };
+
+    let (rs, q) = ReplicaSetController::new(client.clone(), &mut replicasets, &mut pods);
+    start("replicaset", rs, q);
+    let (d, q) = DeploymentController::new(client.clone(), &mut deployments, &mut replicasets);
+    start("deployment", d, q);
+    let (j, q) = JobController::new(client.clone(), &mut jobs, &mut pods);
+    start("job", j, q);
+    let (e, q) = EndpointsController::new(
+        client.clone(),
+        &mut services,
+        &mut pods,
+        &mut endpoints,
+        &mut slices,
+    );
+    start("endpoints", e, q);
+    let (n, q) = NamespaceController::new(client.clone(), &mut namespaces);
+    start("namespace", n, q);
+    let (nl, q) = NodeLifecycleController::new(
+        client.clone(),
+        config.node_lifecycle.clone(),
+        &mut nodes,
+        &mut node_leases,
+        &mut pods,
+        stop.clone(),
+    );
+    start("nodelifecycle", nl, q);
+    let (gc, q) = GarbageCollector::new(client.clone(), stop.clone());
+    start("garbagecollector", gc, q);
+
+    for run in [
+        spawn_informer(pods, stop.clone()),
+        spawn_informer(replicasets, stop.clone()),
+        spawn_informer(deployments, stop.clone()),
+        spawn_informer(jobs, stop.clone()),
+        spawn_informer(nodes, stop.clone()),
+        spawn_informer(node_leases, stop.clone()),
+        spawn_informer(services, stop.clone()),
+        spawn_informer(namespaces, stop.clone()),
+        spawn_informer(endpoints, stop.clone()),
+        spawn_informer(slices, stop.clone()),
+    ] {
+        drop(run);
+    }
+    count
+}
+
+fn spawn_informer<T>(informer: Informer<T>, mut stop: Shutdown) -> tokio::task::JoinHandle<()>
+where
+    T: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    tokio::spawn(informer.run(async move { stopped(&mut stop).await }))
+}
+
+/// A controller the manager starts once its caches have synced.
+pub trait StartAfterSync: Send + Sync {
+    fn synced(&self) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send>>;
+    fn spawn(
+        self: Arc<Self>,
+        name: &'static str,
+        queue: WorkQueue,
+        workers: usize,
+        metrics: Metrics,
+        stop: Shutdown,
+    );
+}
+
+/// Every reconciler with a cache-sync check is startable.
+pub trait HasCaches {
+    fn caches_synced(&self) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send>>;
+}
+
+impl<R: Reconciler + HasCaches> StartAfterSync for R {
+    fn synced(&self) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send>> {
+        self.caches_synced()
+    }
+
+    fn spawn(
+        self: Arc<Self>,
+        name: &'static str,
+        queue: WorkQueue,
+        workers: usize,
+        metrics: Metrics,
+        stop: Shutdown,
+    ) {
+        spawn_workers(name, queue, self, workers, metrics, stop);
+    }
+}

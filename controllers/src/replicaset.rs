@@ -1,0 +1,462 @@
+//! The ReplicaSet controller: keeps `spec.replicas` active pods per ReplicaSet (creating them
+//! from the template with a controller reference, deleting the least useful ones first), and
+//! reports replicas, fullyLabeledReplicas, readyReplicas, availableReplicas and
+//! observedGeneration.
+//!
+//! The decision is the pure [`plan`]; [`ReplicaSetController`] does the I/O. [`Expectations`]
+//! keep a slow watch from causing double creation: a ReplicaSet whose last creations or
+//! deletions are not all seen yet only gets its status updated.
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::client::{Client, DeleteParams, Patch};
+use api::informer::{Informer, InformerEvent, Store};
+use api::resources;
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tracing::debug;
+
+use crate::expectations::Expectations;
+use crate::owners::{
+    controlled_by, controller_of, controller_ref, key_of, now_seconds, seconds, split_key,
+};
+use crate::pods;
+use crate::queue::WorkQueue;
+use crate::worker::{Outcome, ReconcileError, Reconciler};
+
+/// At most this many pods are created or deleted per sync (client-go's burstReplicas).
+pub const BURST: usize = 500;
+
+/// What one sync of a ReplicaSet should do.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Pods to create.
+    pub create: usize,
+    /// Names of pods to delete.
+    pub delete: Vec<String>,
+    pub status: ReplicaSetStatus,
+    /// Look again then (a pod becoming available after minReadySeconds).
+    pub recheck_after: Option<Duration>,
+}
+
+/// Decides the creations, deletions and status of `rs` given the pods it controls. Replicas
+/// are managed only when `expectations_met`. `now` is seconds since the epoch.
+pub fn plan(rs: &ReplicaSet, owned: &[&Pod], expectations_met: bool, now: i64) -> Plan {
+    let spec = &rs.spec;
+    let want = spec.replicas.unwrap_or(1).max(0) as usize;
+    let min_ready = spec.min_ready_seconds.unwrap_or(0);
+    let mut active: Vec<&Pod> = owned
+        .iter()
+        .copied()
+        .filter(|p| pods::is_active(p))
+        .collect();
+    let mut create = 0;
+    let mut delete = Vec::new();
+    let deleting = rs.metadata.deletion_timestamp.is_some();
+    if expectations_met && !deleting {
+        if active.len() < want {
+            create = (want - active.len()).min(BURST);
+        } else if active.len() > want {
+            let excess = (active.len() - want).min(BURST);
+            active.sort_by_key(|p| deletion_rank(p));
+            delete = active[..excess]
+                .iter()
+                .map(|p| p.metadata.name.clone().unwrap_or_default())
+                .collect();
+        }
+    }
+    let template_labels = spec
+        .template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let active: Vec<&Pod> = owned
+        .iter()
+        .copied()
+        .filter(|p| pods::is_active(p))
+        .collect();
+    let fully_labeled = active
+        .iter()
+        .filter(|p| {
+            let labels = p.metadata.labels.as_ref();
+            template_labels
+                .iter()
+                .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        })
+        .count();
+    let ready = active.iter().filter(|p| pods::is_ready(p)).count();
+    let available = active
+        .iter()
+        .filter(|p| pods::is_available(p, min_ready, now))
+        .count();
+    let recheck_after = (available < ready && min_ready > 0)
+        .then(|| Duration::from_secs(u64::try_from(min_ready).unwrap_or(1).max(1)));
+    let status = ReplicaSetStatus {
+        replicas: active.len() as i32,
+        fully_labeled_replicas: Some(fully_labeled as i32),
+        ready_replicas: Some(ready as i32),
+        available_replicas: Some(available as i32),
+        observed_generation: rs.metadata.generation,
+        conditions: rs.status.as_ref().and_then(|s| s.conditions.clone()),
+        terminating_replicas: None,
+    };
+    Plan {
+        create,
+        delete,
+        status,
+        recheck_after,
+    }
+}
+
+/// Pods to delete first sort first: unscheduled, then pending, not ready, recently ready,
+/// often restarted, newest (client-go's ActivePods order).
+fn deletion_rank(pod: &Pod) -> (bool, u8, bool, Reverse<i32>, Reverse<i64>) {
+    let phase_rank = match pods::phase(pod) {
+        "Pending" | "" => 0,
+        "Unknown" => 1,
+        _ => 2,
+    };
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(seconds)
+        .unwrap_or(0);
+    (
+        pods::is_scheduled(pod),
+        phase_rank,
+        pods::is_ready(pod),
+        Reverse(pods::restarts(pod)),
+        Reverse(created),
+    )
+}
+
+/// The ReplicaSet controller's reconciler.
+pub struct ReplicaSetController {
+    client: Client,
+    replicasets: Store<ReplicaSet>,
+    pods: Store<Pod>,
+    expectations: Arc<Expectations>,
+}
+
+impl ReplicaSetController {
+    /// Subscribes to the informers and returns the reconciler and its queue, fed by a spawned
+    /// task.
+    pub fn new(
+        client: Client,
+        replicasets: &mut Informer<ReplicaSet>,
+        pods: &mut Informer<Pod>,
+    ) -> (Arc<ReplicaSetController>, WorkQueue) {
+        let queue = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(60));
+        let expectations = Arc::new(Expectations::default());
+        let controller = Arc::new(ReplicaSetController {
+            client,
+            replicasets: replicasets.store(),
+            pods: pods.store(),
+            expectations: expectations.clone(),
+        });
+        tokio::spawn(feed(
+            replicasets.subscribe(),
+            pods.subscribe(),
+            queue.clone(),
+            expectations,
+        ));
+        (controller, queue)
+    }
+}
+
+/// The ReplicaSet that controls `pod`, as a key.
+fn owner_key(pod: &Pod) -> Option<String> {
+    let owner = controller_of(&pod.metadata).filter(|r| r.kind == "ReplicaSet")?;
+    Some(api::informer::key(
+        pod.metadata.namespace.as_deref(),
+        &owner.name,
+    ))
+}
+
+async fn feed(
+    mut replicasets: mpsc::Receiver<InformerEvent<ReplicaSet>>,
+    mut pods: mpsc::Receiver<InformerEvent<Pod>>,
+    queue: WorkQueue,
+    expectations: Arc<Expectations>,
+) {
+    loop {
+        tokio::select! {
+            event = replicasets.recv() => match event {
+                Some(InformerEvent::Added(rs)) | Some(InformerEvent::Updated { new: rs, .. }) => {
+                    queue.add(&key_of(&rs.metadata))
+                }
+                Some(InformerEvent::Deleted(rs)) => {
+                    let key = key_of(&rs.metadata);
+                    expectations.forget(&key);
+                    queue.add(&key);
+                }
+                None => return,
+            },
+            event = pods.recv() => match event {
+                Some(InformerEvent::Added(pod)) => {
+                    if let Some(key) = owner_key(&pod) {
+                        if pod.metadata.deletion_timestamp.is_some() {
+                            expectations.deletion_observed(&key, &key_of(&pod.metadata));
+                        } else {
+                            expectations.creation_observed(&key);
+                        }
+                        queue.add(&key);
+                    }
+                }
+                Some(InformerEvent::Updated { old, new }) => {
+                    if let Some(key) = owner_key(&new) {
+                        if new.metadata.deletion_timestamp.is_some()
+                            && old.metadata.deletion_timestamp.is_none()
+                        {
+                            expectations.deletion_observed(&key, &key_of(&new.metadata));
+                        }
+                        queue.add(&key);
+                    }
+                    if let Some(key) = owner_key(&old).filter(|k| Some(k) != owner_key(&new).as_ref()) {
+                        queue.add(&key);
+                    }
+                }
+                Some(InformerEvent::Deleted(pod)) => {
+                    if let Some(key) = owner_key(&pod) {
+                        expectations.deletion_observed(&key, &key_of(&pod.metadata));
+                        queue.add(&key);
+                    }
+                }
+                None => return,
+            },
+        }
+    }
+}
+
+impl crate::manager::HasCaches for ReplicaSetController {
+    fn caches_synced(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
+        let (a, b) = (self.replicasets.clone(), self.pods.clone());
+        Box::pin(async move { a.wait_synced().await && b.wait_synced().await })
+    }
+}
+
+impl Reconciler for ReplicaSetController {
+    async fn reconcile(&self, key: &str) -> Result<Outcome, ReconcileError> {
+        let Some(rs) = self.replicasets.get(key) else {
+            self.expectations.forget(key);
+            return Ok(Outcome::Done);
+        };
+        let (namespace, name) = split_key(key);
+        let namespace = namespace.unwrap_or_default();
+        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let all = self.pods.list();
+        let owned: Vec<&Pod> = all
+            .iter()
+            .map(|p| p.as_ref())
+            .filter(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && controlled_by(&p.metadata, &uid)
+            })
+            .collect();
+        let met = self.expectations.satisfied(key);
+        let now = now_seconds();
+        let plan = plan(&rs, &owned, met, now);
+        let mut first_error = None;
+        if plan.create > 0 {
+            debug!(count = plan.create, "creating pods");
+            self.expectations.expect(key, plan.create, []);
+            let template = rs.spec.template.clone().unwrap_or_default();
+            let owner = controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
+            let pod = pods::from_template(&template, namespace, name, owner, &[]);
+            if let Err(e) = self.create_pods(key, &pod, plan.create).await {
+                first_error = Some(e);
+            }
+        } else if !plan.delete.is_empty() {
+            debug!(count = plan.delete.len(), "deleting pods");
+            let keys = plan
+                .delete
+                .iter()
+                .map(|n| api::informer::key(Some(namespace), n));
+            self.expectations.expect(key, 0, keys);
+            let mut tasks = JoinSet::new();
+            for pod in plan.delete.clone() {
+                let client = self.client.clone();
+                let namespace = namespace.to_string();
+                tasks.spawn(async move {
+                    let result = client
+                        .delete::<serde_json::Value>(
+                            resources::pods(),
+                            Some(&namespace),
+                            &pod,
+                            &DeleteParams::default(),
+                        )
+                        .await;
+                    (pod, namespace, result)
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                let Ok((pod, namespace, result)) = done else {
+                    continue;
+                };
+                if let Err(e) = result {
+                    self.expectations
+                        .deletion_observed(key, &api::informer::key(Some(&namespace), &pod));
+                    if !e.is_not_found() && first_error.is_none() {
+                        first_error = Some(ReconcileError::api(format!("delete pod {pod}"))(e));
+                    }
+                }
+            }
+        }
+        if rs.status.as_ref() != Some(&plan.status) {
+            let patch = Patch::Merge(json!({ "status": plan.status }));
+            match self
+                .client
+                .patch_status::<serde_json::Value>(
+                    resources::find("apps", "v1", "replicasets").expect("replicasets"),
+                    Some(namespace),
+                    name,
+                    &patch,
+                )
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(ReconcileError::api("update status")(e)),
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        Ok(match plan.recheck_after {
+            Some(after) => Outcome::RequeueAfter(after),
+            None => Outcome::Done,
+        })
+    }
+}
+
+impl ReplicaSetController {
+    /// Creates `count` copies of `pod` in slow-start batches (1, 2, 4, …): a failing API stops
+    /// after a few attempts instead of a whole burst. Creations never sent are forgotten by
+    /// the expectations.
+    async fn create_pods(&self, key: &str, pod: &Pod, count: usize) -> Result<(), ReconcileError> {
+        create_in_batches(&self.client, pod, count, || {
+            self.expectations.creation_observed(key)
+        })
+        .await
+    }
+}
+
+/// Creates `count` copies of `pod` in slow-start batches; calls `not_created` once per pod that
+/// was not created (failed or never sent).
+pub async fn create_in_batches(
+    client: &Client,
+    pod: &Pod,
+    count: usize,
+    not_created: impl Fn(),
+) -> Result<(), ReconcileError> {
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    let mut remaining = count;
+    let mut batch = 1usize;
+    while remaining > 0 {
+        let size = batch.min(remaining);
+        let mut tasks = JoinSet::new();
+        for _ in 0..size {
+            let client = client.clone();
+            let pod = pod.clone();
+            let namespace = namespace.clone();
+            tasks.spawn(async move {
+                client
+                    .create::<Pod, serde_json::Value>(resources::pods(), Some(&namespace), &pod)
+                    .await
+            });
+        }
+        let mut error = None;
+        while let Some(done) = tasks.join_next().await {
+            match done {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    not_created();
+                    error.get_or_insert(ReconcileError::api("create pod")(e));
+                }
+                Err(_) => not_created(),
+            }
+        }
+        remaining -= size;
+        if let Some(e) = error {
+            for _ in 0..remaining {
+                not_created();
+            }
+            return Err(e);
+        }
+        batch *= 2;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_objects::{pod, replica_set};
+
+    #[test]
+    fn creates_the_missing_pods_and_reports_status() {
+        let rs = replica_set("web", 3);
+        let p1 = pod("a", &rs.metadata, "ReplicaSet", "Running", true);
+        let p2 = pod("b", &rs.metadata, "ReplicaSet", "Pending", false);
+        let plan = plan(&rs, &[&p1, &p2], true, 2000);
+        assert_eq!(plan.create, 1);
+        assert!(plan.delete.is_empty());
+        assert_eq!(plan.status.replicas, 2);
+        assert_eq!(plan.status.ready_replicas, Some(1));
+        assert_eq!(plan.status.available_replicas, Some(1));
+        assert_eq!(plan.status.fully_labeled_replicas, Some(2));
+        assert_eq!(plan.status.observed_generation, Some(1));
+    }
+
+    #[test]
+    fn unmet_expectations_create_nothing() {
+        let rs = replica_set("web", 3);
+        let plan = plan(&rs, &[], false, 2000);
+        assert_eq!(plan.create, 0);
+        assert_eq!(plan.status.replicas, 0);
+    }
+
+    #[test]
+    fn deletes_the_least_useful_pods_first_and_ignores_terminating_ones() {
+        let rs = replica_set("web", 1);
+        let ready = pod("ready", &rs.metadata, "ReplicaSet", "Running", true);
+        let pending = pod("pending", &rs.metadata, "ReplicaSet", "Pending", false);
+        let mut unscheduled = pod("unscheduled", &rs.metadata, "ReplicaSet", "Pending", false);
+        unscheduled.spec.as_mut().expect("spec").node_name = None;
+        let mut terminating = pod("terminating", &rs.metadata, "ReplicaSet", "Running", true);
+        terminating.metadata.deletion_timestamp = Some(crate::owners::time_at(1500));
+        let plan = plan(
+            &rs,
+            &[&ready, &pending, &unscheduled, &terminating],
+            true,
+            2000,
+        );
+        assert_eq!(plan.delete, ["unscheduled", "pending"]);
+        assert_eq!(plan.status.replicas, 3);
+    }
+
+    #[test]
+    fn min_ready_seconds_delays_availability() {
+        let mut rs = replica_set("web", 1);
+        rs.spec.min_ready_seconds = Some(30);
+        let p = pod("a", &rs.metadata, "ReplicaSet", "Running", true);
+        let early = plan(&rs, &[&p], true, 1010);
+        assert_eq!(early.status.available_replicas, Some(0));
+        assert_eq!(early.recheck_after, Some(Duration::from_secs(30)));
+        let late = plan(&rs, &[&p], true, 1031);
+        assert_eq!(late.status.available_replicas, Some(1));
+    }
+
+    #[test]
+    fn a_burst_is_bounded() {
+        let rs = replica_set("web", 10_000);
+        assert_eq!(plan(&rs, &[], true, 0).create, BURST);
+    }
+}
