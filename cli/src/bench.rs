@@ -31,6 +31,8 @@ pub enum BenchCommand {
     Store(StoreBenchArgs),
     /// The scheduler's decision core alone, in process, on a synthetic cluster.
     Scheduler(crate::scheduler_cmd::SchedulerBenchArgs),
+    /// Pod creates over HTTP and node-scoped watch fan-out over QUIC against the API server.
+    Apiserver(crate::bench_api::ApiBenchArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -114,6 +116,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
     match command {
         BenchCommand::Store(args) => store_bench(args).await,
         BenchCommand::Scheduler(args) => crate::scheduler_cmd::bench(args).await,
+        BenchCommand::Apiserver(args) => crate::bench_api::run(args).await,
     }
 }
 

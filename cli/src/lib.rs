@@ -10,11 +10,13 @@
 //! - [`controllers_cmd`]: `kemu controllers`, the controller manager (leader-elected).
 //! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
 //! - [`bench`]: `kemu bench store`, one load generator for kemu's store and real etcd.
+//! - [`bench_api`]: `kemu bench apiserver`, pod creates over HTTP and watch fan-out over QUIC.
 //! - [`cluster_proc`]: local multi-process clusters (kemu store, etcd) for benchmarks and tests.
 //! - [`shutdown`]: stopping cleanly on SIGTERM or Ctrl-C.
 
 pub mod apiserver_cmd;
 pub mod bench;
+pub mod bench_api;
 pub mod certs;
 pub mod chaos;
 pub mod chaos_cmd;

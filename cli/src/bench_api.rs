@@ -1,0 +1,697 @@
+//! `kemu bench apiserver`: the API server's two headline figures.
+//!
+//! - **creates**: pod creates over HTTP/1.1 (the path kubectl and client-go take) from a pooled
+//!   hyper client with many requests in flight, closed-loop (`--clients` workers, each sending
+//!   its next create when the last is answered) or open-loop at `--rate` creates/s (then latency
+//!   counts from each request's scheduled start, so a stalled server is not hidden by the
+//!   generator waiting for it). Reports creates/s and p50/p90/p99/max.
+//! - **watch**: `--watchers` node-scoped pod watches (`fieldSelector=spec.nodeName=node-i`) over
+//!   the QUIC component front, `--watches-per-connection` of them multiplexed on each connection
+//!   as node hosts do. Pods are then created and bound round-robin across the nodes at
+//!   `--watch-rate`; the delivery latency of a pod is the time from its bind's answer to the
+//!   moment its node's watcher holds the event (all clocks are this process's).
+//!
+//! `--spawn` starts a store (`--store-members`) and one API server from this binary for the run;
+//! otherwise `--url` (and `--quic` with `--certs` for the watch part) name a running one.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use api::client::{Client as ApiClient, ClientConfig, ListParams};
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HttpClient;
+use hyper_util::rt::TokioExecutor;
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::bench::Percentiles;
+use crate::cluster_proc::{LocalApiServer, LocalStore};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Part {
+    Creates,
+    Watch,
+    All,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ApiBenchArgs {
+    /// Start a local store and one API server (this binary) for the run.
+    #[arg(long)]
+    spawn: bool,
+    /// Store members to start with `--spawn`.
+    #[arg(long, default_value_t = 3)]
+    store_members: usize,
+    /// HTTP URL of a running API server (http://HOST:PORT).
+    #[arg(long)]
+    url: Option<String>,
+    /// QUIC address of a running API server's component front (for the watch part).
+    #[arg(long)]
+    quic: Option<SocketAddr>,
+    /// Certificates directory (ca.crt and `--identity`'s certificate) for `--quic`.
+    #[arg(long)]
+    certs: Option<PathBuf>,
+    /// Which certificate in `--certs` the watch part presents.
+    #[arg(long, default_value = "admin")]
+    identity: String,
+    /// Which measurement(s) to run.
+    #[arg(long, value_enum, default_value_t = Part::All)]
+    part: Part,
+    /// Pods to create in the creates part.
+    #[arg(long, default_value_t = 20_000)]
+    pods: u64,
+    /// Closed loop: concurrent workers. Open loop (`--rate`): the cap on requests in flight.
+    #[arg(long, default_value_t = 32)]
+    clients: usize,
+    /// Open loop: creates per second to offer (0 = closed loop).
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    /// Node-scoped pod watches in the watch part (one per node).
+    #[arg(long, default_value_t = 5_000)]
+    watchers: usize,
+    /// Watches multiplexed on one QUIC connection.
+    #[arg(long, default_value_t = 500)]
+    watches_per_connection: usize,
+    /// Pods created and bound in the watch part.
+    #[arg(long, default_value_t = 10_000)]
+    watch_pods: u64,
+    /// Pods per second created and bound in the watch part.
+    #[arg(long, default_value_t = 1_000.0)]
+    watch_rate: f64,
+    /// Print the results as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Keep the spawned cluster's directory here instead of a temporary one.
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CreateResult {
+    pub mode: String,
+    pub pods: u64,
+    pub errors: u64,
+    pub seconds: f64,
+    pub creates_per_sec: f64,
+    pub latency_ms: Percentiles,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WatchResult {
+    pub watchers: usize,
+    pub connections: usize,
+    pub pods: u64,
+    pub errors: u64,
+    /// Pods whose event reached the right watcher.
+    pub delivered: u64,
+    /// Events that reached a watcher of another node (must be 0).
+    pub misrouted: u64,
+    pub seconds_to_establish: f64,
+    pub binds_per_sec: f64,
+    /// From the bind's answer to the event's arrival (0 if it arrived first).
+    pub delivery_ms: Percentiles,
+    /// From sending the bind to the event's arrival: an upper bound.
+    pub delivery_from_request_ms: Percentiles,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct ApiBenchReport {
+    pub target: String,
+    pub creates: Option<CreateResult>,
+    pub watch: Option<WatchResult>,
+}
+
+pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
+    if args.clients == 0 || args.watches_per_connection == 0 {
+        bail!("--clients and --watches-per-connection must be positive");
+    }
+    let temp = tempfile::Builder::new()
+        .prefix("kemu-bench-api")
+        .tempdir()?;
+    let work_dir = args
+        .work_dir
+        .clone()
+        .unwrap_or_else(|| temp.path().to_path_buf());
+    let (mut url, mut quic, mut certs) = (args.url.clone(), args.quic, args.certs.clone());
+    let mut spawned = None;
+    if args.spawn {
+        let store = LocalStore::start(&work_dir.join("cluster"), args.store_members).await?;
+        let server = LocalApiServer::start(&std::env::current_exe()?, &store, "apiserver").await?;
+        url = Some(server.url());
+        quic = Some(server.quic);
+        certs = Some(store.certs_dir());
+        spawned = Some((store, server));
+    }
+    let url = url.context("give --spawn or --url")?;
+    let mut report = ApiBenchReport {
+        target: if args.spawn {
+            format!(
+                "kemu apiserver ({}-member store, spawned)",
+                args.store_members
+            )
+        } else {
+            url.clone()
+        },
+        ..Default::default()
+    };
+    let http = Http::new(&url, args.clients)?;
+    if matches!(args.part, Part::Creates | Part::All) {
+        report.creates = Some(creates(&args, &http).await?);
+    }
+    if matches!(args.part, Part::Watch | Part::All) {
+        let quic = quic.context("the watch part needs --quic (or --spawn)")?;
+        let certs = certs.context("the watch part needs --certs (or --spawn)")?;
+        let config = ClientConfig::new(vec![quic], &certs, &args.identity);
+        report.watch = Some(watch_fan_out(&args, &http, config).await?);
+    }
+    if let Some((store, server)) = spawned {
+        server.stop().await;
+        store.stop().await;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_report(report: &ApiBenchReport) {
+    println!("target: {}", report.target);
+    if let Some(c) = &report.creates {
+        println!(
+            "pod creates ({}): {} pods, {} errors, {:.1} s, {:.0} creates/s; latency ms p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}",
+            c.mode,
+            c.pods,
+            c.errors,
+            c.seconds,
+            c.creates_per_sec,
+            c.latency_ms.p50,
+            c.latency_ms.p90,
+            c.latency_ms.p99,
+            c.latency_ms.max
+        );
+    }
+    if let Some(w) = &report.watch {
+        println!(
+            "watch fan-out: {} watchers on {} QUIC connections (established in {:.1} s); {} pods bound at {:.0}/s, {} errors; delivered {}, misrouted {}",
+            w.watchers,
+            w.connections,
+            w.seconds_to_establish,
+            w.pods,
+            w.binds_per_sec,
+            w.errors,
+            w.delivered,
+            w.misrouted
+        );
+        println!(
+            "  delivery after the bind's answer, ms: p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}",
+            w.delivery_ms.p50, w.delivery_ms.p90, w.delivery_ms.p99, w.delivery_ms.max
+        );
+        println!(
+            "  delivery after the bind's request, ms: p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}",
+            w.delivery_from_request_ms.p50,
+            w.delivery_from_request_ms.p90,
+            w.delivery_from_request_ms.p99,
+            w.delivery_from_request_ms.max
+        );
+    }
+}
+
+/// A pooled HTTP/1.1 client for one API server: requests in flight each hold a connection;
+/// idle ones are kept for reuse.
+#[derive(Clone)]
+struct Http {
+    client: HttpClient<HttpConnector, Full<Bytes>>,
+    base: String,
+}
+
+impl Http {
+    fn new(url: &str, pool: usize) -> anyhow::Result<Http> {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = HttpClient::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(pool)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        Ok(Http {
+            client,
+            base: url.trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// Sends one request; the status and the whole body.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> anyhow::Result<(StatusCode, Bytes)> {
+        let request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(Full::new(body.unwrap_or_default()))?;
+        let response = self.client.request(request).await?;
+        let status = response.status();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+
+    /// Creates a namespace (an existing one is fine).
+    async fn ensure_namespace(&self, name: &str) -> anyhow::Result<()> {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        let (status, text) = self
+            .send(
+                Method::POST,
+                "/api/v1/namespaces",
+                Some(Bytes::from(body.to_string())),
+            )
+            .await?;
+        if !status.is_success() && status != StatusCode::CONFLICT {
+            bail!(
+                "creating namespace {name}: {status}: {}",
+                String::from_utf8_lossy(&text)
+            );
+        }
+        Ok(())
+    }
+
+    /// Deletes every pod of `namespace` (unbound pods go at once; bound ones with grace 0).
+    async fn delete_pods(&self, namespace: &str) -> anyhow::Result<()> {
+        let body = Bytes::from_static(br#"{"gracePeriodSeconds":0}"#);
+        let (status, text) = self
+            .send(
+                Method::DELETE,
+                &format!("/api/v1/namespaces/{namespace}/pods"),
+                Some(body),
+            )
+            .await?;
+        if !status.is_success() {
+            bail!(
+                "deleting the pods of {namespace}: {status}: {}",
+                String::from_utf8_lossy(&text)
+            );
+        }
+        Ok(())
+    }
+
+    /// The API server's `apiserver_registered_watchers{resource="pods"}` gauge.
+    async fn pod_watchers(&self) -> anyhow::Result<usize> {
+        let (_, body) = self.send(Method::GET, "/metrics", None).await?;
+        let text = String::from_utf8_lossy(&body);
+        Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("apiserver_registered_watchers{resource=\"pods\"} "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0))
+    }
+}
+
+/// A small pod like the ones a workload controller stamps out.
+fn pod_body(name: &str, namespace: &str) -> Bytes {
+    let pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": "bench", "bench": "apiserver"}},
+        "spec": {
+            "containers": [{
+                "name": "main",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+            }],
+            "restartPolicy": "Always",
+        },
+    });
+    Bytes::from(pod.to_string())
+}
+
+fn percentiles(h: &Histogram<u64>) -> Percentiles {
+    let ms = |v: u64| v as f64 / 1000.0;
+    Percentiles {
+        p50: ms(h.value_at_quantile(0.5)),
+        p90: ms(h.value_at_quantile(0.9)),
+        p99: ms(h.value_at_quantile(0.99)),
+        max: ms(h.max()),
+    }
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new(3).expect("3 significant figures is a valid precision")
+}
+
+/// A namespace of its own per run, so runs against one cluster do not collide.
+fn run_namespace(prefix: &str) -> String {
+    use rand::Rng;
+    format!(
+        "{prefix}-{:06x}",
+        rand::thread_rng().gen_range(0..0xFF_FFFF)
+    )
+}
+
+async fn creates(args: &ApiBenchArgs, http: &Http) -> anyhow::Result<CreateResult> {
+    let namespace = run_namespace("bench-creates");
+    http.ensure_namespace(&namespace).await?;
+    // Open the pool's connections before the clock starts: handshakes are not create latency.
+    let warm: Vec<_> = (0..args.clients)
+        .map(|_| {
+            let http = http.clone();
+            tokio::spawn(async move { http.send(Method::GET, "/readyz", None).await })
+        })
+        .collect();
+    for w in warm {
+        w.await??;
+    }
+    let histogram = Arc::new(Mutex::new(new_histogram()));
+    let errors = Arc::new(AtomicU64::new(0));
+    let first_error = Arc::new(Mutex::new(None::<String>));
+    let next = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let record = {
+        let (histogram, errors, first_error) =
+            (histogram.clone(), errors.clone(), first_error.clone());
+        move |local: &Histogram<u64>, failed: u64, error: Option<String>| {
+            let _ = histogram.lock().add(local);
+            errors.fetch_add(failed, Ordering::Relaxed);
+            if let Some(e) = error {
+                first_error.lock().get_or_insert(e);
+            }
+        }
+    };
+    let mut tasks = Vec::new();
+    if args.rate > 0.0 {
+        // Open loop: request i is due at started + i/rate, whatever happened to earlier ones.
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(args.clients));
+        let interval = Duration::from_secs_f64(1.0 / args.rate);
+        for i in 0..args.pods {
+            let due = started + interval.mul_f64(i as f64);
+            tokio::time::sleep_until(due.into()).await;
+            let permit = in_flight.clone().acquire_owned().await?;
+            let (http, namespace, record) = (http.clone(), namespace.clone(), record.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut local = new_histogram();
+                let (failed, error) = match create_pod(&http, &namespace, i).await {
+                    Ok(()) => {
+                        let _ = local.record(due.elapsed().as_micros().max(1) as u64);
+                        (0, None)
+                    }
+                    Err(e) => (1, Some(e.to_string())),
+                };
+                drop(permit);
+                record(&local, failed, error);
+            }));
+        }
+    } else {
+        for _ in 0..args.clients {
+            let (http, namespace, next, record) = (
+                http.clone(),
+                namespace.clone(),
+                next.clone(),
+                record.clone(),
+            );
+            let pods = args.pods;
+            tasks.push(tokio::spawn(async move {
+                let mut local = new_histogram();
+                let (mut failed, mut error) = (0, None);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= pods {
+                        break;
+                    }
+                    let sent = Instant::now();
+                    match create_pod(&http, &namespace, i).await {
+                        Ok(()) => {
+                            let _ = local.record(sent.elapsed().as_micros().max(1) as u64);
+                        }
+                        Err(e) => {
+                            failed += 1;
+                            error.get_or_insert(e.to_string());
+                        }
+                    }
+                }
+                record(&local, failed, error);
+            }));
+        }
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    if let Some(e) = first_error.lock().take() {
+        eprintln!("first create error: {e}");
+    }
+    if !args.spawn {
+        // A spawned cluster is thrown away; a running one gets its pods back.
+        http.delete_pods(&namespace).await?;
+    }
+    let h = histogram.lock();
+    let ok = h.len();
+    Ok(CreateResult {
+        mode: if args.rate > 0.0 {
+            format!(
+                "open loop at {:.0}/s, ≤ {} in flight",
+                args.rate, args.clients
+            )
+        } else {
+            format!("closed loop, {} clients", args.clients)
+        },
+        pods: ok,
+        errors: errors.load(Ordering::Relaxed),
+        seconds,
+        creates_per_sec: ok as f64 / seconds,
+        latency_ms: percentiles(&h),
+    })
+}
+
+async fn create_pod(http: &Http, namespace: &str, i: u64) -> anyhow::Result<()> {
+    let name = format!("bench-{i:07}");
+    let (status, body) = http
+        .send(
+            Method::POST,
+            &format!("/api/v1/namespaces/{namespace}/pods"),
+            Some(pod_body(&name, namespace)),
+        )
+        .await?;
+    if status != StatusCode::CREATED {
+        bail!("{status}: {}", String::from_utf8_lossy(&body));
+    }
+    Ok(())
+}
+
+/// Nanoseconds since the run's start, per pod; 0 = not yet.
+struct Timeline {
+    bind_sent: Vec<AtomicU64>,
+    bind_done: Vec<AtomicU64>,
+    received: Vec<AtomicU64>,
+}
+
+impl Timeline {
+    fn new(pods: usize) -> Timeline {
+        let zeros = || (0..pods).map(|_| AtomicU64::new(0)).collect();
+        Timeline {
+            bind_sent: zeros(),
+            bind_done: zeros(),
+            received: zeros(),
+        }
+    }
+}
+
+async fn watch_fan_out(
+    args: &ApiBenchArgs,
+    http: &Http,
+    config: ClientConfig,
+) -> anyhow::Result<WatchResult> {
+    let pods = api::resources::pods();
+    let namespace = run_namespace("bench-watch");
+    http.ensure_namespace(&namespace).await?;
+    let baseline_watchers = http.pod_watchers().await?;
+    let connections = args.watchers.div_ceil(args.watches_per_connection);
+    let mut clients = Vec::new();
+    for _ in 0..connections.max(1) {
+        let mut config = config.clone();
+        config.call_timeout = Duration::from_secs(60);
+        clients.push(ApiClient::new(config)?);
+    }
+    // Every watch starts from one list's version, so none misses an event of the run.
+    let start_rv = clients[0]
+        .list_raw(pods, Some(&namespace), &ListParams::default())
+        .await?
+        .resource_version;
+    let epoch = Instant::now();
+    let timeline = Arc::new(Timeline::new(args.watch_pods as usize));
+    let delivered = Arc::new(AtomicU64::new(0));
+    let misrouted = Arc::new(AtomicU64::new(0));
+    let opened = Arc::new(AtomicUsize::new(0));
+    let watch_errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut watchers = Vec::new();
+    for node in 0..args.watchers {
+        let client = clients[node / args.watches_per_connection].clone();
+        let params = ListParams::default()
+            .fields(format!("spec.nodeName=node-{node}"))
+            .at(start_rv.clone());
+        let (timeline, delivered, misrouted, opened, watch_errors) = (
+            timeline.clone(),
+            delivered.clone(),
+            misrouted.clone(),
+            opened.clone(),
+            watch_errors.clone(),
+        );
+        let namespace = namespace.clone();
+        watchers.push(tokio::spawn(async move {
+            let mut stream = match client.watch(pods, Some(&namespace), &params).await {
+                Ok(s) => s,
+                Err(e) => {
+                    watch_errors.lock().push(format!("node-{node}: {e}"));
+                    return;
+                }
+            };
+            opened.fetch_add(1, Ordering::Relaxed);
+            let node_name = format!("node-{node}");
+            while let Some(frame) = stream.next().await {
+                let now = epoch.elapsed().as_nanos() as u64;
+                let frame = match frame {
+                    Ok(frame) => frame,
+                    Err(e) => {
+                        watch_errors.lock().push(format!("{node_name}: {e}"));
+                        return;
+                    }
+                };
+                if frame.kind == api::protocol::WatchEventKind::Bookmark {
+                    continue;
+                }
+                let Ok(object) = serde_json::from_slice::<Value>(&frame.object) else {
+                    continue;
+                };
+                let index = object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .and_then(|n| n.strip_prefix("w-"))
+                    .and_then(|i| i.parse::<usize>().ok());
+                let bound_to = object.pointer("/spec/nodeName").and_then(Value::as_str);
+                if bound_to != Some(node_name.as_str()) {
+                    misrouted.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                if let Some(slot) = index.and_then(|i| timeline.received.get(i)) {
+                    if slot
+                        .compare_exchange(0, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        delivered.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    // The watches are registered when the server's gauge says so.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let registered = http.pod_watchers().await?.saturating_sub(baseline_watchers);
+        if registered >= args.watchers {
+            break;
+        }
+        if let Some(e) = watch_errors.lock().first() {
+            bail!("a watch failed: {e}");
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "only {registered} of {} watches registered after 120 s ({} opened)",
+                args.watchers,
+                opened.load(Ordering::Relaxed)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seconds_to_establish = epoch.elapsed().as_secs_f64();
+
+    // Create and bind round-robin, open loop at --watch-rate, over a connection of its own.
+    let driver = ApiClient::new(config.clone())?;
+    let errors = Arc::new(AtomicU64::new(0));
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(256));
+    let interval = Duration::from_secs_f64(1.0 / args.watch_rate.max(1.0));
+    let binding_started = Instant::now();
+    let mut binds = Vec::new();
+    for i in 0..args.watch_pods as usize {
+        tokio::time::sleep_until((binding_started + interval.mul_f64(i as f64)).into()).await;
+        let permit = in_flight.clone().acquire_owned().await?;
+        let (driver, timeline, errors, namespace) = (
+            driver.clone(),
+            timeline.clone(),
+            errors.clone(),
+            namespace.clone(),
+        );
+        let node = format!("node-{}", i % args.watchers.max(1));
+        binds.push(tokio::spawn(async move {
+            let name = format!("w-{i}");
+            let pod: Value = serde_json::from_slice(&pod_body(&name, &namespace))
+                .expect("the bench pod is JSON");
+            let created: Result<Value, _> = driver.create(pods, Some(&namespace), &pod).await;
+            if created.is_err() {
+                errors.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            timeline.bind_sent[i].store(epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            match driver.bind(&namespace, &name, &node).await {
+                Ok(()) => timeline.bind_done[i]
+                    .store(epoch.elapsed().as_nanos() as u64, Ordering::Relaxed),
+                Err(_) => {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            drop(permit);
+        }));
+    }
+    for b in binds {
+        b.await?;
+    }
+    let binds_per_sec = args.watch_pods as f64 / binding_started.elapsed().as_secs_f64();
+    let expected = args.watch_pods - errors.load(Ordering::Relaxed);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while delivered.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for w in &watchers {
+        w.abort();
+    }
+    let (mut after_answer, mut after_request) = (new_histogram(), new_histogram());
+    for i in 0..args.watch_pods as usize {
+        let received = timeline.received[i].load(Ordering::Relaxed);
+        let (sent, done) = (
+            timeline.bind_sent[i].load(Ordering::Relaxed),
+            timeline.bind_done[i].load(Ordering::Relaxed),
+        );
+        if received == 0 || done == 0 {
+            continue;
+        }
+        let _ = after_answer.record((received.saturating_sub(done) / 1000).max(1));
+        let _ = after_request.record((received.saturating_sub(sent) / 1000).max(1));
+    }
+    drop(clients);
+    if !args.spawn {
+        http.delete_pods(&namespace).await?;
+    }
+    Ok(WatchResult {
+        watchers: args.watchers,
+        connections,
+        pods: args.watch_pods,
+        errors: errors.load(Ordering::Relaxed),
+        delivered: delivered.load(Ordering::Relaxed),
+        misrouted: misrouted.load(Ordering::Relaxed),
+        seconds_to_establish,
+        binds_per_sec,
+        delivery_ms: percentiles(&after_answer),
+        delivery_from_request_ms: percentiles(&after_request),
+    })
+}

@@ -1,0 +1,60 @@
+//! `kemu bench apiserver` end to end at a small scale: both parts run against a spawned
+//! three-member store and API server, and every create and every watch event is accounted for.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+#[test]
+fn bench_measures_creates_and_watch_fan_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_kemu"))
+        .args([
+            "bench",
+            "apiserver",
+            "--spawn",
+            "--pods",
+            "300",
+            "--clients",
+            "8",
+            "--watchers",
+            "60",
+            "--watches-per-connection",
+            "25",
+            "--watch-pods",
+            "120",
+            "--watch-rate",
+            "200",
+            "--json",
+        ])
+        .arg("--work-dir")
+        .arg(dir.path())
+        .output()
+        .expect("kemu runs");
+    assert!(
+        out.status.success(),
+        "bench failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let creates = &report["creates"];
+    assert_eq!(creates["pods"], 300, "{creates}");
+    assert_eq!(creates["errors"], 0, "{creates}");
+    assert!(creates["creates_per_sec"].as_f64().unwrap_or(0.0) > 0.0);
+    assert!(creates["latency_ms"]["p99"].as_f64().unwrap_or(0.0) > 0.0);
+    let watch = &report["watch"];
+    assert_eq!(watch["connections"], 3, "{watch}");
+    assert_eq!(watch["errors"], 0, "{watch}");
+    assert_eq!(
+        watch["delivered"], 120,
+        "every bound pod reached its node's watcher: {watch}"
+    );
+    assert_eq!(watch["misrouted"], 0, "{watch}");
+    assert!(
+        watch["delivery_from_request_ms"]["p99"]
+            .as_f64()
+            .unwrap_or(0.0)
+            > 0.0
+    );
+}
