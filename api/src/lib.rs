@@ -16,10 +16,12 @@
 //!   JSON bytes).
 //! - [`client`]: [`Client`](client::Client), a component's connection to the API servers.
 //! - [`informer`]: list-then-watch caches as explicit state machines.
+//! - [`node_logs`]: the API server ⇄ node host protocol of `pods/log`.
 
 pub mod client;
 pub mod discovery;
 pub mod informer;
+pub mod node_logs;
 pub mod patch;
 pub mod printers;
 pub mod protobuf;

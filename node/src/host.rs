@@ -1,0 +1,129 @@
+//! [`run`]: one node host — an actix system on its own thread carrying N [`Kubelet`] actors
+//! over one shared [`api::Client`] connection, plus the log service the API server's `pods/log`
+//! asks, and optional Prometheus metrics.
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use actix::{Actor, Addr};
+use api::client::{Client, ClientConfig, ClientError};
+use tracing::{info, warn};
+use transport::rpc::RpcServer;
+use transport::tls::TlsIdentity;
+use transport::TransportError;
+
+use crate::config::{ConfigError, NodeHostConfig};
+use crate::kubelet::{Kubelet, Shared};
+use crate::logs::{LogService, LogStore};
+use crate::metrics::Metrics;
+
+/// Why a node host could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeHostError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("API client: {0}")]
+    Client(#[from] ClientError),
+    #[error("log service: {0}")]
+    Transport(#[from] TransportError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the node host thread failed: {0}")]
+    Thread(String),
+}
+
+/// Runs a node host until `shutdown` fires (or its sender is dropped). Blocks the calling
+/// thread: the kubelets live in an actix system on a thread of their own.
+pub fn run_blocking(
+    config: NodeHostConfig,
+    client: ClientConfig,
+    metrics_addr: Option<SocketAddr>,
+    shutdown: tokio::sync::oneshot::Receiver<()>,
+) -> Result<(), NodeHostError> {
+    let thread = std::thread::Builder::new()
+        .name("node-host".into())
+        .spawn(move || {
+            actix_rt::System::new().block_on(run(config, client, metrics_addr, shutdown))
+        })
+        .map_err(|e| NodeHostError::Thread(e.to_string()))?;
+    thread
+        .join()
+        .map_err(|_| NodeHostError::Thread("panicked".into()))?
+}
+
+/// The node host inside a running actix system.
+pub async fn run(
+    config: NodeHostConfig,
+    client_config: ClientConfig,
+    metrics_addr: Option<SocketAddr>,
+    shutdown: tokio::sync::oneshot::Receiver<()>,
+) -> Result<(), NodeHostError> {
+    config.validate()?;
+    client_config.validate()?;
+    let identity = TlsIdentity::load(&client_config.certs_dir, &client_config.identity)?;
+    let client = Client::with_identity(client_config, &identity)?;
+
+    let logs = Arc::new(LogStore::default());
+    let server = RpcServer::bind(config.logs_addr, &identity)?;
+    let bound = server.local_addr()?;
+    let advertised = config
+        .logs_advertise
+        .unwrap_or(if bound.ip().is_unspecified() {
+            SocketAddr::from(([127, 0, 0, 1], bound.port()))
+        } else {
+            bound
+        });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut stopped = stop_rx.clone();
+    let log_service = LogService {
+        store: logs.clone(),
+    };
+    actix_rt::spawn(server.serve(Arc::new(log_service), async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+
+    let metrics = Arc::new(Metrics::default());
+    if let Some(addr) = metrics_addr {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| NodeHostError::Listen { addr, source })?;
+        info!(metrics = %listener.local_addr().unwrap_or(addr), "serving node host metrics");
+        actix_rt::spawn(crate::metrics::serve(listener, metrics.clone()));
+    }
+
+    let shared = Arc::new(Shared {
+        client,
+        profile: Arc::new(config.runtime.clone()),
+        failing_images: Arc::new(config.failing_image_patterns.clone()),
+        startup: Arc::new(tokio::sync::Semaphore::new(config.startup_concurrency)),
+        config: Arc::new(config),
+        logs,
+        metrics,
+        logs_addr: advertised.to_string(),
+        event_seq: AtomicU64::new(0),
+    });
+    let seed = shared.config.seed.unwrap_or_else(rand::random);
+    info!(
+        nodes = shared.config.nodes,
+        first = %shared.config.node_name(0),
+        logs = %advertised,
+        "node host starting"
+    );
+    let kubelets: Vec<Addr<Kubelet>> = (0..shared.config.nodes)
+        .map(|i| Kubelet::new(shared.clone(), i, seed).start())
+        .collect();
+
+    if shutdown.await.is_err() {
+        warn!("shutdown sender dropped; stopping");
+    }
+    info!("node host stopping");
+    let _ = stop_tx.send(true);
+    drop(kubelets);
+    actix_rt::System::current().stop();
+    Ok(())
+}

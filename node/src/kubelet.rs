@@ -1,0 +1,764 @@
+//! [`Kubelet`]: one emulated node, an actix actor. It registers its Node, renews its Lease,
+//! reports NodeStatus, watches its pods (`spec.nodeName=<node>`, one QUIC stream on the host's
+//! shared connection) and drives one [`PodLifecycle`] per pod: it feeds the pure core wake-ups,
+//! pod updates and volume answers, and carries out the commands it returns — statuses
+//! (coalesced per pod: one in flight, the latest wins), events, timers, the final delete.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use api::client::{Client, ClientError, DeleteParams, ListParams, Patch};
+use api::protocol::WatchEventKind;
+use api::resources;
+use chrono::Utc;
+use k8s_openapi::api::core::v1::Pod;
+use rand::Rng;
+use serde_json::{json, Value};
+use tracing::{debug, info, warn, Instrument};
+
+use crate::config::{NodeHostConfig, RuntimeProfile};
+use crate::lifecycle::{rfc3339, Command, Input, PodLifecycle};
+use crate::logs::LogStore;
+use crate::metrics::Metrics;
+use crate::node_object::{allocatable, NodeIdentity, LEASE_NAMESPACE};
+use crate::runtime::NodeRuntime;
+use crate::static_pods;
+
+/// How often static pod manifests are re-read and missing mirror pods re-created.
+const STATIC_POD_RESYNC: Duration = Duration::from_secs(20);
+/// Pause before a broken pod watch is opened again (doubling to 5 s).
+const REWATCH_MIN: Duration = Duration::from_millis(200);
+const REWATCH_MAX: Duration = Duration::from_secs(5);
+
+/// What every kubelet of a node host shares.
+pub struct Shared {
+    pub client: Client,
+    pub config: Arc<NodeHostConfig>,
+    pub profile: Arc<RuntimeProfile>,
+    pub failing_images: Arc<Vec<String>>,
+    pub logs: Arc<LogStore>,
+    pub metrics: Arc<Metrics>,
+    /// Where the API server reaches this host's log service.
+    pub logs_addr: String,
+    /// Limits how many nodes register at once.
+    pub startup: Arc<tokio::sync::Semaphore>,
+    pub event_seq: AtomicU64,
+}
+
+/// A pod this node runs.
+struct PodWorker {
+    machine: PodLifecycle,
+    namespace: String,
+    name: String,
+    timer: Option<SpawnHandle>,
+    /// A status write is in flight.
+    writing: bool,
+    /// The newest status not yet written (written when the one in flight returns).
+    pending: Option<Value>,
+    /// The final delete is in flight.
+    deleting: bool,
+}
+
+/// One emulated kubelet.
+pub struct Kubelet {
+    shared: Arc<Shared>,
+    node: NodeIdentity,
+    runtime: NodeRuntime,
+    pods: HashMap<String, PodWorker>,
+    node_uid: String,
+    lease: Option<Value>,
+    last_renewal: Option<Instant>,
+    /// When the conditions last changed (they never do for a healthy emulated node).
+    ready_since: chrono::DateTime<Utc>,
+}
+
+impl Kubelet {
+    pub fn new(shared: Arc<Shared>, local_index: usize, seed: u64) -> Kubelet {
+        let node = NodeIdentity::new(&shared.config, local_index);
+        let runtime = NodeRuntime::new(
+            shared.profile.clone(),
+            shared.failing_images.clone(),
+            node.pod_network,
+            node.internal_ip,
+            allocatable(&shared.config),
+            seed ^ (node.index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        Kubelet {
+            shared,
+            node,
+            runtime,
+            pods: HashMap::new(),
+            node_uid: String::new(),
+            lease: None,
+            last_renewal: None,
+            ready_since: Utc::now(),
+        }
+    }
+
+    /// Creates the Node (or takes over an existing one), then starts the lease, the status
+    /// reports, the pod watch and the static pods.
+    fn register(&mut self, ctx: &mut Context<Self>) {
+        let shared = self.shared.clone();
+        let node = self.node.clone();
+        let work = async move {
+            let _permit = shared.startup.clone().acquire_owned().await;
+            let object = node.node(&shared.config, &shared.logs_addr, Utc::now());
+            let mut backoff = REWATCH_MIN;
+            loop {
+                match register_node(&shared.client, &node.name, &object).await {
+                    Ok(uid) => return uid,
+                    Err(e) => {
+                        warn!(node = %node.name, error = %e, "cannot register the node; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(REWATCH_MAX);
+                    }
+                }
+            }
+        };
+        ctx.wait(work.into_actor(self).map(|uid, act, ctx| {
+            act.node_uid = uid;
+            act.shared
+                .metrics
+                .nodes_registered
+                .fetch_add(1, Ordering::Relaxed);
+            debug!(node = %act.node.name, "registered");
+            act.renew_lease(ctx);
+            act.schedule_status_report(ctx, true);
+            act.start_watch(ctx);
+            if act.shared.config.static_pod_dir.is_some() {
+                act.sync_static_pods(ctx);
+                ctx.run_interval(STATIC_POD_RESYNC, |act, ctx| act.sync_static_pods(ctx));
+            }
+        }));
+    }
+
+    fn jittered(base: Duration) -> Duration {
+        base.mul_f64(rand::thread_rng().gen_range(0.9..1.1))
+    }
+
+    fn renew_lease(&mut self, ctx: &mut Context<Self>) {
+        let client = self.shared.client.clone();
+        let fresh = self
+            .node
+            .lease(&self.shared.config, &self.node_uid, Utc::now());
+        let current = self.lease.clone();
+        let name = self.node.name.clone();
+        let work = async move {
+            let leases =
+                resources::find("coordination.k8s.io", "v1", "leases").expect("leases are served");
+            if let Some(mut lease) = current {
+                lease["spec"] = fresh["spec"].clone();
+                match client
+                    .update(leases, Some(LEASE_NAMESPACE), &name, &lease)
+                    .await
+                {
+                    Ok(updated) => return Ok(updated),
+                    Err(e) if e.is_conflict() || e.is_not_found() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            match client
+                .get::<Value>(leases, Some(LEASE_NAMESPACE), &name)
+                .await
+            {
+                Ok(mut lease) => {
+                    lease["spec"] = fresh["spec"].clone();
+                    client
+                        .update(leases, Some(LEASE_NAMESPACE), &name, &lease)
+                        .await
+                }
+                Err(e) if e.is_not_found() => {
+                    client.create(leases, Some(LEASE_NAMESPACE), &fresh).await
+                }
+                Err(e) => Err(e),
+            }
+        };
+        ctx.spawn(
+            work.into_actor(self)
+                .map(|result: Result<Value, ClientError>, act, ctx| {
+                    let interval = act.shared.config.lease_interval;
+                    let next = match result {
+                        Ok(lease) => {
+                            let now = Instant::now();
+                            if let Some(last) = act.last_renewal {
+                                act.shared.metrics.lease_renewed(now - last, interval);
+                            }
+                            act.last_renewal = Some(now);
+                            act.lease = Some(lease);
+                            Kubelet::jittered(interval)
+                        }
+                        Err(e) => {
+                            act.shared
+                                .metrics
+                                .lease_failures
+                                .fetch_add(1, Ordering::Relaxed);
+                            debug!(node = %act.node.name, error = %e, "lease renewal failed");
+                            act.lease = None;
+                            // Retry soon: a lease missed for its duration makes the node NotReady.
+                            Duration::from_millis(500)
+                        }
+                    };
+                    ctx.run_later(next, |act, ctx| act.renew_lease(ctx));
+                }),
+        );
+    }
+
+    fn schedule_status_report(&mut self, ctx: &mut Context<Self>, first: bool) {
+        let interval = self.shared.config.status_report_interval;
+        // The first report spreads over the whole interval so thousands of nodes do not report
+        // together.
+        let delay = if first {
+            interval.mul_f64(rand::thread_rng().gen_range(0.0..1.0))
+        } else {
+            Kubelet::jittered(interval)
+        };
+        ctx.run_later(delay, |act, ctx| {
+            act.report_status(ctx);
+            act.schedule_status_report(ctx, false);
+        });
+    }
+
+    fn report_status(&mut self, ctx: &mut Context<Self>) {
+        let client = self.shared.client.clone();
+        let name = self.node.name.clone();
+        let status = self
+            .node
+            .status(&self.shared.config, Utc::now(), self.ready_since);
+        let metrics = self.shared.metrics.clone();
+        let work = async move {
+            let patch = Patch::Merge(json!({"status": status}));
+            match client
+                .patch_status::<Value>(
+                    resources::find("", "v1", "nodes").expect("nodes"),
+                    None,
+                    &name,
+                    &patch,
+                )
+                .await
+            {
+                Ok(_) => {
+                    metrics.node_status_reports.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => debug!(node = %name, error = %e, "node status report failed"),
+            }
+        };
+        ctx.spawn(work.into_actor(self));
+    }
+
+    /// Starts the pod watch of this node: a task that re-opens it when it breaks, from the last
+    /// version seen (or afresh, with a resync, when that is too old).
+    fn start_watch(&mut self, ctx: &mut Context<Self>) {
+        let client = self.shared.client.clone();
+        let addr = ctx.address();
+        let node = self.node.name.clone();
+        let metrics = self.shared.metrics.clone();
+        let span = tracing::info_span!("pod_watch", node = %node);
+        actix::spawn(
+            async move {
+                let pods = resources::pods();
+                let mut rv: Option<String> = None;
+                let mut backoff = REWATCH_MIN;
+                while addr.connected() {
+                    let mut params = ListParams::default()
+                        .fields(format!("spec.nodeName={node}"))
+                        .bookmarks();
+                    match &rv {
+                        Some(v) => params.resource_version = Some(v.clone()),
+                        None => params.send_initial_events = true,
+                    }
+                    let mut initial: Option<HashSet<String>> = rv.is_none().then(HashSet::new);
+                    let mut stream = match client.watch(pods, None, &params).await {
+                        Ok(s) => s,
+                        Err(e) => {
+                            debug!(error = %e, "cannot open the pod watch");
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(REWATCH_MAX);
+                            continue;
+                        }
+                    };
+                    metrics.watches_opened.fetch_add(1, Ordering::Relaxed);
+                    while let Some(frame) = stream.next().await {
+                        let frame = match frame {
+                            Ok(f) => f,
+                            Err(e) => {
+                                if e.is_gone() {
+                                    rv = None;
+                                }
+                                debug!(error = %e, "pod watch ended");
+                                break;
+                            }
+                        };
+                        backoff = REWATCH_MIN;
+                        rv = Some(frame.resource_version.to_string());
+                        if frame.kind == WatchEventKind::Bookmark {
+                            let end = serde_json::from_slice::<Value>(&frame.object)
+                                .ok()
+                                .and_then(|v| {
+                                    v.pointer("/metadata/annotations/k8s.io~1initial-events-end")
+                                        .cloned()
+                                })
+                                .is_some();
+                            if end {
+                                if let Some(seen) = initial.take() {
+                                    addr.do_send(Resynced { uids: seen });
+                                }
+                            }
+                            continue;
+                        }
+                        let pod: Pod = match serde_json::from_slice(&frame.object) {
+                            Ok(p) => p,
+                            Err(e) => {
+                                warn!(error = %e, "undecodable pod in the watch");
+                                continue;
+                            }
+                        };
+                        if let (Some(seen), Some(uid)) = (&mut initial, &pod.metadata.uid) {
+                            seen.insert(uid.clone());
+                        }
+                        addr.do_send(PodEvent {
+                            kind: frame.kind,
+                            pod: Box::new(pod),
+                        });
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(REWATCH_MAX);
+                }
+            }
+            .instrument(span),
+        );
+    }
+
+    fn sync_static_pods(&mut self, ctx: &mut Context<Self>) {
+        let Some(dir) = self.shared.config.static_pod_dir.clone() else {
+            return;
+        };
+        let mirrors = static_pods::mirror_pods(&dir, &self.node.name, &self.node_uid);
+        let client = self.shared.client.clone();
+        let work = async move {
+            for mirror in mirrors {
+                let ns = mirror["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("default")
+                    .to_string();
+                let name = mirror["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                match client
+                    .get::<Value>(resources::pods(), Some(&ns), &name)
+                    .await
+                {
+                    Ok(_) => continue,
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => {
+                        debug!(error = %e, "cannot look up a mirror pod");
+                        continue;
+                    }
+                }
+                match client
+                    .create::<_, Value>(resources::pods(), Some(&ns), &mirror)
+                    .await
+                {
+                    Ok(_) => info!(pod = %name, "created mirror pod"),
+                    Err(e) if e.is_already_exists() => {}
+                    Err(e) => warn!(pod = %name, error = %e, "cannot create the mirror pod"),
+                }
+            }
+        };
+        ctx.spawn(work.into_actor(self));
+    }
+
+    fn on_pod_event(&mut self, kind: WatchEventKind, pod: Pod, ctx: &mut Context<Self>) {
+        let Some(uid) = pod.metadata.uid.clone() else {
+            return;
+        };
+        match kind {
+            WatchEventKind::Deleted => {
+                if self.pods.contains_key(&uid) {
+                    self.step(&uid, Input::Removed, ctx);
+                }
+            }
+            WatchEventKind::Added | WatchEventKind::Modified => {
+                if self.pods.contains_key(&uid) {
+                    // Most updates are our own status writes coming back; only deletion
+                    // matters to a running pod.
+                    if pod.metadata.deletion_timestamp.is_some() {
+                        self.step(&uid, Input::Updated(&pod), ctx);
+                    }
+                    return;
+                }
+                let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+                if matches!(phase, Some("Succeeded") | Some("Failed")) {
+                    // Finished before this kubelet saw it (e.g. a node host restart): nothing
+                    // runs; a deletion only needs the final delete.
+                    if pod.metadata.deletion_timestamp.is_some() {
+                        self.delete_object(
+                            uid,
+                            pod.metadata.namespace.unwrap_or_default(),
+                            pod.metadata.name.unwrap_or_default(),
+                            ctx,
+                        );
+                    }
+                    return;
+                }
+                let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                self.shared
+                    .metrics
+                    .pods_started
+                    .fetch_add(1, Ordering::Relaxed);
+                self.pods.insert(
+                    uid.clone(),
+                    PodWorker {
+                        machine: PodLifecycle::new(pod),
+                        namespace,
+                        name,
+                        timer: None,
+                        writing: false,
+                        pending: None,
+                        deleting: false,
+                    },
+                );
+                self.step(&uid, Input::Tick, ctx);
+            }
+            WatchEventKind::Bookmark => {}
+        }
+    }
+
+    /// Feeds one input to a pod's machine and carries out its commands.
+    fn step(&mut self, uid: &str, input: Input<'_>, ctx: &mut Context<Self>) {
+        let Some(worker) = self.pods.get_mut(uid) else {
+            return;
+        };
+        let now = Utc::now();
+        let commands = worker.machine.step(now, input, &mut self.runtime);
+        for command in commands {
+            self.execute(uid, command, ctx);
+        }
+    }
+
+    fn execute(&mut self, uid: &str, command: Command, ctx: &mut Context<Self>) {
+        let Some(worker) = self.pods.get_mut(uid) else {
+            return;
+        };
+        match command {
+            Command::Status(status) => {
+                worker.pending = Some(status);
+                if !worker.writing {
+                    self.write_status(uid, ctx);
+                }
+            }
+            Command::Event {
+                warning,
+                reason,
+                message,
+                field_path,
+            } => {
+                let event = event_object(
+                    &self.shared,
+                    &self.node.name,
+                    worker,
+                    warning,
+                    reason,
+                    &message,
+                    field_path.as_deref(),
+                );
+                let client = self.shared.client.clone();
+                let namespace = worker.namespace.clone();
+                self.shared.metrics.events.fetch_add(1, Ordering::Relaxed);
+                actix::spawn(async move {
+                    if let Err(e) = client
+                        .create::<_, Value>(
+                            resources::find("", "v1", "events").expect("events"),
+                            Some(&namespace),
+                            &event,
+                        )
+                        .await
+                    {
+                        debug!(error = %e, "cannot record an event");
+                    }
+                });
+            }
+            Command::WakeAt(at) => {
+                if let Some(handle) = worker.timer.take() {
+                    ctx.cancel_future(handle);
+                }
+                let delay = (at - Utc::now()).to_std().unwrap_or_default();
+                let uid = uid.to_string();
+                worker.timer = Some(ctx.run_later(delay, move |act, ctx| {
+                    if let Some(w) = act.pods.get_mut(&uid) {
+                        w.timer = None;
+                    }
+                    act.step(&uid, Input::Tick, ctx);
+                }));
+            }
+            Command::CheckVolumes(wanted) => {
+                let client = self.shared.client.clone();
+                let namespace = worker.namespace.clone();
+                let uid = uid.to_string();
+                let work = async move {
+                    let mut missing = Vec::new();
+                    for (volume, kind, name) in wanted {
+                        let resource = match kind {
+                            "secret" => resources::find("", "v1", "secrets"),
+                            _ => resources::find("", "v1", "configmaps"),
+                        }
+                        .expect("served");
+                        match client.get::<Value>(resource, Some(&namespace), &name).await {
+                            Ok(_) => {}
+                            Err(e) if e.is_not_found() => missing.push(format!(
+                                "MountVolume.SetUp failed for volume \"{volume}\" : {kind} \"{name}\" not found"
+                            )),
+                            Err(e) => missing.push(format!(
+                                "MountVolume.SetUp failed for volume \"{volume}\" : {e}"
+                            )),
+                        }
+                    }
+                    missing
+                };
+                ctx.spawn(work.into_actor(self).map(move |missing, act, ctx| {
+                    act.step(&uid, Input::VolumesChecked { missing }, ctx);
+                }));
+            }
+            Command::ContainerStarted {
+                container,
+                started,
+                output,
+            } => {
+                self.shared.logs.started(
+                    &worker.namespace,
+                    &worker.name,
+                    &container,
+                    started,
+                    output,
+                );
+            }
+            Command::ContainerStopped {
+                container,
+                finished,
+            } => {
+                self.shared
+                    .logs
+                    .stopped(&worker.namespace, &worker.name, &container, finished);
+            }
+            Command::DeletePod { uid: pod_uid } => {
+                if !worker.deleting {
+                    worker.deleting = true;
+                    let (ns, name) = (worker.namespace.clone(), worker.name.clone());
+                    self.delete_object(pod_uid, ns, name, ctx);
+                }
+            }
+            Command::Forget => {
+                if let Some(worker) = self.pods.remove(uid) {
+                    if let Some(handle) = worker.timer {
+                        ctx.cancel_future(handle);
+                    }
+                    self.shared.logs.remove_pod(&worker.namespace, &worker.name);
+                    self.shared
+                        .metrics
+                        .pods_finished
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Writes the newest pending status of a pod; when it returns, writes the next one if
+    /// another came meanwhile.
+    fn write_status(&mut self, uid: &str, ctx: &mut Context<Self>) {
+        let Some(worker) = self.pods.get_mut(uid) else {
+            return;
+        };
+        let Some(status) = worker.pending.take() else {
+            return;
+        };
+        worker.writing = true;
+        let client = self.shared.client.clone();
+        let (ns, name) = (worker.namespace.clone(), worker.name.clone());
+        let metrics = self.shared.metrics.clone();
+        let uid = uid.to_string();
+        let work = async move {
+            // Replacing the whole status (JSON patch) needs no resourceVersion and leaves no
+            // stale fields behind, as a merge patch of container states would.
+            let patch = Patch::Json(json!([{"op": "replace", "path": "/status", "value": status}]));
+            let result = client
+                .patch_status::<Value>(resources::pods(), Some(&ns), &name, &patch)
+                .await;
+            metrics.status_writes.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = &result {
+                if !e.is_not_found() {
+                    debug!(pod = %name, error = %e, "status write failed");
+                }
+            }
+            result.is_ok()
+        };
+        ctx.spawn(work.into_actor(self).map(move |_, act, ctx| {
+            if let Some(worker) = act.pods.get_mut(&uid) {
+                worker.writing = false;
+                if worker.pending.is_some() {
+                    act.write_status(&uid, ctx);
+                }
+            }
+        }));
+    }
+
+    /// The kubelet's last word on a pod: delete it with grace 0 and its uid as precondition.
+    fn delete_object(
+        &mut self,
+        uid: String,
+        namespace: String,
+        name: String,
+        ctx: &mut Context<Self>,
+    ) {
+        let client = self.shared.client.clone();
+        let params = DeleteParams {
+            precondition_uid: Some(uid.clone()),
+            ..DeleteParams::now()
+        };
+        let work = async move {
+            client
+                .delete::<Value>(resources::pods(), Some(&namespace), &name, &params)
+                .await
+        };
+        ctx.spawn(
+            work.into_actor(self)
+                .map(move |result, act, ctx| match result {
+                    Ok(_) => act.step(&uid, Input::Removed, ctx),
+                    Err(e) if e.is_not_found() || e.is_conflict() => {
+                        act.step(&uid, Input::Removed, ctx)
+                    }
+                    Err(e) => {
+                        debug!(error = %e, "final pod delete failed; retrying");
+                        if let Some(worker) = act.pods.get_mut(&uid) {
+                            worker.deleting = false;
+                        }
+                        ctx.run_later(Duration::from_secs(1), move |act, ctx| {
+                            if let Some(w) = act.pods.get(&uid) {
+                                let (ns, name) = (w.namespace.clone(), w.name.clone());
+                                act.delete_object(uid, ns, name, ctx);
+                            }
+                        });
+                    }
+                }),
+        );
+    }
+}
+
+/// A core/v1 Event about a pod, from this kubelet.
+fn event_object(
+    shared: &Shared,
+    node: &str,
+    worker: &PodWorker,
+    warning: bool,
+    reason: &str,
+    message: &str,
+    field_path: Option<&str>,
+) -> Value {
+    let now = Utc::now();
+    let seq = shared.event_seq.fetch_add(1, Ordering::Relaxed);
+    let stamp = now.timestamp_nanos_opt().unwrap_or_default() as u64;
+    let mut involved = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": worker.namespace,
+        "name": worker.name,
+        "uid": worker.machine.uid(),
+    });
+    if let Some(path) = field_path {
+        involved["fieldPath"] = json!(path);
+    }
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": format!("{}.{:x}", worker.name, stamp.wrapping_add(seq)),
+            "namespace": worker.namespace,
+        },
+        "involvedObject": involved,
+        "reason": reason,
+        "message": message,
+        "type": if warning { "Warning" } else { "Normal" },
+        "source": {"component": "kubelet", "host": node},
+        "reportingComponent": "kubelet",
+        "reportingInstance": node,
+        "firstTimestamp": rfc3339(now),
+        "lastTimestamp": rfc3339(now),
+        "count": 1,
+    })
+}
+
+/// Creates the Node, or takes over the one that exists (a node host restart); answers its uid.
+async fn register_node(client: &Client, name: &str, object: &Value) -> Result<String, ClientError> {
+    let nodes = resources::find("", "v1", "nodes").expect("nodes are served");
+    let node: Value = match client.create(nodes, None, object).await {
+        Ok(node) => node,
+        Err(e) if e.is_already_exists() => {
+            let patch =
+                Patch::Merge(json!({"metadata": object["metadata"], "spec": object["spec"]}));
+            client.patch(nodes, None, name, &patch).await?
+        }
+        Err(e) => return Err(e),
+    };
+    // Status is the kubelet's to write, through its own subresource.
+    let status = Patch::Merge(json!({"status": object["status"]}));
+    client
+        .patch_status::<Value>(nodes, None, name, &status)
+        .await?;
+    Ok(node
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string())
+}
+
+impl Actor for Kubelet {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Thousands of pod events may queue while the host starts.
+        ctx.set_mailbox_capacity(usize::MAX);
+        self.register(ctx);
+    }
+}
+
+/// A pod event from this node's watch.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PodEvent {
+    pub kind: WatchEventKind,
+    pub pod: Box<Pod>,
+}
+
+impl Handler<PodEvent> for Kubelet {
+    type Result = ();
+
+    fn handle(&mut self, msg: PodEvent, ctx: &mut Context<Self>) {
+        self.on_pod_event(msg.kind, *msg.pod, ctx);
+    }
+}
+
+/// A fresh watch replayed the node's pods: these are all that exist.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Resynced {
+    pub uids: HashSet<String>,
+}
+
+impl Handler<Resynced> for Kubelet {
+    type Result = ();
+
+    fn handle(&mut self, msg: Resynced, ctx: &mut Context<Self>) {
+        let gone: Vec<String> = self
+            .pods
+            .keys()
+            .filter(|uid| !msg.uids.contains(*uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.step(&uid, Input::Removed, ctx);
+        }
+    }
+}
