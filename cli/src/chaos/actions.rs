@@ -124,11 +124,12 @@ pub fn schedule(plan: &ChaosPlan, duration_s: f64) -> Result<Vec<ScheduledAction
         if kind.needs_target() && action.target.is_none() {
             return Err(bad("target", format!("{} needs a target", kind.as_str())));
         }
-        if !(action.at >= 0.0) {
+        // NaN fails both comparisons.
+        if action.at.is_nan() || action.at < 0.0 {
             return Err(bad("at", "must be >= 0".into()));
         }
         if let Some(every) = action.every {
-            if !(every > 0.0) {
+            if every.is_nan() || every <= 0.0 {
                 return Err(bad("every", "must be > 0".into()));
             }
         }
