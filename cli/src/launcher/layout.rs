@@ -452,6 +452,14 @@ impl Layout {
         serde_json::from_slice(&bytes).with_context(|| format!("reading {}", path.display()))
     }
 
+    /// netns mode: host `name`'s link into the bridge, as (namespace, interface). Setting it
+    /// down cuts the host off the network; setting it up heals it.
+    pub fn bridge_link(&self, name: &str) -> Option<(String, String)> {
+        let bridge = self.bridge.as_ref()?;
+        let i = self.hosts.iter().position(|h| h.name == name)?;
+        Some((bridge.netns.clone(), veth_name(i)))
+    }
+
     pub fn host(&self, name: &str) -> Option<&Host> {
         self.hosts.iter().find(|h| h.name == name)
     }
@@ -515,6 +523,11 @@ impl Layout {
 }
 
 pub const LAYOUT_FILE: &str = "layout.json";
+
+/// The bridge-side end of host `i`'s veth pair (in the bridge's namespace).
+pub fn veth_name(i: usize) -> String {
+    format!("v{i}")
+}
 
 /// The kind a component name (`s1`, `apiserver-2`, …) stands for.
 pub fn kind_of(name: &str) -> Kind {

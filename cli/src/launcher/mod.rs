@@ -201,6 +201,27 @@ fn prepare(
                     dir.display()
                 );
             }
+            let needle = dir.display().to_string();
+            let stray: Vec<u32> = ClusterState::read(&dir)
+                .ok()
+                .flatten()
+                .map(|s| {
+                    s.components
+                        .iter()
+                        .filter_map(|c| c.pid)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|&p| pid_is_ours(p, &needle))
+                .collect();
+            if !stray.is_empty() {
+                bail!(
+                    "processes of an earlier cluster in {} still run (pids {stray:?}); run `kemu down --dir {}` first",
+                    dir.display(),
+                    dir.display()
+                );
+            }
             // A stopped cluster's directory: start over (its store data belongs to other ports).
             if let Ok(old) = Layout::read(&dir) {
                 netns::teardown(&old);

@@ -66,7 +66,7 @@ pub fn setup(layout: &Layout) -> anyhow::Result<()> {
             .netns
             .as_deref()
             .context("netns host without a namespace")?;
-        let veth = format!("v{i}");
+        let veth = super::layout::veth_name(i);
         ip(&["netns", "add", ns])?;
         ip(&["-n", ns, "link", "set", "lo", "up"])?;
         ip(&[
