@@ -12,10 +12,9 @@ use clap::Args;
 
 use crate::chaos::actions::{self, ActionKind};
 use crate::chaos::run::{self, ChaosRunConfig};
-use crate::chaos::targets::{ChaosCluster, ClusterDirTarget, LocalStoreTarget};
+use crate::chaos::targets::{ChaosCluster, LocalStoreTarget};
 use crate::cluster_proc::LocalStore;
 use crate::launcher::config::{ChaosPlan, ClusterConfig};
-use crate::launcher::netns::NetAccess;
 
 #[derive(Args, Debug)]
 pub struct ChaosArgs {
@@ -88,13 +87,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
             Some(p) => p,
             None => plan_of(&dir)?,
         };
-        let schedule = actions::schedule(&plan, args.duration)?;
-        let target = ClusterDirTarget::open(&dir)?;
-        let net = NetAccess::for_layout(target.layout())?;
-        let cluster: Arc<dyn ChaosCluster> = Arc::new(target);
-        let report = net
-            .run(async move { run::run(cluster, schedule, &config).await })
-            .await??;
+        let report = run::run_on_cluster_dir(&dir, &plan, &config).await?;
         let out = args.report.clone().unwrap_or_else(|| dir.join("report"));
         (report, out)
     };

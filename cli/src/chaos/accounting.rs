@@ -146,6 +146,51 @@ pub fn check(acks: &AckLog, observed: &[ObservedPod]) -> AccountingReport {
     report
 }
 
+/// The pods of `namespaces` as the API server at `api` (plain HTTP) lists them.
+pub async fn list_pods(
+    api: std::net::SocketAddr,
+    namespaces: &[String],
+) -> anyhow::Result<Vec<ObservedPod>> {
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let path = format!("/api/v1/namespaces/{ns}/pods");
+        let (code, body) = crate::cluster_proc::http_get(api, &path).await?;
+        if code != 200 {
+            anyhow::bail!("GET {path}: HTTP {code}");
+        }
+        let list: serde_json::Value = serde_json::from_str(&body)?;
+        for item in list["items"].as_array().into_iter().flatten() {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            out.push(ObservedPod {
+                namespace: text(&item["metadata"]["namespace"]),
+                name: text(&item["metadata"]["name"]),
+                uid: text(&item["metadata"]["uid"]),
+                phase: text(&item["status"]["phase"]),
+                terminating: !item["metadata"]["deletionTimestamp"].is_null(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Lists and checks until the pods are accounted for (deleted ones gone, the rest Running
+/// again) or `timeout` passes; the last verdict either way.
+pub async fn wait_and_check(
+    acks: &AckLog,
+    api: std::net::SocketAddr,
+    namespaces: &[String],
+    timeout: std::time::Duration,
+) -> anyhow::Result<AccountingReport> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let report = check(acks, &list_pods(api, namespaces).await?);
+        if report.passed || std::time::Instant::now() >= deadline {
+            return Ok(report);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

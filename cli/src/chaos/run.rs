@@ -216,6 +216,23 @@ pub async fn run(
     })
 }
 
+/// Runs `plan` for `config.duration` against the cluster `kemu up` made in `dir` (what `kemu
+/// chaos --dir` and `kemu run` call). In netns mode the clients live in the cluster's bridge
+/// namespace. The report is returned, not written.
+pub async fn run_on_cluster_dir(
+    dir: &std::path::Path,
+    plan: &crate::launcher::config::ChaosPlan,
+    config: &ChaosRunConfig,
+) -> anyhow::Result<ChaosReport> {
+    let schedule = super::actions::schedule(plan, config.duration.as_secs_f64())?;
+    let target = super::targets::ClusterDirTarget::open(dir)?;
+    let net = crate::launcher::netns::NetAccess::for_layout(target.layout())?;
+    let cluster: Arc<dyn ChaosCluster> = Arc::new(target);
+    let config = config.clone();
+    net.run(async move { run(cluster, schedule, &config).await })
+        .await?
+}
+
 /// The revision after the run, retried while the store is still recovering.
 async fn final_revision(client: &Client, prefix: &str) -> anyhow::Result<i64> {
     let mut last = None;
