@@ -167,7 +167,7 @@ impl LoadArgs {
             });
         }
         if let Some(dir) = &self.dir {
-            processes.extend(processes_of(dir));
+            processes.extend(load::sampler::kemu_processes_naming(dir));
         }
         Ok(LoadTarget {
             kubeconfig,
@@ -175,51 +175,6 @@ impl LoadArgs {
             processes,
         })
     }
-}
-
-/// The kemu processes whose command line names `dir` (a cluster's processes keep their data
-/// there), named by subcommand and pid.
-fn processes_of(dir: &std::path::Path) -> Vec<SampledProcess> {
-    let Ok(dir) = dir.canonicalize() else {
-        return Vec::new();
-    };
-    let needle = dir.display().to_string();
-    let me = std::process::id();
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|&b| b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let is_kemu = args
-            .first()
-            .is_some_and(|a| a.rsplit('/').next() == Some("kemu"));
-        if is_kemu && args.iter().any(|a| a.contains(&needle)) {
-            let sub = args.get(1).cloned().unwrap_or_default();
-            out.push(SampledProcess {
-                name: format!("{sub}-{pid}"),
-                pid,
-            });
-        }
-    }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
 }
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {

@@ -206,7 +206,8 @@ pub fn latencies(records: &[PodRecord]) -> BTreeMap<String, Percentiles> {
     );
     out.insert(
         "run_to_watch".into(),
-        each(&|r| Some(r.running_seen? - r.started_stamp?)),
+        // Only from sub-second start stamps: a whole-second one is up to 1 s early.
+        each(&|r| Some(r.running_seen? - r.started_stamp.filter(|_| r.started_stamp_fine)?)),
     );
     out.insert(
         "pod_startup".into(),

@@ -98,6 +98,8 @@ pub struct PodRecord {
     pub created_stamp: Option<f64>,
     pub scheduled_stamp: Option<f64>,
     pub started_stamp: Option<f64>,
+    /// `started_stamp` had sub-second digits (the API server may keep only whole seconds).
+    pub started_stamp_fine: bool,
     /// Some server timestamp of this pod had only whole seconds.
     pub coarse_stamps: bool,
 }
@@ -244,13 +246,15 @@ impl Tracker {
             .iter()
             .find(|c| c.kind == "PodScheduled" && c.status == "True")
             .and_then(|c| self.stamp(&c.last_transition_time, &mut coarse));
+        let mut started_coarse = false;
         let started_stamp = pod
             .status
             .container_statuses
             .iter()
             .filter_map(|c| c.state.as_ref()?.running.as_ref()?.started_at.clone())
-            .filter_map(|s| self.stamp(&Some(s), &mut coarse))
+            .filter_map(|s| self.stamp(&Some(s), &mut started_coarse))
             .reduce(f64::max);
+        coarse |= started_coarse;
         let bound = pod.spec.node_name.as_deref().is_some_and(|n| !n.is_empty());
         let running = pod.status.phase.as_deref() == Some("Running");
         let counts = &mut self.counts;
@@ -265,6 +269,7 @@ impl Tracker {
         if running && record.running_seen.is_none() {
             record.running_seen = Some(t);
             record.started_stamp = started_stamp;
+            record.started_stamp_fine = started_stamp.is_some() && !started_coarse;
             counts.running += 1;
         }
     }
