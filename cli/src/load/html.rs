@@ -212,13 +212,18 @@ fn stacked_bars(title: &str, unit: &str, rows: &[(String, Vec<(String, f64)>)]) 
         let mut x = left;
         for (i, (segment, value)) in segments.iter().enumerate() {
             let w = value.max(0.0) / max * plot_w;
-            let color = PALETTE[i % PALETTE.len()];
+            // A segment named "_…" only positions the next one.
+            let color = if segment.starts_with('_') {
+                "none"
+            } else {
+                PALETTE[i % PALETTE.len()]
+            };
             let _ = write!(
                 svg,
                 r#"<rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{row_h}" fill="{color}"><title>{}: {value:.1} {unit}</title></rect>"#,
                 escape(segment)
             );
-            if w > 50.0 {
+            if w > 50.0 && !segment.starts_with('_') {
                 let _ = write!(
                     svg,
                     r##"<text x="{:.1}" y="{:.1}" fill="#fff">{value:.0}</text>"##,
@@ -230,8 +235,12 @@ fn stacked_bars(title: &str, unit: &str, rows: &[(String, Vec<(String, f64)>)]) 
         }
     }
     if let Some((_, segments)) = rows.first() {
-        for (i, (segment, _)) in segments.iter().enumerate() {
-            let ly = TOP + 10.0 + i as f64 * 16.0;
+        let shown = segments
+            .iter()
+            .enumerate()
+            .filter(|(_, (s, _))| !s.starts_with('_'));
+        for (row, (i, (segment, _))) in shown.enumerate() {
+            let ly = TOP + 10.0 + row as f64 * 16.0;
             let lx = WIDTH - RIGHT + 12.0;
             let _ = write!(
                 svg,
@@ -405,16 +414,13 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
             (
                 phase_name(&p.kind, p.cycle),
                 vec![
-                    ("before".to_string(), p.start_s),
+                    ("_before".to_string(), p.start_s),
                     ("duration".to_string(), p.end_s - p.start_s),
                 ],
             )
         })
         .collect();
-    let mut gantt = stacked_bars("run phases", "s", &phase_rows);
-    // The "before" segment only positions the bar.
-    gantt = gantt.replacen(PALETTE[0], "none", usize::MAX);
-    h.push_str(&gantt);
+    h.push_str(&stacked_bars("run phases", "s", &phase_rows));
     h.push_str("<table><tr><th>phase</th><th>start s</th><th>seconds</th><th>ops</th><th>target/s</th><th>achieved/s</th><th>send lag p99 ms</th><th>completed</th></tr>");
     for p in &report.phases {
         let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
