@@ -339,9 +339,10 @@ async fn resource_request(
             StatusCode::OK,
             &registry.get(resource, ns, name).await?,
         )),
-        (&Method::GET, Some(_), Some("log")) => Err(ApiError::BadRequest {
-            message: "container logs are served by the node host, which is not connected".into(),
-        }),
+        (&Method::GET, Some(name), Some("log")) => {
+            let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;
+            crate::logs::pod_log(registry, ns, name, query).await
+        }
         (&Method::POST, None, None) => {
             let body = read_object(resource, request).await?;
             let created = registry.create(resource, ns, body, &write).await?;

@@ -1,6 +1,7 @@
 //! The kemu API server: the Kubernetes REST API over the kemu store.
 //!
 //! - [`http`]: the HTTP front (routing, discovery, Table, watch streams, `Status` errors).
+//! - [`logs`]: `pods/log`, streamed from the node host that runs the pod.
 //! - [`registry`]: the verbs on every resource, shared by both fronts.
 //! - [`strategy`]: per-resource create/update behaviour (server-owned fields, defaults, status).
 //! - [`storage`]: Kubernetes' conditional writes on the store.
@@ -13,6 +14,7 @@ pub mod errors;
 pub mod event_view;
 pub mod http;
 pub mod meta;
+pub mod logs;
 pub mod metrics;
 pub mod quic;
 pub mod registry;

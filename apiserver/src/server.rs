@@ -103,6 +103,7 @@ pub async fn run(
         &config.identity,
     )?;
     let cache = WatchCache::start(client.clone(), config.watch_window).await?;
+    crate::logs::configure(config.certs_dir.clone(), config.identity.clone());
     let registry = Arc::new(Registry::new(
         Storage::new(client.clone()),
         cache,

@@ -7,6 +7,7 @@
 //! - [`load`]: pod create/delete throughput and latency; [`load_cmd`]: `kemu load`.
 //! - [`launcher`]: `kemu up`, `down`, `status`, `run`: whole clusters from a config file.
 //! - [`scheduler_cmd`]: `kemu scheduler`, one scheduler replica, and `kemu bench scheduler`.
+//! - [`node_host_cmd`]: `kemu node-host`, N emulated kubelets in one process.
 //! - [`controllers_cmd`]: `kemu controllers`, the controller manager (leader-elected).
 //! - [`kv`]: `kemu kv`, an etcdctl-like client for the store.
 //! - [`bench`]: `kemu bench store`, one load generator for kemu's store and real etcd.
@@ -26,6 +27,7 @@ pub mod kv;
 pub mod launcher;
 pub mod load;
 pub mod load_cmd;
+pub mod node_host_cmd;
 pub mod scheduler_cmd;
 pub mod shutdown;
 pub mod store_member;

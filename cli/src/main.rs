@@ -19,6 +19,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run N emulated kubelets (nodes with a pause-sandbox runtime) in one process.
+    NodeHost(kemu::node_host_cmd::NodeHostArgs),
     /// Create the cluster CA and a certificate for each component identity.
     Certs(certs::CertsArgs),
     /// Run one member of the replicated store (the etcd stand-in).
@@ -58,6 +60,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
+            Command::NodeHost(args) => kemu::node_host_cmd::run(args).await,
             Command::Certs(args) => certs::run(args),
             Command::Store(args) => store_member::run(args).await,
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
@@ -86,7 +89,7 @@ fn main() -> std::process::ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(
-            "warn,kemu=info,store=info,transport=info,apiserver=info,api=info,scheduler=info,controllers=info",
+            "warn,kemu=info,store=info,transport=info,apiserver=info,api=info,scheduler=info,node=info,controllers=info",
         )
     });
     // Colour only on a terminal: logs usually go to files.

@@ -718,8 +718,6 @@ impl Actor for Kubelet {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        // Thousands of pod events may queue while the host starts.
-        ctx.set_mailbox_capacity(usize::MAX);
         self.register(ctx);
     }
 }
