@@ -373,6 +373,26 @@ async fn resource_request(
             };
             Ok(json_response(StatusCode::OK, &updated))
         }
+        (&Method::GET | &Method::PUT | &Method::PATCH, Some(name), Some("scale"))
+            if resource.has_subresource("scale") =>
+        {
+            let change = if method == Method::GET {
+                None
+            } else {
+                let content_type = headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("application/merge-patch+json");
+                let patch_type = match method {
+                    Method::PUT => PatchType::Merge,
+                    _ => PatchType::from_content_type(content_type).unwrap_or(PatchType::Merge),
+                };
+                Some((patch_type, read_body(request).await?))
+            };
+            let change = change.as_ref().map(|(t, b)| (*t, b.as_ref()));
+            let scale = crate::scale::serve(registry, resource, ns, name, change, &write).await?;
+            Ok(json_response(StatusCode::OK, &scale))
+        }
         (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
             let content_type = headers
                 .get(header::CONTENT_TYPE)

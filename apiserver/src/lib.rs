@@ -3,6 +3,7 @@
 //! - [`http`]: the HTTP front (routing, discovery, Table, watch streams, `Status` errors).
 //! - [`logs`]: `pods/log`, streamed from the node host that runs the pod.
 //! - [`registry`]: the verbs on every resource, shared by both fronts.
+//! - [`scale`]: the `scale` subresource (`kubectl scale`).
 //! - [`strategy`]: per-resource create/update behaviour (server-owned fields, defaults, status).
 //! - [`storage`]: Kubernetes' conditional writes on the store.
 //! - [`watch_cache`]: all objects in memory, fed by one store watch; lists and watches come from it.
@@ -18,6 +19,7 @@ pub mod logs;
 pub mod metrics;
 pub mod quic;
 pub mod registry;
+pub mod scale;
 pub mod server;
 pub mod storage;
 pub mod strategy;

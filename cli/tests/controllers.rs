@@ -1,0 +1,606 @@
+//! End to end: `kemu controllers` with a real store, API server, scheduler and node hosts,
+//! driven with the real kubectl — Deployments (create, scale, set image within the surge and
+//! unavailability bounds, rollout undo, cascading delete), a Job, Service endpoints following
+//! pods, namespace deletion, and node failure (NotReady, eviction, replacement elsewhere).
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use common::{kemu_exe, wait_until, Cluster};
+use serde_json::Value;
+use transport::pki::{self, CertSpec};
+
+/// A kemu process killed when dropped.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn issue(c: &Cluster, name: &str, organization: &str) -> anyhow::Result<()> {
+    let certs = c.store.certs_dir();
+    if !certs.join(format!("{name}.crt")).exists() {
+        pki::issue(
+            &certs,
+            &CertSpec {
+                name: name.into(),
+                organizations: vec![organization.into()],
+                sans: vec![],
+            },
+        )?;
+    }
+    Ok(())
+}
+
+fn spawn(c: &Cluster, name: &str, args: &[String]) -> anyhow::Result<Proc> {
+    let log = c.dir.path().join(format!("{name}.log"));
+    let child = Command::new(kemu_exe())
+        .args(args)
+        .env("RUST_LOG", "info,controllers=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .with_context(|| format!("starting {name}"))?;
+    Ok(Proc { child, log })
+}
+
+fn common_args(c: &Cluster, command: &str, identity: &str) -> Vec<String> {
+    vec![
+        command.into(),
+        "--apiserver".into(),
+        c.api.quic.to_string(),
+        "--certs".into(),
+        c.store.certs_dir().display().to_string(),
+        "--identity".into(),
+        identity.into(),
+    ]
+}
+
+fn start_controllers(c: &Cluster, grace_secs: u64) -> anyhow::Result<Proc> {
+    issue(c, "controllers", "system:kube-controller-manager")?;
+    let mut args = common_args(c, "controllers", "controllers");
+    args.extend(
+        [
+            "--node-monitor-grace-secs",
+            &grace_secs.to_string(),
+            "--node-monitor-period-secs",
+            "1",
+        ]
+        .map(String::from),
+    );
+    spawn(c, "controllers", &args)
+}
+
+fn start_scheduler(c: &Cluster) -> anyhow::Result<Proc> {
+    issue(c, "scheduler", "system:kube-scheduler")?;
+    spawn(c, "scheduler", &common_args(c, "scheduler", "scheduler"))
+}
+
+fn start_node_host(c: &Cluster, index: usize, nodes: usize, prefix: &str) -> anyhow::Result<Proc> {
+    let identity = format!("nodehost-{index}");
+    issue(c, &identity, "system:nodes")?;
+    let config = c.file(
+        &format!("{identity}.toml"),
+        "cpu = \"8\"\nmemory = \"16Gi\"\npods = \"110\"\nlease_interval = 1\nlease_duration_seconds = 4\n[runtime]\npull_image_ms = 100\nrun_sandbox_ms = 50\n",
+    );
+    let mut args = common_args(c, "node-host", &identity);
+    args.extend(
+        [
+            "--nodes",
+            &nodes.to_string(),
+            "--name-prefix",
+            prefix,
+            "--config",
+            &config,
+        ]
+        .map(String::from),
+    );
+    spawn(c, &identity, &args)
+}
+
+fn pods_json(c: &Cluster, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["get", "pods", "-o", "json"];
+    all.extend_from_slice(args);
+    let out = c.kubectl(&all);
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn is_ready(pod: &Value) -> bool {
+    pod["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+fn terminating(pod: &Value) -> bool {
+    !pod["metadata"]["deletionTimestamp"].is_null()
+}
+
+/// Pods selected by `selector` that are running, ready and not terminating — and none else.
+fn exactly_running(c: &Cluster, selector: &str, n: usize, extra: &[&str]) -> bool {
+    let mut args = vec!["-l", selector];
+    args.extend_from_slice(extra);
+    let pods = pods_json(c, &args);
+    pods.len() == n
+        && pods
+            .iter()
+            .all(|p| p["status"]["phase"] == "Running" && is_ready(p) && !terminating(p))
+}
+
+fn images(c: &Cluster, selector: &str) -> Vec<String> {
+    pods_json(c, &["-l", selector])
+        .iter()
+        .filter(|p| !terminating(p))
+        .map(|p| {
+            p["spec"]["containers"][0]["image"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployments_scale_roll_out_and_roll_back() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 3, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    let controllers = start_controllers(&c, 40)?;
+
+    c.ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--replicas=3",
+    ]);
+    let three = wait_until(
+        "3 web pods are Running",
+        Duration::from_secs(60),
+        || async { exactly_running(&c, "app=web", 3, &[]) },
+    )
+    .await;
+    if three.is_err() {
+        eprintln!("{}", controllers.log());
+    }
+    three?;
+    let status = c.ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert!(status.contains("successfully rolled out"), "{status}");
+    let rs = c.ok(&["get", "rs", "-l", "app=web", "-o", "json"]);
+    let rs: Value = serde_json::from_str(&rs)?;
+    let first = &rs["items"][0];
+    assert_eq!(
+        first["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    assert_eq!(
+        first["metadata"]["ownerReferences"][0]["kind"],
+        "Deployment"
+    );
+    assert!(first["metadata"]["labels"]["pod-template-hash"].is_string());
+    let pod = &pods_json(&c, &["-l", "app=web"])[0];
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "ReplicaSet");
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["controller"], true);
+
+    // Scale up and back down.
+    c.ok(&["scale", "deployment", "web", "--replicas=10"]);
+    wait_until(
+        "10 web pods are Running",
+        Duration::from_secs(60),
+        || async { exactly_running(&c, "app=web", 10, &[]) },
+    )
+    .await?;
+    c.ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+    let ready = c.ok(&["get", "deployment", "web", "--no-headers"]);
+    assert!(ready.contains("10/10"), "{ready}");
+    c.ok(&["scale", "deployment", "web", "--replicas=3"]);
+    wait_until("web is back to 3 pods", Duration::from_secs(60), || async {
+        let pods = pods_json(&c, &["-l", "app=web"]);
+        pods.iter().filter(|p| !terminating(p)).count() == 3
+    })
+    .await?;
+    c.ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+
+    // A new image rolls out within maxSurge 1 (25% of 3, up) and maxUnavailable 0 (down).
+    c.ok(&["set", "image", "deployment/web", "nginx=nginx:1.28"]);
+    let max_total = std::cell::Cell::new(0);
+    let min_ready = std::cell::Cell::new(usize::MAX);
+    wait_until(
+        "the new image is rolled out",
+        Duration::from_secs(90),
+        || async {
+            let pods = pods_json(&c, &["-l", "app=web"]);
+            let live: Vec<&Value> = pods.iter().filter(|p| !terminating(p)).collect();
+            max_total.set(max_total.get().max(live.len()));
+            min_ready.set(
+                min_ready
+                    .get()
+                    .min(live.iter().filter(|p| is_ready(p)).count()),
+            );
+            images(&c, "app=web") == vec!["nginx:1.28".to_string(); 3]
+                && exactly_running(&c, "app=web", 3, &[])
+        },
+    )
+    .await?;
+    let (max_total, min_ready) = (max_total.get(), min_ready.get());
+    assert!(
+        max_total <= 4,
+        "maxSurge exceeded: {max_total} pods at once"
+    );
+    assert!(
+        min_ready >= 3,
+        "maxUnavailable exceeded: only {min_ready} ready"
+    );
+    let status = c.ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+    assert!(status.contains("successfully rolled out"), "{status}");
+    let history = c.ok(&["rollout", "history", "deployment/web"]);
+    assert!(history.contains('1') && history.contains('2'), "{history}");
+
+    // Undo brings the first template back as revision 3.
+    c.ok(&["rollout", "undo", "deployment/web"]);
+    wait_until(
+        "the undo is rolled out",
+        Duration::from_secs(90),
+        || async {
+            images(&c, "app=web") == vec!["nginx:1.27".to_string(); 3]
+                && exactly_running(&c, "app=web", 3, &[])
+        },
+    )
+    .await?;
+    c.ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+    let revision = c.ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.metadata.annotations.deployment\\.kubernetes\\.io/revision}",
+    ]);
+    assert_eq!(revision.trim(), "3");
+    let conditions = c.ok(&[
+        "get",
+        "deployment",
+        "web",
+        "-o",
+        "jsonpath={.status.conditions[*].reason}",
+    ]);
+    assert!(
+        conditions.contains("NewReplicaSetAvailable")
+            && conditions.contains("MinimumReplicasAvailable"),
+        "{conditions}"
+    );
+
+    // Deleting the Deployment cascades to its ReplicaSets and pods.
+    c.ok(&["delete", "deployment", "web"]);
+    wait_until(
+        "web's replica sets and pods are gone",
+        Duration::from_secs(60),
+        || async {
+            let rs = c.ok(&["get", "rs", "-l", "app=web", "-o", "name"]);
+            rs.trim().is_empty() && pods_json(&c, &["-l", "app=web"]).is_empty()
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_endpoints_namespaces_and_cascades() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 2, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    let _controllers = start_controllers(&c, 40)?;
+
+    // A Job of 5 completions, 2 at a time.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: count\nspec:\n  completions: 5\n  parallelism: 2\n  backoffLimit: 2\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: busybox\n        command: [\"sleep\", \"1\"]\n",
+    );
+    c.ok(&[
+        "wait",
+        "--for=condition=complete",
+        "job/count",
+        "--timeout=90s",
+    ]);
+    let succeeded = c.ok(&["get", "job", "count", "-o", "jsonpath={.status.succeeded}"]);
+    assert_eq!(succeeded.trim(), "5");
+    let done = pods_json(&c, &["-l", "job-name=count"]);
+    assert_eq!(done.len(), 5);
+    assert!(done.iter().all(|p| p["status"]["phase"] == "Succeeded"));
+    let times = c.ok(&[
+        "get",
+        "job",
+        "count",
+        "-o",
+        "jsonpath={.status.startTime} {.status.completionTime}",
+    ]);
+    assert_eq!(times.split_whitespace().count(), 2, "{times}");
+
+    // A Service's endpoints follow its pods.
+    c.ok(&["create", "namespace", "team"]);
+    c.ok(&[
+        "create",
+        "deployment",
+        "api",
+        "--image=nginx",
+        "--replicas=2",
+        "-n",
+        "team",
+    ]);
+    c.ok(&["expose", "deployment", "api", "--port=80", "-n", "team"]);
+    let endpoint_ips = || -> Vec<String> {
+        let out = c.ok(&[
+            "get",
+            "endpoints",
+            "api",
+            "-n",
+            "team",
+            "-o",
+            "jsonpath={.subsets[*].addresses[*].ip}",
+        ]);
+        let mut ips: Vec<String> = out.split_whitespace().map(String::from).collect();
+        ips.sort();
+        ips
+    };
+    let pod_ips = || -> Vec<String> {
+        let mut ips: Vec<String> = pods_json(&c, &["-l", "app=api", "-n", "team"])
+            .iter()
+            .filter(|p| is_ready(p) && !terminating(p))
+            .filter_map(|p| p["status"]["podIP"].as_str().map(String::from))
+            .collect();
+        ips.sort();
+        ips
+    };
+    wait_until(
+        "the endpoints list the 2 pods",
+        Duration::from_secs(60),
+        || async {
+            let ips = pod_ips();
+            ips.len() == 2 && endpoint_ips() == ips
+        },
+    )
+    .await?;
+    c.ok(&["scale", "deployment", "api", "--replicas=3", "-n", "team"]);
+    wait_until(
+        "the endpoints list the 3 pods",
+        Duration::from_secs(60),
+        || async {
+            let ips = pod_ips();
+            ips.len() == 3 && endpoint_ips() == ips
+        },
+    )
+    .await?;
+    let slice = c.ok(&[
+        "get",
+        "endpointslices",
+        "-n",
+        "team",
+        "-l",
+        "kubernetes.io/service-name=api",
+        "-o",
+        "jsonpath={.items[*].endpoints[*].addresses[*]}",
+    ]);
+    assert_eq!(slice.split_whitespace().count(), 3, "{slice}");
+    // A deleted pod leaves the endpoints as soon as its deletion starts.
+    let victim = pods_json(&c, &["-l", "app=api", "-n", "team"])[0].clone();
+    let victim_name = victim["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let victim_ip = victim["status"]["podIP"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    c.ok(&["delete", "pod", &victim_name, "-n", "team", "--wait=false"]);
+    wait_until(
+        "the deleted pod left the endpoints",
+        Duration::from_secs(30),
+        || async { !endpoint_ips().contains(&victim_ip) },
+    )
+    .await?;
+    wait_until(
+        "the replacement joined the endpoints",
+        Duration::from_secs(60),
+        || async {
+            let ips = pod_ips();
+            ips.len() == 3 && endpoint_ips() == ips
+        },
+    )
+    .await?;
+
+    // Orphan and foreground cascades.
+    c.ok(&[
+        "create",
+        "deployment",
+        "keep",
+        "--image=nginx",
+        "--replicas=1",
+        "-n",
+        "team",
+    ]);
+    wait_until("keep runs", Duration::from_secs(60), || async {
+        exactly_running(&c, "app=keep", 1, &["-n", "team"])
+    })
+    .await?;
+    c.ok(&[
+        "delete",
+        "deployment",
+        "keep",
+        "-n",
+        "team",
+        "--cascade=orphan",
+    ]);
+    wait_until(
+        "keep's replica set is orphaned",
+        Duration::from_secs(30),
+        || async {
+            let out = c.ok(&["get", "rs", "-l", "app=keep", "-n", "team", "-o", "json"]);
+            let v: Value = serde_json::from_str(&out).unwrap_or_default();
+            v["items"].as_array().is_some_and(|items| {
+                items.len() == 1
+                    && items[0]["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_none_or(|r| r.is_empty())
+            }) && c
+                .kubectl(&["get", "deployment", "keep", "-n", "team"])
+                .status
+                .code()
+                != Some(0)
+        },
+    )
+    .await?;
+    assert!(exactly_running(&c, "app=keep", 1, &["-n", "team"]));
+    c.ok(&[
+        "create",
+        "deployment",
+        "fg",
+        "--image=nginx",
+        "--replicas=2",
+        "-n",
+        "team",
+    ]);
+    wait_until("fg runs", Duration::from_secs(60), || async {
+        exactly_running(&c, "app=fg", 2, &["-n", "team"])
+    })
+    .await?;
+    c.ok(&[
+        "delete",
+        "deployment",
+        "fg",
+        "-n",
+        "team",
+        "--cascade=foreground",
+        "--timeout=90s",
+    ]);
+    assert!(pods_json(&c, &["-l", "app=fg", "-n", "team"]).is_empty());
+
+    // Deleting the namespace empties it, then removes it.
+    c.ok(&["delete", "namespace", "team", "--wait=false"]);
+    wait_until(
+        "namespace team is gone",
+        Duration::from_secs(90),
+        || async { !c.kubectl(&["get", "namespace", "team"]).status.success() },
+    )
+    .await?;
+    assert!(pods_json(&c, &["-n", "team"]).is_empty());
+    let left = c.ok(&[
+        "get",
+        "deployments,replicasets,services,endpoints",
+        "-n",
+        "team",
+        "-o",
+        "name",
+    ]);
+    assert!(left.trim().is_empty(), "{left}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_node_host_is_tainted_and_its_pods_are_replaced() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let mut doomed = start_node_host(&c, 2, 2, "b-")?;
+    let _scheduler = start_scheduler(&c)?;
+    let controllers = start_controllers(&c, 6)?;
+    c.ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx",
+        "--replicas=4",
+    ]);
+    wait_until(
+        "4 pods run on the first host",
+        Duration::from_secs(60),
+        || async { exactly_running(&c, "app=web", 4, &[]) },
+    )
+    .await?;
+    let _survivor = start_node_host(&c, 1, 2, "a-")?;
+    wait_until(
+        "the second host's nodes are Ready",
+        Duration::from_secs(30),
+        || async {
+            let out = c.ok(&["get", "nodes", "--no-headers"]);
+            out.lines()
+                .filter(|l| l.starts_with("a-") && l.contains(" Ready "))
+                .count()
+                == 2
+        },
+    )
+    .await?;
+
+    doomed.kill();
+    let not_ready = wait_until("b- nodes go NotReady", Duration::from_secs(60), || async {
+        let out = c.ok(&["get", "nodes", "--no-headers"]);
+        out.lines()
+            .filter(|l| l.starts_with("b-") && l.contains("NotReady"))
+            .count()
+            == 2
+    })
+    .await;
+    if not_ready.is_err() {
+        eprintln!("{}", controllers.log());
+    }
+    not_ready?;
+    let b_node = c
+        .ok(&["get", "nodes", "-o", "name"])
+        .lines()
+        .find(|l| l.starts_with("node/b-"))
+        .unwrap_or_default()
+        .to_string();
+    let taints = c.ok(&["get", &b_node, "-o", "jsonpath={.spec.taints[*].key}"]);
+    assert!(
+        taints.contains("node.kubernetes.io/unreachable"),
+        "{taints}"
+    );
+    wait_until(
+        "4 replacement pods run on a- nodes",
+        Duration::from_secs(90),
+        || async {
+            let pods = pods_json(&c, &["-l", "app=web"]);
+            let live: Vec<&Value> = pods.iter().filter(|p| !terminating(p)).collect();
+            live.len() == 4
+                && live.iter().all(|p| {
+                    p["spec"]["nodeName"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("a-"))
+                        && p["status"]["phase"] == "Running"
+                })
+        },
+    )
+    .await?;
+    // The old pods were evicted (Terminating: their kubelet is gone).
+    let evicted = pods_json(&c, &["-l", "app=web"])
+        .iter()
+        .filter(|p| {
+            terminating(p)
+                && p["spec"]["nodeName"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("b-"))
+        })
+        .count();
+    assert_eq!(evicted, 4);
+    Ok(())
+}
