@@ -69,7 +69,8 @@ pub struct Kubelet {
     runtime: NodeRuntime,
     pods: HashMap<String, PodWorker>,
     node_uid: String,
-    lease: Option<Value>,
+    /// The resourceVersion of our Lease as last written: renewals are PUTs on top of it.
+    lease_version: Option<String>,
     last_renewal: Option<Instant>,
     /// When the conditions last changed (they never do for a healthy emulated node).
     ready_since: chrono::DateTime<Utc>,
@@ -92,7 +93,7 @@ impl Kubelet {
             runtime,
             pods: HashMap::new(),
             node_uid: String::new(),
-            lease: None,
+            lease_version: None,
             last_renewal: None,
             ready_since: Utc::now(),
         }
@@ -144,13 +145,14 @@ impl Kubelet {
         let fresh = self
             .node
             .lease(&self.shared.config, &self.node_uid, Utc::now());
-        let current = self.lease.clone();
+        let current = self.lease_version.clone();
         let name = self.node.name.clone();
         let work = async move {
             let leases =
                 resources::find("coordination.k8s.io", "v1", "leases").expect("leases are served");
-            if let Some(mut lease) = current {
-                lease["spec"] = fresh["spec"].clone();
+            if let Some(version) = current {
+                let mut lease = fresh.clone();
+                lease["metadata"]["resourceVersion"] = json!(version);
                 match client
                     .update(leases, Some(LEASE_NAMESPACE), &name, &lease)
                     .await
@@ -187,7 +189,12 @@ impl Kubelet {
                                 act.shared.metrics.lease_renewed(now - last, interval);
                             }
                             act.last_renewal = Some(now);
-                            act.lease = Some(lease);
+                            // Only the version is kept: thousands of cached Lease objects
+                            // would cost more than the node itself.
+                            act.lease_version = lease
+                                .pointer("/metadata/resourceVersion")
+                                .and_then(Value::as_str)
+                                .map(str::to_string);
                             Kubelet::jittered(interval)
                         }
                         Err(e) => {
@@ -196,7 +203,7 @@ impl Kubelet {
                                 .lease_failures
                                 .fetch_add(1, Ordering::Relaxed);
                             debug!(node = %act.node.name, error = %e, "lease renewal failed");
-                            act.lease = None;
+                            act.lease_version = None;
                             // Retry soon: a lease missed for its duration makes the node NotReady.
                             Duration::from_millis(500)
                         }

@@ -169,20 +169,20 @@ impl Handler for LogService {
             return;
         }
         let Some((lines, mut finished, started)) = self.store.read(&request, Utc::now()) else {
-            let what = if request.previous {
-                "previous terminated container"
-            } else {
-                "container"
-            };
-            let _ = call
-                .reply(&LogResponse::Error {
+            // Containers that never printed anything keep no log: an empty answer, as a
+            // silent process gives. Only a missing previous instance is an error.
+            let answer = if request.previous {
+                LogResponse::Error {
                     code: 400,
                     message: format!(
-                        "{what} \"{}\" in pod \"{}\" is waiting to start or not found",
+                        "previous terminated container \"{}\" in pod \"{}\" not found",
                         request.container, request.pod
                     ),
-                })
-                .await;
+                }
+            } else {
+                LogResponse::Chunk(Bytes::new())
+            };
+            let _ = call.reply(&answer).await;
             return;
         };
         let first = render(&request, &lines, 0, started);
