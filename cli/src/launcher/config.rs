@@ -358,6 +358,9 @@ impl ClusterConfig {
         if self.store.election_ticks < 2 {
             return bad("store.election_ticks", "must be at least 2");
         }
+        if self.store.snapshot_entries < 10 {
+            return bad("store.snapshot_entries", "must be at least 10");
+        }
         if self.apiserver.replicas == 0 {
             return bad("apiserver.replicas", "must be at least 1");
         }

@@ -304,6 +304,14 @@ async fn up(args: UpArgs) -> anyhow::Result<ExitCode> {
         })
         .await;
         if let Err(e) = result {
+            // Reap it (a zombie would look alive to `down`), then clean up whatever is left.
+            if !matches!(child.try_wait(), Ok(Some(_))) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+                let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+            }
             down(&layout.dir, false).await.ok();
             return Err(e);
         }
@@ -495,15 +503,8 @@ pub async fn down(dir: &Path, purge: bool) -> anyhow::Result<()> {
 async fn kill_pids(pids: &[u32], grace: Duration) {
     use nix::sys::signal::{kill, Signal};
     let pid = |p: u32| nix::unistd::Pid::from_raw(p as i32);
-    let alive = |p: u32| {
-        kill(pid(p), None).is_ok() && process_start_time(p).is_some() && {
-            // A zombie (state Z) is dead for our purposes.
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .ok()
-                .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
-                .unwrap_or(false)
-        }
-    };
+    // A zombie is dead for our purposes.
+    let alive = |p: u32| process_start_time(p).is_some();
     for &p in pids {
         let _ = kill(pid(p), Signal::SIGTERM);
     }

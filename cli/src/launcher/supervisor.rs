@@ -164,8 +164,25 @@ impl Supervisor {
                     break;
                 }
                 if Instant::now() > deadline {
+                    let exits: Vec<String> = members
+                        .iter()
+                        .map(|&i| &self.procs[i])
+                        .filter_map(|p| {
+                            let exit = p.last_exit.as_ref()?;
+                            Some(format!(
+                                "{} exited {} time(s), last {exit}",
+                                p.spec.name,
+                                p.restarts + 1
+                            ))
+                        })
+                        .collect();
                     bail!(
-                        "waited {timeout:?} for {what} ({done}/{total}); see the logs in {}",
+                        "waited {timeout:?} for {what} ({done}/{total}){}; see the logs in {}",
+                        if exits.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; {}", exits.join("; "))
+                        },
                         self.layout.dir.join("logs").display()
                     );
                 }
@@ -429,12 +446,15 @@ pub async fn stop_children(children: &mut [Child], grace: Duration) {
     }
 }
 
-/// The start time of `pid` in clock ticks since boot (field 22 of `/proc/<pid>/stat`): with
-/// the pid it identifies a process even after the pid is reused.
+/// The start time of live (not zombie) process `pid` in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`): with the pid it identifies a process even after the pid is reused.
 pub fn process_start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may contain spaces; fields after it are plain.
     let after = &stat[stat.rfind(')')? + 2..];
+    if after.starts_with('Z') {
+        return None;
+    }
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
