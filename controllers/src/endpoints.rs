@@ -80,6 +80,13 @@ fn resolve_ports(service: &Service, pod: &Pod) -> Option<Vec<EndpointPort>> {
     Some(out)
 }
 
+/// Pods serving one set of resolved ports: (ports, ready addresses, not-ready addresses).
+type PortGroup = (
+    Vec<EndpointPort>,
+    Vec<EndpointAddress>,
+    Vec<EndpointAddress>,
+);
+
 /// What Endpoints and EndpointSlice should say for `service` given every pod of its
 /// namespace. `None` for a Service without a selector (its endpoints are managed by hand).
 pub fn desired(service: &Service, candidates: &[&Pod]) -> Option<(Endpoints, EndpointSlice)> {
@@ -87,14 +94,7 @@ pub fn desired(service: &Service, candidates: &[&Pod]) -> Option<(Endpoints, End
     let name = service.metadata.name.clone().unwrap_or_default();
     let namespace = service.metadata.namespace.clone();
     // Pods grouped by their resolved ports: (ports) → (ready, not ready).
-    let mut groups: BTreeMap<
-        String,
-        (
-            Vec<EndpointPort>,
-            Vec<EndpointAddress>,
-            Vec<EndpointAddress>,
-        ),
-    > = BTreeMap::new();
+    let mut groups: BTreeMap<String, PortGroup> = BTreeMap::new();
     let mut slice_endpoints = Vec::new();
     let mut selected: Vec<&Pod> = candidates
         .iter()
