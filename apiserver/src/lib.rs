@@ -14,8 +14,8 @@
 pub mod errors;
 pub mod event_view;
 pub mod http;
-pub mod meta;
 pub mod logs;
+pub mod meta;
 pub mod metrics;
 pub mod quic;
 pub mod registry;
