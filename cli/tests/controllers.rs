@@ -604,3 +604,82 @@ async fn a_lost_node_host_is_tainted_and_its_pods_are_replaced() -> anyhow::Resu
     assert_eq!(evicted, 4);
     Ok(())
 }
+
+/// The figure of docs/controllers.md: a Deployment of `KEMU_FIG_REPLICAS` (default 1,000)
+/// replicas on `KEMU_FIG_NODES` (default 200) nodes over `KEMU_FIG_HOSTS` node hosts
+/// (default 2) with the instant runtime, timed from `kubectl create` to all pods Ready.
+/// `cargo test --release -p kemu --test controllers -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn figure_deployment_reaches_all_ready() -> anyhow::Result<()> {
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (replicas, nodes, hosts) = (
+        env("KEMU_FIG_REPLICAS", 1000),
+        env("KEMU_FIG_NODES", 200),
+        env("KEMU_FIG_HOSTS", 2).max(1),
+    );
+    let c = Cluster::start(1).await?;
+    let mut procs = Vec::new();
+    for h in 0..hosts {
+        let identity = format!("nodehost-{}", h + 1);
+        issue(&c, &identity, "system:nodes")?;
+        let mut args = common_args(&c, "node-host", &identity);
+        let prefix = format!("h{h}-");
+        args.extend(
+            [
+                "--nodes",
+                &(nodes / hosts).to_string(),
+                "--name-prefix",
+                &prefix,
+                "--runtime",
+                "instant",
+            ]
+            .map(String::from),
+        );
+        procs.push(spawn(&c, &identity, &args)?);
+    }
+    procs.push(start_scheduler(&c)?);
+    procs.push(start_controllers(&c, 40)?);
+    let want_nodes = (nodes / hosts) * hosts;
+    wait_until("every node is Ready", Duration::from_secs(300), || async {
+        let out = c.ok(&["get", "nodes", "--no-headers"]);
+        out.lines().filter(|l| l.contains(" Ready ")).count() == want_nodes
+    })
+    .await?;
+    let started = std::time::Instant::now();
+    c.ok(&[
+        "create",
+        "deployment",
+        "big",
+        "--image=nginx",
+        &format!("--replicas={replicas}"),
+    ]);
+    wait_until(
+        "the deployment is all ready",
+        Duration::from_secs(1800),
+        || async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let ready = c.ok(&[
+                "get",
+                "deployment",
+                "big",
+                "-o",
+                "jsonpath={.status.readyReplicas}",
+            ]);
+            ready.trim().parse::<usize>().ok() == Some(replicas)
+        },
+    )
+    .await?;
+    let elapsed = started.elapsed();
+    println!(
+        "FIGURE: {replicas} replicas on {want_nodes} nodes ({hosts} node hosts): all Ready in {:.1} s = {:.0} pods/s",
+        elapsed.as_secs_f64(),
+        replicas as f64 / elapsed.as_secs_f64()
+    );
+    Ok(())
+}
