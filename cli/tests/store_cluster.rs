@@ -1,36 +1,19 @@
 //! End-to-end tests of the replicated store: real `kemu store` processes on loopback.
 
+mod common;
+
 use std::collections::HashMap;
-use std::path::Path;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
+use common::{kemu_exe, wait_until};
 use kemu::cluster_proc::LocalStore;
 use parking_lot::Mutex;
 use store::client::{Client, ClientConfig, ClientError};
 use store::types::*;
-
-fn kemu_exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_kemu"))
-}
-
-/// Polls `condition` until it holds, failing with `why` after `timeout`.
-async fn wait_until<F, Fut>(why: &str, timeout: Duration, mut condition: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !condition().await {
-        if Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting until {why}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(())
-}
 
 /// A client that talks to one member only.
 fn member_client(cluster: &LocalStore, name: &str) -> anyhow::Result<Client> {

@@ -1,36 +1,19 @@
 //! End-to-end tests of what a store member does with its files after a crash, and of the `kemu kv`
 //! command line as a user runs it: real `kemu` processes on loopback.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use bytes::Bytes;
+use common::{kemu_exe, wait_until};
 use kemu::cluster_proc::LocalStore;
 use serde_json::Value;
 use store::client::{Client, ClientConfig, ClientError};
 use store::types::*;
-
-fn kemu_exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_kemu"))
-}
-
-/// Polls `condition` until it holds, failing with `why` after `timeout`.
-async fn wait_until<F, Fut>(why: &str, timeout: Duration, mut condition: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !condition().await {
-        if Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting until {why}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(())
-}
 
 fn put(key: impl Into<Bytes>, value: impl Into<Bytes>) -> PutRequest {
     PutRequest {
