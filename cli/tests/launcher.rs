@@ -192,13 +192,52 @@ fn assert_nothing_left(dir: &Path, pids: &[u32], addrs: &[SocketAddr]) {
     let left = processes_mentioning(&dir.display().to_string());
     assert!(left.is_empty(), "processes left behind: {left:?}");
     for a in addrs {
-        if a.ip().is_loopback() {
-            // Both protocols: store and QUIC ports are UDP, HTTP and metrics TCP.
-            let tcp = std::net::TcpListener::bind(a).is_ok();
-            let udp = std::net::UdpSocket::bind(a).is_ok();
-            assert!(tcp && udp, "port {a} is still taken");
+        if !a.ip().is_loopback() {
+            continue;
+        }
+        // Both protocols: store and QUIC ports are UDP, HTTP and metrics TCP.
+        let free =
+            || std::net::TcpListener::bind(a).is_ok() && std::net::UdpSocket::bind(a).is_ok();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !free() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if free() {
+            continue;
+        }
+        // Tests run in parallel and other processes' ephemeral sockets may land on a port this
+        // cluster let go of: only a holder that belongs to this cluster is a leak.
+        for owner in port_owners(a.port()) {
+            let cmdline = std::fs::read(format!("/proc/{owner}/cmdline")).unwrap_or_default();
+            let ours = pids.contains(&owner)
+                || String::from_utf8_lossy(&cmdline).contains(&dir.display().to_string());
+            assert!(
+                !ours,
+                "port {a} is still held by this cluster's process {owner}"
+            );
         }
     }
+}
+
+/// The pids holding a TCP or UDP socket on `port`, from `ss`.
+fn port_owners(port: u16) -> Vec<u32> {
+    let Ok(out) = std::process::Command::new("ss")
+        .args(["-H", "-tuanp"])
+        .output()
+    else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    let needle = format!(":{port} ");
+    let mut owners = Vec::new();
+    for line in text.lines().filter(|l| l.contains(&needle)) {
+        for part in line.split("pid=").skip(1) {
+            if let Some(pid) = part.split(',').next().and_then(|p| p.parse().ok()) {
+                owners.push(pid);
+            }
+        }
+    }
+    owners
 }
 
 #[test]
