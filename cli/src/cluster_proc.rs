@@ -11,24 +11,30 @@ use parking_lot::Mutex;
 use store::client::{Client, ClientConfig};
 use transport::pki::{self, CertSpec};
 
-/// Free loopback ports, found by binding port 0 (UDP for QUIC, TCP for etcd) and letting go.
-pub fn free_ports(n: usize, udp: bool) -> anyhow::Result<Vec<u16>> {
+/// Free loopback ports, each bindable for both TCP and UDP when chosen.
+pub fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    // Ports come from below the kernel's ephemeral range (32768–60999 by default): a port the
+    // kernel hands out for a bind-to-0 is free again the moment we drop it, and the next QUIC
+    // client or outgoing connection (of this or a parallel test's cluster) may take it before
+    // the component that was given it binds it. Ports out of that range are only ever taken by
+    // someone choosing them, so checking that both TCP and UDP can bind one is enough.
+    use rand::Rng;
+    let (low, high) = (10_000u16, 32_000u16);
+    let mut rng = rand::thread_rng();
     let mut ports = Vec::new();
-    let mut udp_keep = Vec::new();
-    let mut tcp_keep = Vec::new();
+    let mut tries = 0;
     while ports.len() < n {
-        let port = if udp {
-            let s = std::net::UdpSocket::bind("127.0.0.1:0")?;
-            let p = s.local_addr()?.port();
-            udp_keep.push(s);
-            p
-        } else {
-            let s = std::net::TcpListener::bind("127.0.0.1:0")?;
-            let p = s.local_addr()?.port();
-            tcp_keep.push(s);
-            p
-        };
-        if !ports.contains(&port) {
+        tries += 1;
+        if tries > 10_000 {
+            anyhow::bail!("no free port in {low}..{high} after {tries} tries");
+        }
+        let port = rng.gen_range(low..high);
+        if ports.contains(&port) {
+            continue;
+        }
+        let tcp = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        let udp = std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok();
+        if tcp && udp {
             ports.push(port);
         }
     }
@@ -104,7 +110,7 @@ impl LocalStore {
                 sans: vec![],
             },
         )?;
-        let ports = free_ports(2 * n, true)?;
+        let ports = free_ports(2 * n)?;
         let initial: Vec<String> = names
             .iter()
             .enumerate()
@@ -349,10 +355,9 @@ impl LocalApiServer {
                 },
             )?;
         }
-        let tcp = free_ports(1, false)?;
-        let udp = free_ports(1, true)?;
-        let http: SocketAddr = format!("127.0.0.1:{}", tcp[0]).parse()?;
-        let quic: SocketAddr = format!("127.0.0.1:{}", udp[0]).parse()?;
+        let ports = free_ports(2)?;
+        let http: SocketAddr = format!("127.0.0.1:{}", ports[0]).parse()?;
+        let quic: SocketAddr = format!("127.0.0.1:{}", ports[1]).parse()?;
         let endpoints: Vec<String> = store
             .client_endpoints()
             .iter()
@@ -491,7 +496,7 @@ impl LocalEtcd {
         let etcd = which("etcd")
             .context("the etcd binary is not installed (Debian package etcd-server)")?;
         std::fs::create_dir_all(dir)?;
-        let ports = free_ports(2 * n, false)?;
+        let ports = free_ports(2 * n)?;
         let names: Vec<String> = (1..=n).map(|i| format!("e{i}")).collect();
         let initial: Vec<String> = names
             .iter()

@@ -44,7 +44,7 @@ fn start_scheduler(c: &Cluster, holder: &str) -> anyhow::Result<SchedulerProc> {
             },
         )?;
     }
-    let port = kemu::cluster_proc::free_ports(1, false)?[0];
+    let port = kemu::cluster_proc::free_ports(1)?[0];
     let metrics: std::net::SocketAddr = format!("127.0.0.1:{port}").parse()?;
     let log = c.dir.path().join(format!("scheduler-{holder}.log"));
     let child = Command::new(kemu_exe())

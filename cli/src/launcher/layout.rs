@@ -4,7 +4,7 @@
 //! `kemu up` writes the [`Layout`] to `<dir>/layout.json`; the supervisor, `status` and `down`
 //! read it back, so every later command sees exactly what was launched.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -207,25 +207,25 @@ impl Layout {
             let host = placement[name].clone();
             let mut a = BTreeMap::new();
             let kind = kind_of(name);
-            let mut add = |key: &str, base: u16, udp: bool| -> anyhow::Result<()> {
-                let port = ports.next(&host, key, base, udp)?;
+            let mut add = |key: &str, base: u16| -> anyhow::Result<()> {
+                let port = ports.next(&host, key, base)?;
                 a.insert(key.to_string(), SocketAddr::new(ip, port));
                 Ok(())
             };
             match kind {
                 Kind::Store => {
-                    add("client", STORE_CLIENT_PORT, true)?;
-                    add("peer", STORE_PEER_PORT, true)?;
+                    add("client", STORE_CLIENT_PORT)?;
+                    add("peer", STORE_PEER_PORT)?;
                 }
                 Kind::Apiserver => {
-                    add("http", API_HTTP_PORT, false)?;
-                    add("quic", API_QUIC_PORT, true)?;
+                    add("http", API_HTTP_PORT)?;
+                    add("quic", API_QUIC_PORT)?;
                 }
-                Kind::Scheduler => add("metrics", SCHEDULER_METRICS_PORT, false)?,
-                Kind::Controllers => add("metrics", CONTROLLERS_METRICS_PORT, false)?,
+                Kind::Scheduler => add("metrics", SCHEDULER_METRICS_PORT)?,
+                Kind::Controllers => add("metrics", CONTROLLERS_METRICS_PORT)?,
                 Kind::Nodehost => {
-                    add("metrics", NODEHOST_METRICS_PORT, false)?;
-                    add("logs", NODEHOST_LOGS_PORT, true)?;
+                    add("metrics", NODEHOST_METRICS_PORT)?;
+                    add("logs", NODEHOST_LOGS_PORT)?;
                 }
             }
             addresses.insert(name.clone(), a);
@@ -361,7 +361,7 @@ impl Layout {
             });
         }
         let api_forward = if config.hosts.mode == HostMode::Netns {
-            let port = free_ports(1, false)?[0];
+            let port = free_ports(1)?[0];
             Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port))
         } else {
             None
@@ -555,6 +555,8 @@ pub fn short_id(dir: &Path) -> String {
 struct PortAllocator {
     local: bool,
     used: BTreeMap<(String, String), u16>,
+    /// Local mode: the ports already handed out, so two components never get the same one.
+    handed: BTreeSet<u16>,
 }
 
 impl PortAllocator {
@@ -562,12 +564,18 @@ impl PortAllocator {
         PortAllocator {
             local,
             used: BTreeMap::new(),
+            handed: BTreeSet::new(),
         }
     }
 
-    fn next(&mut self, host: &str, key: &str, base: u16, udp: bool) -> anyhow::Result<u16> {
+    fn next(&mut self, host: &str, key: &str, base: u16) -> anyhow::Result<u16> {
         if self.local {
-            return Ok(free_ports(1, udp)?[0]);
+            loop {
+                let port = free_ports(1)?[0];
+                if self.handed.insert(port) {
+                    return Ok(port);
+                }
+            }
         }
         let n = self
             .used
