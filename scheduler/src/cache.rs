@@ -1,7 +1,8 @@
 //! [`Cache`]: the scheduler's view of the cluster — the [`Snapshot`] of nodes with their bound
 //! and *assumed* pods, fed by the node and pod informers. A pod is assumed onto its node as soon
 //! as a worker decides (so the next decision already counts it) and forgotten if its bind fails.
-//! Also resolves pod priorities from PriorityClasses.
+//! Also keeps the nominations of pods that preempted others (the room they freed stays theirs
+//! until they bind), and resolves pod priorities from PriorityClasses.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ use crate::snapshot::Snapshot;
 struct Placed {
     node: String,
     assumed: bool,
+    /// The node the pod was nominated to before it was assumed: its bind may fail.
+    nominated: Option<String>,
 }
 
 /// Why an assumption was refused: another worker filled the node first.
@@ -34,6 +37,8 @@ pub struct Cache {
     placed: HashMap<String, Placed>,
     /// Bound pods whose node has not been seen yet, by node name.
     orphans: HashMap<String, Vec<Arc<PodInfo>>>,
+    /// Unbound pods nominated to a node (pod key → node), mirrored in the snapshot.
+    nominations: HashMap<String, String>,
     /// PriorityClass name → value; and the globalDefault class's value.
     priority_classes: HashMap<String, i32>,
     default_priority: Option<(String, i32)>,
@@ -120,18 +125,61 @@ impl Cache {
             return;
         };
         self.remove_placed(&key);
+        self.clear_nomination(&key);
         self.place(&node, pod);
         self.placed.insert(
             key,
             Placed {
                 node,
                 assumed: false,
+                nominated: None,
             },
         );
     }
 
+    /// Takes an unbound pod's new state for its nomination: `status.nominatedNodeName` set
+    /// nominates it there; a pod being deleted or finished loses its nomination, and so does one
+    /// whose nominatedNodeName was just removed (`nomination_removed`). An update that neither
+    /// sets nor removes it keeps a nomination this scheduler made before its status patch landed.
+    pub fn apply_unbound(&mut self, pod: Arc<PodInfo>, nomination_removed: bool) {
+        if pod.deleting || pod.terminal {
+            self.clear_nomination(&pod.key);
+            return;
+        }
+        match pod.nominated_node_name.clone() {
+            Some(node) => self.nominate(pod, &node),
+            None if nomination_removed => self.clear_nomination(&pod.key),
+            None => {
+                // Keep the reservation, but with the pod's new state.
+                if let Some(node) = self.nominations.get(&pod.key).cloned() {
+                    self.snapshot.nominate(&node, pod);
+                }
+            }
+        }
+    }
+
+    /// Reserves room on `node` for `pod`, which preempted pods there (or was nominated by
+    /// another scheduler instance): lower-or-equal-priority pods cannot take it.
+    pub fn nominate(&mut self, pod: Arc<PodInfo>, node: &str) {
+        self.clear_nomination(&pod.key);
+        self.nominations.insert(pod.key.clone(), node.to_string());
+        self.snapshot.nominate(node, pod);
+    }
+
+    pub fn clear_nomination(&mut self, key: &str) {
+        if let Some(node) = self.nominations.remove(key) {
+            self.snapshot.unnominate(&node, key);
+        }
+    }
+
+    /// Where the pod is nominated, if anywhere.
+    pub fn nominated_node(&self, key: &str) -> Option<&str> {
+        self.nominations.get(key).map(String::as_str)
+    }
+
     pub fn delete_pod(&mut self, key: &str) {
         self.remove_placed(key);
+        self.clear_nomination(key);
     }
 
     /// Counts the pod on `node` now, if it still fits there: workers decide in parallel on a
@@ -144,7 +192,18 @@ impl Cache {
             .host_ports
             .iter()
             .any(|want| info.used_ports.iter().any(|used| used.conflicts(want)));
-        let short: Vec<Reason> = insufficient_resources(info, &pod);
+        let mut short: Vec<Reason> = insufficient_resources(info, &pod);
+        // Room reserved for nominated pods of higher or equal priority is not free.
+        if short.is_empty() {
+            let mut nominated = self.snapshot.nominated_against(node, &pod).peekable();
+            if nominated.peek().is_some() {
+                let mut with = info.clone();
+                for p in nominated {
+                    with.add_pod(p.clone());
+                }
+                short = insufficient_resources(&with, &pod);
+            }
+        }
         if ports_taken || !short.is_empty() {
             return Err(AssumeError::NoLongerFits {
                 pod: pod.key.clone(),
@@ -153,21 +212,30 @@ impl Cache {
         }
         let key = pod.key.clone();
         self.remove_placed(&key);
+        // Placed now; its reservation comes back if the bind fails.
+        let nominated = self.nominations.get(&key).cloned();
+        self.clear_nomination(&key);
         self.snapshot.add_pod(node, pod);
         self.placed.insert(
             key,
             Placed {
                 node: node.to_string(),
                 assumed: true,
+                nominated,
             },
         );
         Ok(())
     }
 
-    /// Drops an assumption whose bind failed (a bound pod stays).
+    /// Drops an assumption whose bind failed (a bound pod stays); a pod that was nominated
+    /// gets its reservation back.
     pub fn forget(&mut self, key: &str) {
-        if self.placed.get(key).is_some_and(|p| p.assumed) {
-            self.remove_placed(key);
+        let Some(placed) = self.placed.get(key).filter(|p| p.assumed).cloned() else {
+            return;
+        };
+        let pod = self.remove_placed(key);
+        if let (Some(pod), Some(node)) = (pod, placed.nominated) {
+            self.nominate(pod, &node);
         }
     }
 
@@ -181,15 +249,15 @@ impl Cache {
         }
     }
 
-    fn remove_placed(&mut self, key: &str) {
-        let Some(placed) = self.placed.remove(key) else {
-            return;
-        };
-        if self.snapshot.remove_pod(&placed.node, key).is_none() {
-            if let Some(list) = self.orphans.get_mut(&placed.node) {
-                list.retain(|p| p.key != key);
-            }
+    /// Takes the pod off its node (or the orphans); returns it if it was placed.
+    fn remove_placed(&mut self, key: &str) -> Option<Arc<PodInfo>> {
+        let placed = self.placed.remove(key)?;
+        if let Some(pod) = self.snapshot.remove_pod(&placed.node, key) {
+            return Some(pod);
         }
+        let list = self.orphans.get_mut(&placed.node)?;
+        let i = list.iter().position(|p| p.key == key)?;
+        Some(list.swap_remove(i))
     }
 }
 
@@ -224,6 +292,58 @@ mod tests {
         assert_eq!(cache.snapshot().node("a").unwrap().pods.len(), 1);
         cache.delete_pod("default/p");
         assert_eq!(cache.snapshot().node("a").unwrap().requested.milli_cpu, 0);
+    }
+
+    #[test]
+    fn nominations_hold_room_until_the_preemptor_binds() {
+        let mut cache = Cache::new();
+        cache.apply_node(&node("a", "2", "1Gi", 110));
+        let prio = |name: &str, priority: i32, nominated: Option<&str>| {
+            let mut p = pod("default", name, "2", "");
+            p.spec.as_mut().unwrap().priority = Some(priority);
+            p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+                nominated_node_name: nominated.map(str::to_string),
+                ..Default::default()
+            });
+            info(p)
+        };
+        // The worker nominates vip before its status patch lands.
+        cache.nominate(prio("vip", 10, None), "a");
+        // A lower-priority pod decided on a view without the nomination cannot be assumed.
+        assert!(matches!(
+            cache.assume(prio("low", 1, None), "a"),
+            Err(AssumeError::NoLongerFits { .. })
+        ));
+        // An unrelated status update of vip (no nominatedNodeName yet) keeps the reservation.
+        cache.apply_unbound(prio("vip", 10, None), false);
+        assert_eq!(cache.nominated_node("default/vip"), Some("a"));
+        // vip is assumed (the nomination is set aside), its bind fails: the reservation returns.
+        cache.assume(prio("vip", 10, Some("a")), "a").unwrap();
+        assert_eq!(cache.nominated_node("default/vip"), None);
+        cache.forget("default/vip");
+        assert_eq!(cache.nominated_node("default/vip"), Some("a"));
+        assert_eq!(cache.snapshot().node("a").unwrap().requested.milli_cpu, 0);
+        assert_eq!(cache.snapshot().nominated_on("a").len(), 1);
+        // A more important pod may take the room.
+        cache.assume(prio("boss", 20, None), "a").unwrap();
+        cache.forget("default/boss");
+        // Someone removed the nomination: the room is free again.
+        cache.apply_unbound(prio("vip", 10, None), true);
+        assert!(cache.snapshot().nominated_on("a").is_empty());
+        cache.assume(prio("low", 1, None), "a").unwrap();
+        cache.forget("default/low");
+        // Nominated again through the informer, then bound: the nomination goes.
+        cache.apply_unbound(prio("vip", 10, Some("a")), false);
+        assert_eq!(cache.nominated_node("default/vip"), Some("a"));
+        let mut bound = pod("default", "vip", "2", "");
+        bound.spec.as_mut().unwrap().node_name = Some("a".into());
+        cache.apply_pod(info(bound));
+        assert_eq!(cache.nominated_node("default/vip"), None);
+        assert!(cache.snapshot().nominated_on("a").is_empty());
+        // A deleted pending pod loses its nomination.
+        cache.nominate(prio("other", 10, None), "a");
+        cache.delete_pod("default/other");
+        assert!(cache.snapshot().nominated_on("a").is_empty());
     }
 
     #[test]

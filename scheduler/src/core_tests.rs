@@ -597,3 +597,117 @@ fn removing_pods_frees_their_resources() {
     assert_eq!(n.requested.milli_cpu, 0);
     let _ = Arc::strong_count(&n.name);
 }
+
+fn with_priority(mut p: Pod, priority: i32) -> Pod {
+    p.spec.as_mut().unwrap().priority = Some(priority);
+    p
+}
+
+/// The pod as seen once a victim is being deleted (graceful deletion: it still holds its room).
+fn terminating(mut p: Pod) -> Pod {
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+    ));
+    p
+}
+
+#[test]
+fn room_freed_by_preemption_is_reserved_for_the_preemptor() {
+    // One node, full: a low-priority pod and a middle one.
+    let mut s = snapshot(vec![node("a", "4", "8Gi", 110)]);
+    bound(&mut s, "a", with_priority(pod("default", "low", "2", ""), 1));
+    bound(&mut s, "a", with_priority(pod("default", "mid", "2", ""), 5));
+    let vip = info(with_priority(pod("default", "vip", "2", ""), 10));
+    let Decision::Unschedulable { diagnosis } = schedule(&s, &vip, &mut ScheduleState::new(1))
+    else {
+        panic!("vip should not fit yet");
+    };
+    let Preemption::Candidate { node, victims } = preempt(&s, &vip, &diagnosis) else {
+        panic!("vip should preempt");
+    };
+    assert_eq!(node, "a");
+    assert_eq!(victims.len(), 1);
+    assert_eq!(victims[0].name, "low");
+    s.nominate("a", vip.clone());
+
+    // While the victim terminates it still holds its room; nothing fits, and another pod of
+    // the same priority cannot preempt "mid" for room that is already promised to vip.
+    s.remove_pod("a", "default/low");
+    bound(
+        &mut s,
+        "a",
+        terminating(with_priority(pod("default", "low", "2", ""), 1)),
+    );
+    let rival = info(with_priority(pod("default", "rival", "2", ""), 10));
+    let Decision::Unschedulable { diagnosis } = schedule(&s, &rival, &mut ScheduleState::new(1))
+    else {
+        panic!("rival should not fit");
+    };
+    assert_eq!(
+        failure_message(&diagnosis, &preempt(&s, &rival, &diagnosis)),
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: \
+         1 Insufficient cpu."
+    );
+
+    // The victim is gone: the freed 2 cpu are vip's, not a lower or equal pod's.
+    s.remove_pod("a", "default/low");
+    assert_eq!(
+        message(&s, with_priority(pod("default", "lower", "1", ""), 1)),
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: \
+         1 No preemption victims found for incoming pod."
+    );
+    // One of equal priority does not fit either; it may only preempt "mid", beside vip.
+    let equal = info(with_priority(pod("default", "equal", "1", ""), 10));
+    let Decision::Unschedulable { diagnosis } = schedule(&s, &equal, &mut ScheduleState::new(1))
+    else {
+        panic!("equal should not fit");
+    };
+    match preempt(&s, &equal, &diagnosis) {
+        Preemption::Candidate { victims, .. } => {
+            let names: Vec<_> = victims.iter().map(|v| v.name.as_str()).collect();
+            assert_eq!(names, vec!["mid"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A pod that asks for no cpu still fits beside the reservation.
+    assert_eq!(
+        node_of(&decide(&s, with_priority(pod("default", "tiny", "", ""), 0))),
+        "a"
+    );
+    // A more important pod is not held back by the nomination.
+    assert_eq!(
+        node_of(&decide(
+            &s,
+            with_priority(pod("default", "higher", "2", ""), 20)
+        )),
+        "a"
+    );
+    // The preemptor itself fits, on its nominated node.
+    let mut nominated = with_priority(pod("default", "vip", "2", ""), 10);
+    nominated.status = Some(k8s_openapi::api::core::v1::PodStatus {
+        nominated_node_name: Some("a".into()),
+        ..Default::default()
+    });
+    assert_eq!(node_of(&decide(&s, nominated)), "a");
+    // Once bound, the nomination goes and the node is simply full.
+    assert!(s.unnominate("a", "default/vip").is_some());
+    bound(&mut s, "a", with_priority(pod("default", "vip", "2", ""), 10));
+    assert!(s.nominated_on("a").is_empty());
+    assert!(matches!(
+        decide(&s, with_priority(pod("default", "lower", "1", ""), 1)),
+        Decision::Unschedulable { .. }
+    ));
+}
+
+#[test]
+fn nominations_elsewhere_do_not_block_other_nodes() {
+    let mut s = snapshot(vec![node("a", "2", "8Gi", 110), node("b", "2", "8Gi", 110)]);
+    s.nominate("a", info(with_priority(pod("default", "vip", "2", ""), 10)));
+    for i in 0..3 {
+        let d = decide(
+            &s,
+            with_priority(pod("default", &format!("p{i}"), "1", ""), 0),
+        );
+        assert_eq!(node_of(&d), "b");
+    }
+}

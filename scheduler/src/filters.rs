@@ -146,6 +146,26 @@ impl<'a> PodCycle<'a> {
         }
     }
 
+    /// Runs the filters on the snapshot's node `index`, honouring nominations: when pods of
+    /// higher or equal priority are nominated to the node (they preempted others and wait for
+    /// their victims to go), the node must fit this pod with them counted as if already there,
+    /// and also without them (kube-scheduler's `RunFilterPluginsWithNominatedPods`). So the room
+    /// freed by preemption stays reserved for the preemptor.
+    pub fn filter_in(&self, snapshot: &Snapshot, index: usize) -> Result<(), NodeFailure> {
+        let node = &snapshot.nodes()[index];
+        if snapshot.has_nominations() {
+            let mut nominated = snapshot.nominated_against(&node.name, self.pod).peekable();
+            if nominated.peek().is_some() {
+                let mut with = node.clone();
+                for p in nominated {
+                    with.add_pod(p.clone());
+                }
+                self.filter(&with, index)?;
+            }
+        }
+        self.filter(node, index)
+    }
+
     /// Runs every filter on the node; the first that rejects it decides the reasons.
     pub fn filter(&self, node: &NodeInfo, index: usize) -> Result<(), NodeFailure> {
         let pod = self.pod;

@@ -4,7 +4,9 @@
 //!
 //! Per node: remove every lower-priority pod; if the pod still does not fit, the node cannot
 //! help; otherwise put victims back, most important first, as long as the pod still fits
-//! ("reprieve"), so that the set evicted is minimal.
+//! ("reprieve"), so that the set evicted is minimal. Pods of higher or equal priority
+//! nominated to the node count as if they were there: preemption never frees room that is
+//! already reserved for another preemptor.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -80,6 +82,10 @@ pub fn preempt(snapshot: &Snapshot, pod: &PodInfo, diagnosis: &Diagnosis) -> Pre
         let mut trial = node.clone();
         for victim in &lower {
             trial.remove_pod(&victim.key);
+        }
+        // Room reserved for pods of higher or equal priority nominated here stays theirs.
+        for nominated in snapshot.nominated_against(&node.name, pod) {
+            trial.add_pod(nominated.clone());
         }
         if let Err(still) = cycle.filter(&trial, failure.node) {
             for reason in still.reasons {

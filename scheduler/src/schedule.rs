@@ -133,7 +133,7 @@ pub fn schedule(snapshot: &Snapshot, pod: &PodInfo, state: &mut ScheduleState) -
         .as_deref()
         .and_then(|name| snapshot.position(name))
     {
-        if cycle.filter(&nodes[i], i).is_ok() {
+        if cycle.filter_in(snapshot, i).is_ok() {
             return Decision::Feasible {
                 node: nodes[i].name.to_string(),
                 score: 0,
@@ -151,7 +151,7 @@ pub fn schedule(snapshot: &Snapshot, pod: &PodInfo, state: &mut ScheduleState) -
     for k in 0..n {
         let i = (start + k) % n;
         processed += 1;
-        match cycle.filter(&nodes[i], i) {
+        match cycle.filter_in(snapshot, i) {
             Ok(()) => {
                 state.feasible.push(RawScores {
                     node: i,

@@ -278,11 +278,18 @@ impl InformerBridge {
     }
 
     fn on_pod(&self, event: InformerEvent<Pod>) {
-        let (pod, changed) = match event {
-            InformerEvent::Added(p) => (p, true),
+        let nominated = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.nominated_node_name.as_deref())
+                .is_some_and(|n| !n.is_empty())
+        };
+        let (pod, changed, nomination_removed) = match event {
+            InformerEvent::Added(p) => (p, true, false),
             InformerEvent::Updated { old, new } => {
                 let changed = old.spec != new.spec || old.metadata.labels != new.metadata.labels;
-                (new, changed)
+                let removed = nominated(&old) && !nominated(&new);
+                (new, changed, removed)
             }
             InformerEvent::Deleted(p) => {
                 let key = api::informer::key(
@@ -296,6 +303,14 @@ impl InformerBridge {
             }
         };
         let info = self.cache.read().pod_info(pod);
+        if info.node_name.is_none()
+            && (info.nominated_node_name.is_some()
+                || self.cache.read().nominated_node(&info.key).is_some())
+        {
+            self.cache
+                .write()
+                .apply_unbound(info.clone(), nomination_removed);
+        }
         if info.node_name.is_some() {
             self.cache.write().apply_pod(info.clone());
             self.queue.do_send(PodGone {

@@ -1,6 +1,8 @@
 //! [`Snapshot`]: every node's [`NodeInfo`] in one vector (the decision core walks it by index,
 //! starting where the last search stopped), with a name index and cluster-wide counts that let
-//! plugins skip work nobody asked for.
+//! plugins skip work nobody asked for. It also holds the *nominated* pods: pods that preempted
+//! others and wait for their victims to go, counted on their nominated node for every pod of
+//! lower or equal priority (kube-scheduler's nominator).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +20,8 @@ pub struct Snapshot {
     pods_with_affinity: usize,
     /// Pods with a required anti-affinity term, over all nodes.
     pods_with_required_anti_affinity: usize,
+    /// Node name → the pods nominated to it (not yet bound).
+    nominated: HashMap<Arc<str>, Vec<Arc<PodInfo>>>,
 }
 
 impl Snapshot {
@@ -51,6 +55,47 @@ impl Snapshot {
 
     pub fn pods_with_required_anti_affinity(&self) -> usize {
         self.pods_with_required_anti_affinity
+    }
+
+    /// Whether any pod is nominated anywhere (lets the filters skip the lookup).
+    pub fn has_nominations(&self) -> bool {
+        !self.nominated.is_empty()
+    }
+
+    /// The pods nominated to `node` whose reservation holds against `pod`: those of higher or
+    /// equal priority, other than `pod` itself (kube-scheduler's `addNominatedPods`).
+    pub fn nominated_against<'s>(
+        &'s self,
+        node: &str,
+        pod: &'s PodInfo,
+    ) -> impl Iterator<Item = &'s Arc<PodInfo>> + 's {
+        self.nominated
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter(move |p| p.priority >= pod.priority && p.key != pod.key)
+    }
+
+    /// Every pod nominated to `node`.
+    pub fn nominated_on(&self, node: &str) -> &[Arc<PodInfo>] {
+        self.nominated.get(node).map_or(&[], Vec::as_slice)
+    }
+
+    /// Reserves room on `node` for `pod` (replacing an earlier nomination of the same pod there).
+    pub fn nominate(&mut self, node: &str, pod: Arc<PodInfo>) {
+        self.unnominate(node, &pod.key);
+        self.nominated.entry(Arc::from(node)).or_default().push(pod);
+    }
+
+    /// Drops the pod's nomination to `node`; returns it if there was one.
+    pub fn unnominate(&mut self, node: &str, key: &str) -> Option<Arc<PodInfo>> {
+        let list = self.nominated.get_mut(node)?;
+        let i = list.iter().position(|p| p.key == key)?;
+        let pod = list.swap_remove(i);
+        if list.is_empty() {
+            self.nominated.remove(node);
+        }
+        Some(pod)
     }
 
     /// Adds the node or takes its new state (its pods stay).

@@ -14,7 +14,7 @@ use super::queue_actor::{AttemptDone, Outcome, QueueActor};
 use crate::cache::Cache;
 use crate::metrics::{AttemptResult, Metrics};
 use crate::pod_info::PodInfo;
-use crate::preemption::{failure_message, preempt};
+use crate::preemption::{failure_message, preempt, Preemption};
 use crate::schedule::{schedule, Decision, ScheduleState};
 
 /// Decisions tried before a pod whose assumptions keep losing races goes to backoff.
@@ -68,6 +68,11 @@ impl Worker {
                 }
                 Decision::Unschedulable { diagnosis } => {
                     let preemption = preempt(self.cache.read().snapshot(), &pod, &diagnosis);
+                    if let Preemption::Candidate { node, .. } = &preemption {
+                        // Reserve the room now, before the victims go and before the
+                        // nominatedNodeName patch comes back through the informer.
+                        self.cache.write().nominate(pod.clone(), node);
+                    }
                     let message = failure_message(&diagnosis, &preemption);
                     self.metrics.attempt(AttemptResult::Unschedulable);
                     self.binder.do_send(ReportUnschedulable {
