@@ -615,8 +615,16 @@ fn terminating(mut p: Pod) -> Pod {
 fn room_freed_by_preemption_is_reserved_for_the_preemptor() {
     // One node, full: a low-priority pod and a middle one.
     let mut s = snapshot(vec![node("a", "4", "8Gi", 110)]);
-    bound(&mut s, "a", with_priority(pod("default", "low", "2", ""), 1));
-    bound(&mut s, "a", with_priority(pod("default", "mid", "2", ""), 5));
+    bound(
+        &mut s,
+        "a",
+        with_priority(pod("default", "low", "2", ""), 1),
+    );
+    bound(
+        &mut s,
+        "a",
+        with_priority(pod("default", "mid", "2", ""), 5),
+    );
     let vip = info(with_priority(pod("default", "vip", "2", ""), 10));
     let Decision::Unschedulable { diagnosis } = schedule(&s, &vip, &mut ScheduleState::new(1))
     else {
@@ -671,7 +679,10 @@ fn room_freed_by_preemption_is_reserved_for_the_preemptor() {
     }
     // A pod that asks for no cpu still fits beside the reservation.
     assert_eq!(
-        node_of(&decide(&s, with_priority(pod("default", "tiny", "", ""), 0))),
+        node_of(&decide(
+            &s,
+            with_priority(pod("default", "tiny", "", ""), 0)
+        )),
         "a"
     );
     // A more important pod is not held back by the nomination.
@@ -691,7 +702,11 @@ fn room_freed_by_preemption_is_reserved_for_the_preemptor() {
     assert_eq!(node_of(&decide(&s, nominated)), "a");
     // Once bound, the nomination goes and the node is simply full.
     assert!(s.unnominate("a", "default/vip").is_some());
-    bound(&mut s, "a", with_priority(pod("default", "vip", "2", ""), 10));
+    bound(
+        &mut s,
+        "a",
+        with_priority(pod("default", "vip", "2", ""), 10),
+    );
     assert!(s.nominated_on("a").is_empty());
     assert!(matches!(
         decide(&s, with_priority(pod("default", "lower", "1", ""), 1)),
