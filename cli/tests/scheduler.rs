@@ -415,3 +415,190 @@ async fn leader_failover_resumes_scheduling() -> anyhow::Result<()> {
     assert!(!new_leader.is_empty());
     Ok(())
 }
+
+async fn delete(c: &Cluster, path: &str, body: &Value) -> anyhow::Result<u16> {
+    let (code, _) = c
+        .http(
+            "DELETE",
+            path,
+            Some("application/json"),
+            body.to_string().as_bytes(),
+        )
+        .await?;
+    Ok(code)
+}
+
+/// A high-priority pod that fits nowhere preempts a low-priority one through the API server:
+/// the victim is marked and deleted gracefully, the preemptor is nominated and, once the
+/// victim is gone (the test finishes its termination as a kubelet would), binds there; the
+/// room stays reserved for it against a lower-priority pod waiting for the same node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preemption_evicts_nominates_and_binds() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let s = start_scheduler(&c, "s1")?;
+    const CLASSES: &str = "/apis/scheduling.k8s.io/v1/priorityclasses";
+    for (name, value) in [("low", 100), ("high", 1000)] {
+        let class = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                           "metadata": {"name": name}, "value": value,
+                           "description": format!("{name} priority")});
+        create(&c, CLASSES, &class).await?;
+    }
+    // n2 holds a high-priority pod, n1 a low-priority one: both full.
+    create(&c, NODES, &node("n2", "1", json!({}), json!([]))).await?;
+    create(
+        &c,
+        PODS,
+        &pod("keeper", "1", json!({"priorityClassName": "high"})),
+    )
+    .await?;
+    assert_eq!(
+        wait_bound(&c, "keeper", Duration::from_secs(30)).await?,
+        "n2"
+    );
+    create(&c, NODES, &node("n1", "2", json!({}), json!([]))).await?;
+    create(
+        &c,
+        PODS,
+        &pod("victim", "2", json!({"priorityClassName": "low"})),
+    )
+    .await?;
+    assert_eq!(
+        wait_bound(&c, "victim", Duration::from_secs(30)).await?,
+        "n1"
+    );
+
+    // A pod of the victim's priority cannot preempt it: the message says so.
+    create(
+        &c,
+        PODS,
+        &pod("peer", "2", json!({"priorityClassName": "low"})),
+    )
+    .await?;
+    let want = "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are \
+                available: 2 No preemption victims found for incoming pod.";
+    let reported = wait_until("peer is unschedulable", Duration::from_secs(30), || async {
+        unschedulable_message(&c, "peer").await.as_deref() == Some(want)
+    })
+    .await;
+    if let Err(e) = reported {
+        let peer = get_pod(&c, "peer").await;
+        anyhow::bail!("{e}\npeer: {peer}\nlog:\n{}", s.log());
+    }
+    assert!(events_of(&c, "peer")
+        .await
+        .iter()
+        .any(|(reason, message)| reason == "FailedScheduling" && message == want));
+
+    // The high-priority pod fits nowhere, and preempts the victim on n1.
+    create(
+        &c,
+        PODS,
+        &pod("vip", "2", json!({"priorityClassName": "high"})),
+    )
+    .await?;
+    let vip_uid = get_pod(&c, "vip").await["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let nominated = wait_until(
+        "vip is nominated to n1",
+        Duration::from_secs(30),
+        || async { get_pod(&c, "vip").await["status"]["nominatedNodeName"] == "n1" },
+    )
+    .await;
+    if let Err(e) = nominated {
+        let vip = get_pod(&c, "vip").await;
+        anyhow::bail!("{e}\nvip: {vip}\nlog:\n{}", s.log());
+    }
+    // Graceful: the victim terminates (a kubelet would stop it), marked as preempted.
+    wait_until(
+        "the victim is terminating",
+        Duration::from_secs(10),
+        || async { get_pod(&c, "victim").await["metadata"]["deletionTimestamp"].is_string() },
+    )
+    .await?;
+    let victim = get_pod(&c, "victim").await;
+    assert_eq!(victim["metadata"]["deletionGracePeriodSeconds"], 30);
+    let disruption = victim["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "DisruptionTarget"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(disruption["reason"], "PreemptionByScheduler", "{victim}");
+    assert_eq!(
+        disruption["message"],
+        "default-scheduler: preempting to accommodate a higher priority pod"
+    );
+    let preempted = format!("Preempted by pod {vip_uid} on node n1");
+    wait_until(
+        "the victim's Preempted event",
+        Duration::from_secs(10),
+        || async {
+            events_of(&c, "victim")
+                .await
+                .iter()
+                .any(|(reason, message)| reason == "Preempted" && *message == preempted)
+        },
+    )
+    .await?;
+    // Preemption found a node, so vip's message has no preemption part.
+    wait_until(
+        "vip is reported unschedulable",
+        Duration::from_secs(10),
+        || async {
+            unschedulable_message(&c, "vip").await.as_deref()
+                == Some("0/2 nodes are available: 2 Insufficient cpu.")
+        },
+    )
+    .await?;
+    // The victim still holds n1 while it terminates: vip waits.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(node_of(&c, "vip").await, None);
+
+    // A lower-priority pod arrives for the same room before the victim goes.
+    create(
+        &c,
+        PODS,
+        &pod("sneaky", "2", json!({"priorityClassName": "low"})),
+    )
+    .await?;
+    // The kubelet's part: the victim has stopped, remove it for good.
+    let code = delete(
+        &c,
+        &format!("{PODS}/victim"),
+        &json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}),
+    )
+    .await?;
+    assert!(
+        code == 200 || code == 202,
+        "deleting the victim answered {code}"
+    );
+    assert_eq!(
+        wait_bound(&c, "vip", Duration::from_secs(30))
+            .await
+            .with_context(|| format!("log:\n{}", s.log()))?,
+        "n1"
+    );
+    wait_until(
+        "the Scheduled event of vip",
+        Duration::from_secs(10),
+        || async {
+            events_of(&c, "vip").await.iter().any(|(reason, message)| {
+                reason == "Scheduled" && message == "Successfully assigned default/vip to n1"
+            })
+        },
+    )
+    .await?;
+    // The lower-priority pods stay pending: the room was vip's.
+    assert_eq!(node_of(&c, "sneaky").await, None);
+    assert_eq!(node_of(&c, "peer").await, None);
+
+    let (code, text) = kemu::cluster_proc::http_get(s.metrics, "/metrics").await?;
+    assert_eq!(code, 200);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("scheduler_preemption_victims_total") && l.ends_with(" 1")),
+        "{text}"
+    );
+    Ok(())
+}

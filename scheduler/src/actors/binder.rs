@@ -176,8 +176,24 @@ async fn preempt(
 ) {
     let pods = api::resources::pods();
     for victim in victims {
-        let message = format!("Preempted by pod {} on node {node}", pod.uid);
-        record_event(client, victim, "Normal", "Preempted", &message, component).await;
+        // As kube-scheduler: mark why the pod goes (DisruptionTarget), delete it gracefully
+        // (its terminationGracePeriodSeconds; the kubelet finishes it), record `Preempted`.
+        let condition = json!({
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": format!("{component}: preempting to accommodate a higher priority pod"),
+            "lastTransitionTime": crate::leader::wall_clock().to_string(),
+        });
+        let patch = Patch::Strategic(json!({"status": {"conditions": [condition]}}));
+        match client
+            .patch_status::<Value>(pods, Some(&victim.namespace), &victim.name, &patch)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => warn!(victim = %victim.key, error = %e, "cannot set DisruptionTarget"),
+        }
         let params = DeleteParams {
             precondition_uid: Some(victim.uid.clone()),
             ..Default::default()
@@ -187,9 +203,14 @@ async fn preempt(
             .await
         {
             Ok(_) => info!(victim = %victim.key, preemptor = %pod.key, node, "preempted"),
-            Err(e) if e.is_not_found() => {}
-            Err(e) => warn!(victim = %victim.key, error = %e, "cannot delete a preemption victim"),
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => {
+                warn!(victim = %victim.key, error = %e, "cannot delete a preemption victim");
+                continue;
+            }
         }
+        let message = format!("Preempted by pod {} on node {node}", pod.uid);
+        record_event(client, victim, "Normal", "Preempted", &message, component).await;
     }
     let patch = Patch::Merge(json!({"status": {"nominatedNodeName": node}}));
     if let Err(e) = client
@@ -277,10 +298,10 @@ async fn record_event(
         reporting_component: Some(component.into()),
         reporting_instance: Some(component.into()),
         action: Some(
-            if reason == "Scheduled" {
-                "Binding"
-            } else {
-                "Scheduling"
+            match reason {
+                "Scheduled" => "Binding",
+                "Preempted" => "Preempting",
+                _ => "Scheduling",
             }
             .into(),
         ),
