@@ -1,43 +1,30 @@
 //! `kemu bench apiserver` end to end at a small scale: both parts run against a spawned
 //! three-member store and API server, and every create and every watch event is accounted for.
 
-use std::process::Command;
+mod common;
 
-use serde_json::Value;
+use common::kemu_json;
 
 #[test]
 fn bench_measures_creates_and_watch_fan_out() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(env!("CARGO_BIN_EXE_kemu"))
-        .args([
-            "bench",
-            "apiserver",
-            "--spawn",
-            "--pods",
-            "300",
-            "--clients",
-            "8",
-            "--watchers",
-            "60",
-            "--watches-per-connection",
-            "25",
-            "--watch-pods",
-            "120",
-            "--watch-rate",
-            "200",
-            "--json",
-        ])
-        .arg("--work-dir")
-        .arg(dir.path())
-        .output()
-        .expect("kemu runs");
-    assert!(
-        out.status.success(),
-        "bench failed:\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let report = kemu_json(&[
+        "bench",
+        "apiserver",
+        "--spawn",
+        "--pods",
+        "300",
+        "--clients",
+        "8",
+        "--watchers",
+        "60",
+        "--watches-per-connection",
+        "25",
+        "--watch-pods",
+        "120",
+        "--watch-rate",
+        "200",
+        "--json",
+    ]);
     let creates = &report["creates"];
     assert_eq!(creates["pods"], 300, "{creates}");
     assert_eq!(creates["errors"], 0, "{creates}");

@@ -1,38 +1,25 @@
 //! `kemu bench store` drives kemu's store and real etcd with the same generator (the binary is
 //! built with the `etcd` feature by `scripts/test`, and etcd comes from `scripts/setup`).
 
-use std::process::Command;
+mod common;
 
-use serde_json::Value;
+use common::kemu_json;
 
 #[test]
 fn bench_drives_kemu_and_etcd_side_by_side() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(env!("CARGO_BIN_EXE_kemu"))
-        .args([
-            "bench",
-            "store",
-            "--spawn",
-            "3",
-            "--spawn-etcd",
-            "3",
-            "--clients",
-            "8",
-            "--ops",
-            "400",
-            "--json",
-        ])
-        .arg("--work-dir")
-        .arg(dir.path())
-        .output()
-        .expect("kemu runs");
-    assert!(
-        out.status.success(),
-        "bench failed:\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let results: Value = serde_json::from_slice(&out.stdout).expect("JSON results");
+    let results = kemu_json(&[
+        "bench",
+        "store",
+        "--spawn",
+        "3",
+        "--spawn-etcd",
+        "3",
+        "--clients",
+        "8",
+        "--ops",
+        "400",
+        "--json",
+    ]);
     let results = results.as_array().expect("an array");
     assert_eq!(results.len(), 2, "{results:?}");
     for r in results {

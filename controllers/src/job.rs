@@ -9,18 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::client::{Client, DeleteParams, Patch};
-use api::informer::{Informer, InformerEvent, Store};
+use api::informer::{Informer, Store};
 use api::resources;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 use tracing::info;
 
 use crate::expectations::Expectations;
-use crate::owners::{
-    controlled_by, controller_of, controller_ref, key_of, now_seconds, seconds, split_key, time_at,
-};
+use crate::owned_pods;
+use crate::owners::{controlled_by, controller_ref, now_seconds, seconds, split_key, time_at};
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::replicaset::{create_in_batches, BURST};
@@ -208,67 +206,14 @@ impl JobController {
             pods: pods.store(),
             expectations: expectations.clone(),
         });
-        tokio::spawn(feed(
+        tokio::spawn(owned_pods::feed(
+            "Job",
             jobs.subscribe(),
             pods.subscribe(),
             queue.clone(),
             expectations,
         ));
         (controller, queue)
-    }
-}
-
-fn owner_key(pod: &Pod) -> Option<String> {
-    let owner = controller_of(&pod.metadata).filter(|r| r.kind == "Job")?;
-    Some(api::informer::key(
-        pod.metadata.namespace.as_deref(),
-        &owner.name,
-    ))
-}
-
-async fn feed(
-    mut jobs: mpsc::Receiver<InformerEvent<Job>>,
-    mut pods: mpsc::Receiver<InformerEvent<Pod>>,
-    queue: WorkQueue,
-    expectations: Arc<Expectations>,
-) {
-    loop {
-        tokio::select! {
-            event = jobs.recv() => match event {
-                Some(InformerEvent::Added(j)) | Some(InformerEvent::Updated { new: j, .. }) => {
-                    queue.add(&key_of(&j.metadata))
-                }
-                Some(InformerEvent::Deleted(j)) => {
-                    expectations.forget(&key_of(&j.metadata));
-                }
-                None => return,
-            },
-            event = pods.recv() => match event {
-                Some(InformerEvent::Added(pod)) => {
-                    if let Some(key) = owner_key(&pod) {
-                        expectations.creation_observed(&key);
-                        queue.add(&key);
-                    }
-                }
-                Some(InformerEvent::Updated { old, new }) => {
-                    if let Some(key) = owner_key(&new) {
-                        if new.metadata.deletion_timestamp.is_some()
-                            && old.metadata.deletion_timestamp.is_none()
-                        {
-                            expectations.deletion_observed(&key, &key_of(&new.metadata));
-                        }
-                        queue.add(&key);
-                    }
-                }
-                Some(InformerEvent::Deleted(pod)) => {
-                    if let Some(key) = owner_key(&pod) {
-                        expectations.deletion_observed(&key, &key_of(&pod.metadata));
-                        queue.add(&key);
-                    }
-                }
-                None => return,
-            },
-        }
     }
 }
 

@@ -22,6 +22,7 @@ pub mod manager;
 pub mod metrics;
 pub mod namespace;
 pub mod node_lifecycle;
+pub mod owned_pods;
 pub mod owners;
 pub mod pods;
 pub mod queue;

@@ -12,19 +12,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::client::{Client, DeleteParams, Patch};
-use api::informer::{Informer, InformerEvent, Store};
+use api::informer::{Informer, Store};
 use api::resources;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::debug;
 
 use crate::expectations::Expectations;
-use crate::owners::{
-    controlled_by, controller_of, controller_ref, key_of, now_seconds, seconds, split_key,
-};
+use crate::owned_pods;
+use crate::owners::{controlled_by, controller_ref, now_seconds, seconds, split_key};
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::worker::{Outcome, ReconcileError, Reconciler};
@@ -161,77 +159,14 @@ impl ReplicaSetController {
             pods: pods.store(),
             expectations: expectations.clone(),
         });
-        tokio::spawn(feed(
+        tokio::spawn(owned_pods::feed(
+            "ReplicaSet",
             replicasets.subscribe(),
             pods.subscribe(),
             queue.clone(),
             expectations,
         ));
         (controller, queue)
-    }
-}
-
-/// The ReplicaSet that controls `pod`, as a key.
-fn owner_key(pod: &Pod) -> Option<String> {
-    let owner = controller_of(&pod.metadata).filter(|r| r.kind == "ReplicaSet")?;
-    Some(api::informer::key(
-        pod.metadata.namespace.as_deref(),
-        &owner.name,
-    ))
-}
-
-async fn feed(
-    mut replicasets: mpsc::Receiver<InformerEvent<ReplicaSet>>,
-    mut pods: mpsc::Receiver<InformerEvent<Pod>>,
-    queue: WorkQueue,
-    expectations: Arc<Expectations>,
-) {
-    loop {
-        tokio::select! {
-            event = replicasets.recv() => match event {
-                Some(InformerEvent::Added(rs)) | Some(InformerEvent::Updated { new: rs, .. }) => {
-                    queue.add(&key_of(&rs.metadata))
-                }
-                Some(InformerEvent::Deleted(rs)) => {
-                    let key = key_of(&rs.metadata);
-                    expectations.forget(&key);
-                    queue.add(&key);
-                }
-                None => return,
-            },
-            event = pods.recv() => match event {
-                Some(InformerEvent::Added(pod)) => {
-                    if let Some(key) = owner_key(&pod) {
-                        if pod.metadata.deletion_timestamp.is_some() {
-                            expectations.deletion_observed(&key, &key_of(&pod.metadata));
-                        } else {
-                            expectations.creation_observed(&key);
-                        }
-                        queue.add(&key);
-                    }
-                }
-                Some(InformerEvent::Updated { old, new }) => {
-                    if let Some(key) = owner_key(&new) {
-                        if new.metadata.deletion_timestamp.is_some()
-                            && old.metadata.deletion_timestamp.is_none()
-                        {
-                            expectations.deletion_observed(&key, &key_of(&new.metadata));
-                        }
-                        queue.add(&key);
-                    }
-                    if let Some(key) = owner_key(&old).filter(|k| Some(k) != owner_key(&new).as_ref()) {
-                        queue.add(&key);
-                    }
-                }
-                Some(InformerEvent::Deleted(pod)) => {
-                    if let Some(key) = owner_key(&pod) {
-                        expectations.deletion_observed(&key, &key_of(&pod.metadata));
-                        queue.add(&key);
-                    }
-                }
-                None => return,
-            },
-        }
     }
 }
 

@@ -13,6 +13,25 @@ pub fn kemu_exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_kemu"))
 }
 
+/// Runs `kemu ARGS --work-dir DIR` (a fresh temp dir), asserts it succeeded, and parses its
+/// standard output as JSON: the benchmark subcommands' `--json` reports.
+pub fn kemu_json(args: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(kemu_exe())
+        .args(args)
+        .arg("--work-dir")
+        .arg(dir.path())
+        .output()
+        .expect("kemu runs");
+    assert!(
+        out.status.success(),
+        "kemu {args:?} failed:\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a JSON report on stdout")
+}
+
 /// The workspace root.
 pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
