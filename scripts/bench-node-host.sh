@@ -49,14 +49,20 @@ END=$(( $(date +%s) + DURATION ))
 MAX_RSS=0
 while [ "$(date +%s)" -lt "$END" ]; do
   R=$(rss); [ "$R" -gt "$MAX_RSS" ] && MAX_RSS=$R
-  echo "t=$(( $(date +%s) - START ))s rss=${R}MB renewals=$(metric kemu_node_host_lease_renewals_total) late=$(metric kemu_node_host_lease_late_total) max_gap_ms=$(metric kemu_node_host_lease_max_gap_ms) failures=$(metric kemu_node_host_lease_failures_total)"
+  echo "t=$(( $(date +%s) - START ))s rss=${R}MB renewals=$(metric kemu_node_host_lease_renewals_total) late=$(metric kemu_node_host_lease_late_total) max_gap_ms=$(metric kemu_node_host_lease_max_gap_ms) failures=$(metric kemu_node_host_lease_failures_total) load=$(cut -d' ' -f1-3 /proc/loadavg)"
   sleep 30
 done
 RENEWALS=$(( $(metric kemu_node_host_lease_renewals_total) - BASE_RENEWALS ))
 LATE=$(( $(metric kemu_node_host_lease_late_total) - BASE_LATE ))
-echo "---"
+echo "--- uptime: $(uptime)"
 echo "nodes=$NODES duration=${DURATION}s idle_rss_max=${MAX_RSS}MB per_node=$(( MAX_RSS * 1024 / NODES ))KB"
-echo "renewals=$RENEWALS expected~$(( NODES * DURATION / 10 )) late(>15s gap)=$LATE max_gap_ms=$(metric kemu_node_host_lease_max_gap_ms)"
+MAX_GAP=$(metric kemu_node_host_lease_max_gap_ms)
+echo "renewals=$RENEWALS expected~$(( NODES * DURATION / 10 )) late(>15s gap)=$LATE max_gap_ms=$MAX_GAP failures=$(metric kemu_node_host_lease_failures_total)"
+if [ "$MAX_GAP" -lt 40000 ]; then
+  echo "no node went 40 s without a renewal: none would be seen NotReady (40 s grace)"
+else
+  echo "SOME NODE WENT ${MAX_GAP} ms WITHOUT A RENEWAL: it would be seen NotReady (40 s grace)"
+fi
 curl -s "http://127.0.0.1:$METRICS/metrics" | grep lease_gap
 READY=$(curl -s "http://127.0.0.1:$API_HTTP/api/v1/nodes" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for n in d["items"] if any(c["type"]=="Ready" and c["status"]=="True" for c in n["status"]["conditions"])))')
 echo "nodes Ready in the API: $READY"

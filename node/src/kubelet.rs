@@ -32,6 +32,10 @@ const STATIC_POD_RESYNC: Duration = Duration::from_secs(20);
 /// Pause before a broken pod watch is opened again (doubling to 5 s).
 const REWATCH_MIN: Duration = Duration::from_millis(200);
 const REWATCH_MAX: Duration = Duration::from_secs(5);
+/// Retry of a failed lease renewal: 500 ms doubling to 7 s, as the kubelet's lease controller
+/// backs off, so a struggling API server is not hammered by thousands of nodes twice a second.
+const LEASE_RETRY_MIN: Duration = Duration::from_millis(500);
+const LEASE_RETRY_MAX: Duration = Duration::from_secs(7);
 
 /// What every kubelet of a node host shares.
 pub struct Shared {
@@ -72,6 +76,8 @@ pub struct Kubelet {
     /// The resourceVersion of our Lease as last written: renewals are PUTs on top of it.
     lease_version: Option<String>,
     last_renewal: Option<Instant>,
+    /// Lease renewals that failed in a row (the retry backs off with them).
+    lease_failures: u32,
     /// When the conditions last changed (they never do for a healthy emulated node).
     ready_since: chrono::DateTime<Utc>,
 }
@@ -95,6 +101,7 @@ impl Kubelet {
             node_uid: String::new(),
             lease_version: None,
             last_renewal: None,
+            lease_failures: 0,
             ready_since: Utc::now(),
         }
     }
@@ -186,9 +193,12 @@ impl Kubelet {
                         Ok(lease) => {
                             let now = Instant::now();
                             if let Some(last) = act.last_renewal {
-                                act.shared.metrics.lease_renewed(now - last, interval);
+                                act.shared
+                                    .metrics
+                                    .lease_renewed(now.saturating_duration_since(last), interval);
                             }
                             act.last_renewal = Some(now);
+                            act.lease_failures = 0;
                             // Only the version is kept: thousands of cached Lease objects
                             // would cost more than the node itself.
                             act.lease_version = lease
@@ -204,8 +214,10 @@ impl Kubelet {
                                 .fetch_add(1, Ordering::Relaxed);
                             debug!(node = %act.node.name, error = %e, "lease renewal failed");
                             act.lease_version = None;
-                            // Retry soon: a lease missed for its duration makes the node NotReady.
-                            Duration::from_millis(500)
+                            // Retry soon (a lease missed for its duration makes the node
+                            // NotReady), but back off while the failures go on.
+                            act.lease_failures = act.lease_failures.saturating_add(1);
+                            lease_retry(act.lease_failures)
                         }
                     };
                     ctx.run_later(next, |act, ctx| act.renew_lease(ctx));
@@ -654,6 +666,12 @@ impl Kubelet {
     }
 }
 
+/// The pause before retrying after `failures` (≥ 1) lease renewals failed in a row.
+fn lease_retry(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(8);
+    (LEASE_RETRY_MIN * (1u32 << doublings)).min(LEASE_RETRY_MAX)
+}
+
 /// A core/v1 Event about a pod, from this kubelet.
 fn event_object(
     shared: &Shared,
@@ -765,5 +783,25 @@ impl Handler<Resynced> for Kubelet {
         for uid in gone {
             self.step(&uid, Input::Removed, ctx);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_retries_back_off_and_stay_well_inside_the_lease_duration() {
+        let waits: Vec<u64> = (1..=12)
+            .map(|n| lease_retry(n).as_millis() as u64)
+            .collect();
+        assert_eq!(
+            waits,
+            [500, 1000, 2000, 4000, 7000, 7000, 7000, 7000, 7000, 7000, 7000, 7000]
+        );
+        assert_eq!(lease_retry(u32::MAX), LEASE_RETRY_MAX);
+        // The first retries together take less than the 40 s a node may go without a renewal.
+        let first: Duration = (1..=5).map(lease_retry).sum();
+        assert!(first < Duration::from_secs(40), "{first:?}");
     }
 }
