@@ -232,13 +232,13 @@ fn print_report(report: &ApiBenchReport) {
 /// A pooled HTTP/1.1 client for one API server: requests in flight each hold a connection;
 /// idle ones are kept for reuse.
 #[derive(Clone)]
-struct Http {
+pub(crate) struct Http {
     client: HttpClient<HttpConnector, Full<Bytes>>,
     base: String,
 }
 
 impl Http {
-    fn new(url: &str, pool: usize) -> anyhow::Result<Http> {
+    pub(crate) fn new(url: &str, pool: usize) -> anyhow::Result<Http> {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let client = HttpClient::builder(TokioExecutor::new())
@@ -252,7 +252,7 @@ impl Http {
     }
 
     /// Sends one request; the status and the whole body.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         path: &str,
@@ -271,7 +271,7 @@ impl Http {
     }
 
     /// Creates a namespace (an existing one is fine).
-    async fn ensure_namespace(&self, name: &str) -> anyhow::Result<()> {
+    pub(crate) async fn ensure_namespace(&self, name: &str) -> anyhow::Result<()> {
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         let (status, text) = self
             .send(
@@ -338,7 +338,7 @@ fn pod_body(name: &str, namespace: &str) -> Bytes {
     Bytes::from(pod.to_string())
 }
 
-fn percentiles(h: &Histogram<u64>) -> Percentiles {
+pub(crate) fn percentiles(h: &Histogram<u64>) -> Percentiles {
     let ms = |v: u64| v as f64 / 1000.0;
     Percentiles {
         p50: ms(h.value_at_quantile(0.5)),
@@ -348,7 +348,7 @@ fn percentiles(h: &Histogram<u64>) -> Percentiles {
     }
 }
 
-fn new_histogram() -> Histogram<u64> {
+pub(crate) fn new_histogram() -> Histogram<u64> {
     Histogram::new(3).expect("3 significant figures is a valid precision")
 }
 

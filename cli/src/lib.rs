@@ -18,6 +18,7 @@
 pub mod apiserver_cmd;
 pub mod bench;
 pub mod bench_api;
+pub mod bench_sched;
 pub mod certs;
 pub mod chaos;
 pub mod chaos_cmd;

@@ -602,3 +602,71 @@ async fn preemption_evicts_nominates_and_binds() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// `kemu bench scheduler --through-apiserver` at a small size: its own store, API server and
+/// scheduler process; every pod must be scheduled and the figures must be coherent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_through_the_apiserver_schedules_every_pod() -> anyhow::Result<()> {
+    let work = tempfile::tempdir()?;
+    let output = tokio::process::Command::new(kemu_exe())
+        .args([
+            "bench",
+            "scheduler",
+            "--through-apiserver",
+            "--nodes",
+            "200",
+            "--pods",
+            "500",
+            "--rate",
+            "500",
+            "--store-members",
+            "1",
+            "--workers",
+            "2",
+            "--settle-secs",
+            "60",
+            "--work-dir",
+        ])
+        .arg(work.path())
+        .stdin(Stdio::null())
+        .output()
+        .await?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let log = std::fs::read_to_string(work.path().join("scheduler.log")).unwrap_or_default();
+    anyhow::ensure!(
+        output.status.success(),
+        "bench failed: {}\n{stdout}\nscheduler log:\n{log}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_str(&stdout).context("the bench prints JSON")?;
+    let num = |path: &str| report.pointer(path).and_then(Value::as_f64).unwrap_or(-1.0);
+    assert_eq!(report["mode"], "through-apiserver");
+    assert_eq!(num("/nodes"), 200.0);
+    assert_eq!(num("/created"), 500.0, "{report}");
+    assert_eq!(num("/create_errors"), 0.0, "{report}");
+    assert_eq!(
+        num("/scheduled"),
+        500.0,
+        "every pod is scheduled: {report}\n{log}"
+    );
+    // The warm-up pod and the 500: each bound once, nothing failed.
+    assert_eq!(num("/scheduler_attempts/scheduled"), 501.0, "{report}");
+    assert_eq!(num("/scheduler_attempts/error"), 0.0, "{report}");
+    assert!(num("/binds_per_sec") > 0.0, "{report}");
+    let (p50, p99, max) = (
+        num("/create_to_scheduled_ms/p50"),
+        num("/create_to_scheduled_ms/p99"),
+        num("/create_to_scheduled_ms/max"),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{report}");
+    // Scheduling cannot finish before the creates were sent: 500 pods at 500/s.
+    assert!(num("/seconds") >= 0.9, "{report}");
+    let processes: Vec<&str> = report["cpu"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p["process"].as_str()).collect())
+        .unwrap_or_default();
+    for wanted in ["apiserver", "scheduler", "store"] {
+        assert!(processes.contains(&wanted), "{processes:?}");
+    }
+    Ok(())
+}
