@@ -258,7 +258,7 @@ async fn drive(
     });
     let scheduled_count = Arc::new(AtomicU64::new(0));
     let epoch = Instant::now();
-    let config = ClientConfig::new(vec![server.quic], &store.certs_dir(), "admin");
+    let config = ClientConfig::new(vec![server.quic], store.certs_dir(), "admin");
     let watcher = ApiClient::new(config)?;
     let pods = api::resources::pods();
     let start_rv = watcher
