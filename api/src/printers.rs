@@ -356,6 +356,18 @@ const ENDPOINTS_COLUMNS: &[Column] = &[
     AGE,
 ];
 
+const RESOURCEQUOTA_COLUMNS: &[Column] = &[
+    NAME,
+    AGE,
+    Column::string("Request", "Request represents a minimum amount of cpu/memory that a container may consume."),
+    Column::string("Limit", "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node."),
+];
+
+const LIMITRANGE_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string("Created At", "CreationTimestamp is a timestamp representing the server time when this object was created."),
+];
+
 const DEFAULT_COLUMNS: &[Column] = &[NAME, AGE];
 
 /// Fills one row's cells, in column order.
@@ -386,6 +398,8 @@ impl Printer {
             ("apps", "replicasets") => (REPLICASET_COLUMNS, replicaset_cells),
             ("batch", "jobs") => (JOB_COLUMNS, job_cells),
             ("coordination.k8s.io", "leases") => (LEASE_COLUMNS, lease_cells),
+            ("", "resourcequotas") => (RESOURCEQUOTA_COLUMNS, resourcequota_cells),
+            ("", "limitranges") => (LIMITRANGE_COLUMNS, limitrange_cells),
             _ => (DEFAULT_COLUMNS, default_cells),
         };
         Printer {
@@ -1126,6 +1140,43 @@ fn lease_cells(lease: &Value, now: DateTime<Utc>) -> Vec<Value> {
         name(lease),
         str_at(lease, "/spec/holderIdentity").into(),
         age(lease, now),
+    ]
+}
+
+/// kubectl's quota columns: `name: used/hard` for each hard resource, sorted, limits apart.
+fn resourcequota_cells(quota: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let mut request = Vec::new();
+    let mut limit = Vec::new();
+    if let Some(hard) = quota.pointer("/status/hard").and_then(Value::as_object) {
+        let mut names: Vec<&String> = hard.keys().collect();
+        names.sort();
+        for name in names {
+            let text = |v: Option<&Value>| match v {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => "0".to_string(),
+            };
+            let used = text(quota.pointer("/status/used").and_then(|u| u.get(name)));
+            let cell = format!("{name}: {used}/{}", text(hard.get(name)));
+            if name.starts_with("limits.") {
+                limit.push(cell);
+            } else {
+                request.push(cell);
+            }
+        }
+    }
+    vec![
+        name(quota),
+        age(quota, now),
+        request.join(", ").into(),
+        limit.join(", ").into(),
+    ]
+}
+
+fn limitrange_cells(range: &Value, _now: DateTime<Utc>) -> Vec<Value> {
+    vec![
+        name(range),
+        str_at(range, "/metadata/creationTimestamp").into(),
     ]
 }
 

@@ -46,6 +46,8 @@ impl QuantityError {
 pub struct Quantity {
     text: String,
     nanos: i128,
+    /// Written with a binary suffix (`Ki`…`Ei`): sums and canonical forms keep that style.
+    binary: bool,
 }
 
 /// Parses a quantity; shorthand for [`Quantity::parse`].
@@ -113,6 +115,7 @@ impl Quantity {
         Ok(Quantity {
             text: s.to_string(),
             nanos: if negative { -nanos } else { nanos },
+            binary: binary_exp > 0,
         })
     }
 
@@ -145,6 +148,85 @@ impl Quantity {
     pub fn is_negative(&self) -> bool {
         self.nanos < 0
     }
+
+    pub fn is_zero(&self) -> bool {
+        self.nanos == 0
+    }
+
+    /// Zero, written `0`.
+    pub fn zero() -> Quantity {
+        Quantity::from_nanos(0, false)
+    }
+
+    /// A count (`pods=3`).
+    pub fn from_count(count: i64) -> Quantity {
+        Quantity::from_nanos(i128::from(count) * NANOS_PER_UNIT, false)
+    }
+
+    fn from_nanos(nanos: i128, binary: bool) -> Quantity {
+        Quantity {
+            text: canonical_text(nanos, binary),
+            nanos,
+            binary,
+        }
+    }
+
+    /// The sum, in this quantity's style (or `other`'s when this one is zero), written
+    /// canonically as Kubernetes prints quota usage.
+    pub fn add(&self, other: &Quantity) -> Quantity {
+        let binary = if self.nanos == 0 {
+            other.binary
+        } else {
+            self.binary
+        };
+        Quantity::from_nanos(self.nanos.saturating_add(other.nanos), binary)
+    }
+
+    /// The difference, in this quantity's style.
+    pub fn sub(&self, other: &Quantity) -> Quantity {
+        Quantity::from_nanos(self.nanos.saturating_sub(other.nanos), self.binary)
+    }
+
+    /// The value divided by another's, as a float (limit/request ratios).
+    pub fn ratio(&self, other: &Quantity) -> f64 {
+        self.nanos as f64 / other.nanos as f64
+    }
+
+    /// Kubernetes' canonical form (`Quantity.String()`): `1000m` is `1`, `0.5` is `500m`,
+    /// `1.5Gi` is `1536Mi`.
+    pub fn canonical(&self) -> String {
+        canonical_text(self.nanos, self.binary)
+    }
+}
+
+/// The canonical text of a value: binary suffixes when the value came with one and is a whole
+/// number of bytes, else the largest decimal suffix that keeps the mantissa whole.
+fn canonical_text(nanos: i128, binary: bool) -> String {
+    if nanos == 0 {
+        return "0".into();
+    }
+    let sign = if nanos < 0 { "-" } else { "" };
+    let magnitude = nanos.unsigned_abs();
+    let unit = NANOS_PER_UNIT as u128;
+    if binary && magnitude.is_multiple_of(unit) {
+        let mut units = magnitude / unit;
+        let mut suffix = 0;
+        while suffix < 6 && units.is_multiple_of(1024) {
+            units /= 1024;
+            suffix += 1;
+        }
+        let suffixes = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+        return format!("{sign}{units}{}", suffixes[suffix]);
+    }
+    // Decimal: exponents -9 (n) … 18 (E) in steps of 3.
+    let suffixes = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"];
+    let mut mantissa = magnitude;
+    let mut index = 0;
+    while index + 1 < suffixes.len() && mantissa.is_multiple_of(1000) {
+        mantissa /= 1000;
+        index += 1;
+    }
+    format!("{sign}{mantissa}{}", suffixes[index])
 }
 
 impl fmt::Display for Quantity {
@@ -289,6 +371,21 @@ mod tests {
         assert!(q("600m") > q("500m"));
         assert!(q("1Gi") > q("1G"));
         assert_eq!(q("1Gi").to_string(), "1Gi");
+    }
+
+    #[test]
+    fn sums_print_canonically() {
+        assert_eq!(q("100m").add(&q("200m")).to_string(), "300m");
+        assert_eq!(q("500m").add(&q("500m")).to_string(), "1");
+        assert_eq!(q("64Mi").add(&q("64Mi")).to_string(), "128Mi");
+        assert_eq!(q("1.5Gi").canonical(), "1536Mi");
+        assert_eq!(q("0.5").canonical(), "500m");
+        assert_eq!(q("1000m").canonical(), "1");
+        assert_eq!(q("2k").canonical(), "2k");
+        assert_eq!(Quantity::zero().add(&q("1Gi")).to_string(), "1Gi");
+        assert_eq!(q("1").sub(&q("250m")).to_string(), "750m");
+        assert_eq!(Quantity::from_count(3).to_string(), "3");
+        assert!((q("2").ratio(&q("500m")) - 4.0).abs() < 1e-9);
     }
 
     #[test]

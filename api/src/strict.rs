@@ -85,6 +85,8 @@ pub fn decode(resource: &ResourceInfo, object: &Value) -> Result<Value, StrictEr
             round_trip::<discovery::v1::EndpointSlice>(resource, &object)
         }
         ("", "ServiceAccount") => round_trip::<core::v1::ServiceAccount>(resource, &object),
+        ("", "ResourceQuota") => round_trip::<core::v1::ResourceQuota>(resource, &object),
+        ("", "LimitRange") => round_trip::<core::v1::LimitRange>(resource, &object),
         ("apps", "Deployment") => round_trip::<apps::v1::Deployment>(resource, &object),
         ("apps", "ReplicaSet") => round_trip::<apps::v1::ReplicaSet>(resource, &object),
         ("batch", "Job") => round_trip::<batch::v1::Job>(resource, &object),

@@ -1,5 +1,7 @@
 //! The kemu API server: the Kubernetes REST API over the kemu store.
 //!
+//! - [`admission`]: the admission plugins every write goes through (NamespaceLifecycle,
+//!   LimitRanger, ServiceAccount, PodSecurity, Priority, DefaultTolerationSeconds, ResourceQuota).
 //! - [`http`]: the HTTP front (routing, discovery, Table, watch streams, `Status` errors).
 //! - [`logs`]: `pods/log`, streamed from the node host that runs the pod.
 //! - [`registry`]: the verbs on every resource, shared by both fronts.
@@ -11,6 +13,7 @@
 //! - [`errors`], [`meta`], [`metrics`]: Status errors, metadata access, Prometheus metrics.
 //! - [`server`]: [`server::run`] wires one replica together.
 
+pub mod admission;
 pub mod errors;
 pub mod event_view;
 pub mod http;

@@ -15,9 +15,10 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use store::types::LeaseId;
 
+use crate::admission::{quota, Admission, AdmissionConfig, CreateRequest, Plugin};
 use crate::errors::ApiError;
 use crate::meta;
-use crate::storage::{Storage, Written};
+use crate::storage::{Guarded, Storage, Written};
 use crate::strategy;
 use crate::watch_cache::{CachedObject, Filter, Subscription, WatchCache};
 
@@ -138,6 +139,7 @@ struct EventLeases {
 pub struct Registry {
     storage: Storage,
     cache: Arc<WatchCache>,
+    admission: Admission,
     event_leases: Mutex<EventLeases>,
     lease_lock: tokio::sync::Mutex<()>,
 }
@@ -146,6 +148,7 @@ impl Registry {
     pub fn new(storage: Storage, cache: Arc<WatchCache>, event_ttl: Duration) -> Registry {
         Registry {
             storage,
+            admission: Admission::new(AdmissionConfig::default(), cache.clone()),
             cache,
             event_leases: Mutex::new(EventLeases {
                 ttl: event_ttl,
@@ -153,6 +156,12 @@ impl Registry {
             }),
             lease_lock: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Runs these admission plugins (all of them by default).
+    pub fn with_admission(mut self, config: AdmissionConfig) -> Registry {
+        self.admission = Admission::new(config, self.cache.clone());
+        self
     }
 
     pub fn cache(&self) -> &Arc<WatchCache> {
@@ -247,64 +256,196 @@ impl Registry {
                 }],
             ));
         }
+        let ns = if resource.namespaced {
+            match meta::namespace(&object) {
+                Some(ns) if !ns.is_empty() => Some(ns.to_string()),
+                _ => return Err(ApiError::bad_request("a namespace is required")),
+            }
+        } else {
+            None
+        };
+        let namespace_object = match &ns {
+            Some(ns)
+                if self.admission.is_enabled(Plugin::NamespaceLifecycle)
+                    || self.admission.is_enabled(Plugin::PodSecurity) =>
+            {
+                self.namespace_object(ns).await?
+            }
+            _ => None,
+        };
+        let request = CreateRequest {
+            resource,
+            name: &name,
+            namespace: ns.as_deref(),
+            namespace_object: namespace_object.as_ref(),
+        };
+        // Kubernetes' order: mutating admission, the object's validation, validating admission.
+        self.admission.mutate_create(&request, &mut object)?;
         let causes = api::validation::validate_create(resource, &object);
         if !causes.is_empty() {
             return Err(ApiError::invalid(resource, &name, causes));
         }
-        let ns = if resource.namespaced {
-            meta::namespace(&object).map(str::to_string)
-        } else {
-            None
-        };
-        if resource.namespaced {
-            let Some(ns) = &ns else {
-                return Err(ApiError::bad_request("a namespace is required"));
-            };
-            self.check_namespace(ns, resource.kind == "Event").await?;
-        }
-        if options.dry_run {
-            return Ok(object);
-        }
+        self.admission.validate_create(&request, &object)?;
         let key = Self::key(resource, ns.as_deref(), &name);
-        let lease = self.event_lease(resource).await?;
+        let lease = if options.dry_run {
+            0
+        } else {
+            self.event_lease(resource).await?
+        };
         let stored = from_view(resource, object.clone());
-        match self.storage.create(&key, &stored, lease).await? {
+        match self
+            .store_new(
+                resource,
+                ns.as_deref(),
+                &key,
+                &stored,
+                lease,
+                options.dry_run,
+            )
+            .await?
+        {
             Written::Ok(rv) => {
-                meta::set_resource_version(&mut object, rv);
+                if !options.dry_run {
+                    meta::set_resource_version(&mut object, rv);
+                }
                 Ok(object)
             }
             Written::Conflict(_) => Err(ApiError::already_exists(resource, &name)),
         }
     }
 
-    /// New objects may not go into a namespace that does not exist or is terminating
-    /// (Kubernetes' NamespaceLifecycle); events about a terminating namespace are still allowed.
-    async fn check_namespace(&self, namespace: &str, is_event: bool) -> Result<(), ApiError> {
+    /// The namespace object, from the cache or (when the cache has not seen it yet) the store.
+    async fn namespace_object(&self, namespace: &str) -> Result<Option<Value>, ApiError> {
         let namespaces = api::resources::find("", "v1", "namespaces")
             .ok_or_else(|| ApiError::internal("no namespaces"))?;
         let key = namespaces.key(None, namespace);
         let cached = self.cache.resource(namespaces).and_then(|c| c.get(&key));
-        let object = match cached {
+        Ok(match cached {
             Some(o) => Some(o.value()?),
             None => self.storage.get(&key).await?.map(|(v, _)| v),
+        })
+    }
+
+    /// Writes a new object, charging the namespace's quotas in the same transaction (the
+    /// ResourceQuota plugin). A quota that changed since it was read fails the transaction; the
+    /// quotas are then read from the store and the charge judged again. A dry run judges the
+    /// charge and writes nothing.
+    async fn store_new(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        key: &str,
+        object: &Value,
+        lease: LeaseId,
+        dry_run: bool,
+    ) -> Result<Written, ApiError> {
+        let delta = match namespace {
+            Some(_) if self.admission.is_enabled(Plugin::ResourceQuota) => {
+                quota::usage(resource, object)
+            }
+            _ => quota::Usage::new(),
         };
-        match object {
-            None => Err(ApiError::NotFound {
-                message: format!("namespaces \"{namespace}\" not found"),
-                name: namespace.to_string(),
-                group: String::new(),
-                kind: "namespaces".into(),
-            }),
-            Some(ns) if !is_event && meta::deletion_timestamp(&ns).is_some() => Err(ApiError::Forbidden {
-                message: format!(
-                    "unable to create new content in namespace {namespace} because it is being terminated"
-                ),
-                name: namespace.to_string(),
-                group: String::new(),
-                kind: "namespaces".into(),
-            }),
-            Some(_) => Ok(()),
+        let plain = || async {
+            if dry_run {
+                Ok(Written::Ok(0))
+            } else {
+                self.storage.create(key, object, lease).await
+            }
+        };
+        let Some(namespace) = namespace.filter(|_| !delta.is_empty()) else {
+            return plain().await;
+        };
+        let name = meta::name(object);
+        let mut quotas = self.admission.cached_quotas(namespace);
+        for _ in 0..UPDATE_RETRIES {
+            let mut guards = Vec::new();
+            for (quota_key, quota_object, revision) in &quotas {
+                match quota::charge(quota_object, resource, object, &delta) {
+                    Ok(Some(next)) => guards.push(Guarded {
+                        key: quota_key.clone(),
+                        object: next,
+                        revision: *revision,
+                    }),
+                    Ok(None) => {}
+                    Err(why) => return Err(ApiError::forbidden(resource, name, &why)),
+                }
+            }
+            if guards.is_empty() || dry_run {
+                return plain().await;
+            }
+            match self
+                .storage
+                .create_guarded(key, object, lease, &guards)
+                .await?
+            {
+                Written::Conflict(None) => {
+                    quotas = self.store_quotas(namespace).await?;
+                }
+                written => return Ok(written),
+            }
         }
+        Err(ApiError::conflict(
+            resource,
+            name,
+            "too many concurrent quota updates; try again",
+        ))
+    }
+
+    /// Deletes a stored object at revision `rv`, refunding what it charged to the namespace's
+    /// quotas in the same transaction.
+    async fn remove(
+        &self,
+        resource: &'static ResourceInfo,
+        key: &str,
+        rv: i64,
+        existing: &Value,
+    ) -> Result<Written, ApiError> {
+        let namespace = meta::namespace(existing)
+            .filter(|_| resource.namespaced && self.admission.is_enabled(Plugin::ResourceQuota));
+        let delta = match namespace {
+            Some(_) => quota::usage(resource, existing),
+            None => quota::Usage::new(),
+        };
+        let Some(namespace) = namespace.filter(|_| !delta.is_empty()) else {
+            return self.storage.delete(key, rv).await;
+        };
+        let mut quotas = self.admission.cached_quotas(namespace);
+        for _ in 0..UPDATE_RETRIES {
+            let guards: Vec<Guarded> = quotas
+                .iter()
+                .filter_map(|(quota_key, quota_object, revision)| {
+                    Some(Guarded {
+                        key: quota_key.clone(),
+                        object: quota::refund(quota_object, resource, existing, &delta)?,
+                        revision: *revision,
+                    })
+                })
+                .collect();
+            if guards.is_empty() {
+                return self.storage.delete(key, rv).await;
+            }
+            match self.storage.delete_guarded(key, rv, &guards).await? {
+                // The object is as it was: a quota moved.
+                Written::Conflict(Some((_, current))) if current == rv => {
+                    quotas = self.store_quotas(namespace).await?;
+                }
+                written => return Ok(written),
+            }
+        }
+        Err(ApiError::conflict(
+            resource,
+            meta::name(existing),
+            "too many concurrent quota updates; try again",
+        ))
+    }
+
+    /// The namespace's quotas as the store has them now.
+    async fn store_quotas(&self, namespace: &str) -> Result<Vec<(String, Value, i64)>, ApiError> {
+        let quotas = api::resources::find("", "v1", "resourcequotas")
+            .ok_or_else(|| ApiError::internal("no resourcequotas"))?;
+        self.storage
+            .list(&quotas.namespace_prefix(Some(namespace)))
+            .await
     }
 
     /// The current object from the cache, or the store when the cache does not have it yet.
@@ -493,6 +634,7 @@ impl Registry {
             |current| {
                 let mut next = from_view(resource, object.clone());
                 strategy::prepare_update(resource, current, &mut next, subresource);
+                self.mutate_update(resource, current, &mut next, subresource);
                 Ok(Some(next))
             },
         )
@@ -557,10 +699,24 @@ impl Registry {
                     self.admit(resource, &patched, options.field_validation)?,
                 );
                 strategy::prepare_update(resource, current, &mut next, subresource);
+                self.mutate_update(resource, current, &mut next, subresource);
                 Ok(Some(next))
             },
         )
         .await
+    }
+
+    /// The mutating admission of an update: a replaced quota's status follows its spec.
+    fn mutate_update(
+        &self,
+        resource: &ResourceInfo,
+        current: &Value,
+        next: &mut Value,
+        subresource: Option<&str>,
+    ) {
+        if resource.group.is_empty() && resource.kind == "ResourceQuota" && subresource.is_none() {
+            self.admission.mutate_quota_update(current, next);
+        }
     }
 
     /// Reads the current object, computes the next one with `mutate` (None: nothing to do) and
@@ -623,7 +779,7 @@ impl Registry {
                         .and_then(Value::as_str)
                         .is_some_and(|n| !n.is_empty()))
             {
-                return match self.storage.delete(&key, rv).await? {
+                return match self.remove(resource, &key, rv, &existing).await? {
                     Written::Ok(delete_rv) => {
                         meta::set_resource_version(&mut next, delete_rv);
                         Ok(next)
@@ -708,6 +864,7 @@ impl Registry {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Deleted, ApiError> {
+        self.admission.validate_delete(resource, name)?;
         let key = Self::key(resource, namespace, name);
         let mut current = self.current(resource, &key).await?;
         for _ in 0..UPDATE_RETRIES {
@@ -751,7 +908,7 @@ impl Registry {
                         .update(&key, next, rv, self.event_lease(resource).await?)
                         .await?
                 }
-                None => self.storage.delete(&key, rv).await?,
+                None => self.remove(resource, &key, rv, &existing).await?,
             };
             match written {
                 Written::Ok(new_rv) => {

@@ -14,6 +14,9 @@ use tracing::{info, warn};
 use transport::rpc::RpcServer;
 use transport::tls::TlsIdentity;
 
+use crate::admission::lifecycle::SYSTEM_NAMESPACES;
+use crate::admission::priority::SYSTEM_CLASSES;
+use crate::admission::AdmissionConfig;
 use crate::errors::ApiError;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
@@ -37,6 +40,8 @@ pub struct ApiServerConfig {
     pub watch_window: usize,
     /// How often history older than one interval is compacted away.
     pub compaction_interval: Duration,
+    /// Which admission plugins run.
+    pub admission: AdmissionConfig,
 }
 
 impl ApiServerConfig {
@@ -54,6 +59,7 @@ impl ApiServerConfig {
             event_ttl: Duration::from_secs(3600),
             watch_window: DEFAULT_WINDOW,
             compaction_interval: Duration::from_secs(300),
+            admission: AdmissionConfig::default(),
         }
     }
 
@@ -88,9 +94,6 @@ pub enum ServerError {
     Quic(#[from] transport::TransportError),
 }
 
-/// The namespaces every cluster has.
-const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
-
 /// Runs one replica until `shutdown` resolves.
 pub async fn run(
     config: ApiServerConfig,
@@ -104,11 +107,11 @@ pub async fn run(
     )?;
     let cache = WatchCache::start(client.clone(), config.watch_window).await?;
     crate::logs::configure(config.certs_dir.clone(), config.identity.clone());
-    let registry = Arc::new(Registry::new(
-        Storage::new(client.clone()),
-        cache,
-        config.event_ttl,
-    ));
+    let registry = Arc::new(
+        Registry::new(Storage::new(client.clone()), cache, config.event_ttl)
+            .with_admission(config.admission.clone()),
+    );
+    info!(plugins = ?config.admission.enabled(), "admission");
     ensure_namespaces(&registry).await?;
     tokio::spawn(compactor(client.clone(), config.compaction_interval));
 
@@ -175,6 +178,21 @@ async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
         let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         match registry
             .create(namespaces, None, object, &WriteOptions::default())
+            .await
+        {
+            Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // The built-in priority classes the Priority plugin resolves system pods against.
+    let classes = api::resources::find("scheduling.k8s.io", "v1", "priorityclasses")
+        .ok_or_else(|| ApiError::internal("no priorityclasses"))?;
+    for (name, value, description) in SYSTEM_CLASSES {
+        let object = json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "description": description,
+            "preemptionPolicy": "PreemptLowerPriority"});
+        match registry
+            .create(classes, None, object, &WriteOptions::default())
             .await
         {
             Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}

@@ -87,6 +87,95 @@ impl Storage {
         })
     }
 
+    /// Creates `key` (if it does not exist) and writes each `guards` object (if its revision is
+    /// still the one given), all or nothing. `Conflict(Some)`: the key exists; `Conflict(None)`:
+    /// a guarded object changed.
+    pub async fn create_guarded(
+        &self,
+        key: &str,
+        object: &Value,
+        lease: LeaseId,
+        guards: &[Guarded],
+    ) -> Result<Written, ApiError> {
+        let put = RequestOp::Put(PutRequest {
+            key: Bytes::from(key.to_string()),
+            value: Storage::encode(object)?,
+            lease,
+            prev_kv: false,
+        });
+        self.guarded(key, 0, put, guards).await
+    }
+
+    /// Deletes `key` (if its revision is still `expected`) and writes each `guards` object, all
+    /// or nothing. On `Conflict`, the key's current state: when it is unchanged, a guard moved.
+    pub async fn delete_guarded(
+        &self,
+        key: &str,
+        expected: i64,
+        guards: &[Guarded],
+    ) -> Result<Written, ApiError> {
+        let delete = RequestOp::DeleteRange(DeleteRangeRequest {
+            range: KeyRange::single(key.to_string()),
+            prev_kv: false,
+        });
+        self.guarded(key, expected, delete, guards).await
+    }
+
+    async fn guarded(
+        &self,
+        key: &str,
+        expected: i64,
+        op: RequestOp,
+        guards: &[Guarded],
+    ) -> Result<Written, ApiError> {
+        let mut compare = vec![mod_revision_is(key, expected)];
+        let mut success = vec![op];
+        for guard in guards {
+            compare.push(mod_revision_is(&guard.key, guard.revision));
+            success.push(RequestOp::Put(PutRequest {
+                key: Bytes::from(guard.key.clone()),
+                value: Storage::encode(&guard.object)?,
+                lease: 0,
+                prev_kv: false,
+            }));
+        }
+        let txn = TxnRequest {
+            compare,
+            success,
+            failure: vec![RequestOp::Range(RangeRequest {
+                range: KeyRange::single(key.to_string()),
+                ..Default::default()
+            })],
+        };
+        let response = self.client.txn(txn).await?;
+        if response.succeeded {
+            return Ok(Written::Ok(response.header.revision));
+        }
+        Ok(Written::Conflict(first_kv(&response.responses)?))
+    }
+
+    /// Every object under `prefix`, with its revision (linearizable).
+    pub async fn list(&self, prefix: &str) -> Result<Vec<(String, Value, i64)>, ApiError> {
+        let response = self
+            .client
+            .range(RangeRequest {
+                range: KeyRange::prefix(prefix.to_string()),
+                ..Default::default()
+            })
+            .await?;
+        response
+            .kvs
+            .iter()
+            .map(|kv| {
+                Ok((
+                    String::from_utf8_lossy(&kv.key).into_owned(),
+                    decode(&kv.value, kv.mod_revision)?,
+                    kv.mod_revision,
+                ))
+            })
+            .collect()
+    }
+
     /// Replaces `key` if its mod revision is still `expected`.
     pub async fn update(
         &self,
@@ -132,15 +221,27 @@ impl Storage {
         if response.succeeded {
             return Ok(Written::Ok(response.header.revision));
         }
-        let current = match response.responses.first() {
-            Some(ResponseOp::Range(r)) => match r.kvs.first() {
-                Some(kv) => Some((decode(&kv.value, kv.mod_revision)?, kv.mod_revision)),
-                None => None,
-            },
-            _ => None,
-        };
-        Ok(Written::Conflict(current))
+        Ok(Written::Conflict(first_kv(&response.responses)?))
     }
+}
+
+/// An object written alongside another only if it has not changed since it was read.
+pub struct Guarded {
+    pub key: String,
+    pub object: Value,
+    /// Its mod revision when read.
+    pub revision: i64,
+}
+
+/// The object a failed transaction's range read found, if any.
+fn first_kv(responses: &[ResponseOp]) -> Result<Option<(Value, i64)>, ApiError> {
+    Ok(match responses.first() {
+        Some(ResponseOp::Range(r)) => match r.kvs.first() {
+            Some(kv) => Some((decode(&kv.value, kv.mod_revision)?, kv.mod_revision)),
+            None => None,
+        },
+        _ => None,
+    })
 }
 
 fn mod_revision_is(key: &str, revision: i64) -> Compare {

@@ -112,6 +112,13 @@ pub fn prepare_create(
         "Node" => {
             // A node registers with its status; it is kept.
         }
+        "LimitRange" => crate::admission::limit_ranger::default_limit_range(object),
+        "ResourceQuota" => {
+            // Usage is the server's to count (admission sets it).
+            if let Some(map) = object.as_object_mut() {
+                map.remove("status");
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -146,12 +153,35 @@ fn default_pod_spec_fields(spec: &mut Value) {
                 set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
                 set_default(c, "terminationMessagePolicy", json!("File"));
                 set_default(c, "resources", json!({}));
+                default_requests_to_limits(c);
                 if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
                     for p in ports.iter_mut().filter_map(Value::as_object_mut) {
                         set_default(p, "protocol", json!("TCP"));
                     }
                 }
             }
+        }
+    }
+}
+
+/// A container that states a limit but not the request gets the limit as its request.
+fn default_requests_to_limits(container: &mut Map<String, Value>) {
+    let Some(resources) = container
+        .get_mut("resources")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() else {
+        return;
+    };
+    let requests = resources.entry("requests").or_insert_with(|| json!({}));
+    if let Some(requests) = requests.as_object_mut() {
+        for (k, v) in limits {
+            requests.entry(k).or_insert(v);
+        }
+        if requests.is_empty() {
+            resources.remove("requests");
         }
     }
 }
@@ -356,6 +386,9 @@ pub fn prepare_update(
     }
     if old_generation == 0 && new.get("spec").is_none() {
         meta::metadata_mut(new).remove("generation");
+    }
+    if resource.kind == "LimitRange" && subresource.is_none() {
+        crate::admission::limit_ranger::default_limit_range(new);
     }
 }
 

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use apiserver::admission::AdmissionConfig;
 use apiserver::server::ApiServerConfig;
 use clap::Args;
 
@@ -32,6 +33,14 @@ pub struct ApiServerArgs {
     /// Seconds between compactions of the store's history.
     #[arg(long, default_value_t = 300)]
     compaction_interval_secs: u64,
+    /// Admission plugins to run in addition to the default ones (all kemu has:
+    /// NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity, Priority,
+    /// DefaultTolerationSeconds, ResourceQuota), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    enable_admission_plugins: Vec<String>,
+    /// Default admission plugins not to run, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    disable_admission_plugins: Vec<String>,
 }
 
 pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
@@ -40,6 +49,11 @@ pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
     config.listen_quic = args.listen_quic;
     config.event_ttl = Duration::from_secs(args.event_ttl_secs);
     config.compaction_interval = Duration::from_secs(args.compaction_interval_secs.max(1));
+    config.admission = AdmissionConfig::from_flags(
+        &args.enable_admission_plugins,
+        &args.disable_admission_plugins,
+    )
+    .context("--enable-admission-plugins / --disable-admission-plugins")?;
     apiserver::server::run(config, crate::shutdown::signal())
         .await
         .context("API server")?;

@@ -95,6 +95,10 @@ pub struct ApiBenchArgs {
     /// Keep the spawned cluster's directory here instead of a temporary one.
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    /// With `--spawn`: also start a second API server over the same store with every
+    /// admission plugin disabled, and run the creates part against both, one after the other.
+    #[arg(long)]
+    compare_admission: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -129,6 +133,8 @@ pub struct WatchResult {
 pub struct ApiBenchReport {
     pub target: String,
     pub creates: Option<CreateResult>,
+    /// The same creates through an API server with no admission plugin (`--compare-admission`).
+    pub creates_without_admission: Option<CreateResult>,
     pub watch: Option<WatchResult>,
 }
 
@@ -144,10 +150,22 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| temp.path().to_path_buf());
     let (mut url, mut quic, mut certs) = (args.url.clone(), args.quic, args.certs.clone());
+    if args.compare_admission && !args.spawn {
+        bail!("--compare-admission needs --spawn");
+    }
     let mut spawned = None;
+    let mut bare = None;
     if args.spawn {
+        let exe = std::env::current_exe()?;
         let store = LocalStore::start(&work_dir.join("cluster"), args.store_members).await?;
-        let server = LocalApiServer::start(&std::env::current_exe()?, &store, "apiserver").await?;
+        let server = LocalApiServer::start(&exe, &store, "apiserver").await?;
+        if args.compare_admission {
+            let all = apiserver::admission::Plugin::ALL
+                .map(|p| p.name())
+                .join(",");
+            let extra = [format!("--disable-admission-plugins={all}")];
+            bare = Some(LocalApiServer::start_with(&exe, &store, "apiserver-bare", &extra).await?);
+        }
         url = Some(server.url());
         quic = Some(server.quic);
         certs = Some(store.certs_dir());
@@ -168,12 +186,19 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
     let http = Http::new(&url, args.clients)?;
     if matches!(args.part, Part::Creates | Part::All) {
         report.creates = Some(creates(&args, &http).await?);
+        if let Some(bare) = &bare {
+            let http = Http::new(&bare.url(), args.clients)?;
+            report.creates_without_admission = Some(creates(&args, &http).await?);
+        }
     }
     if matches!(args.part, Part::Watch | Part::All) {
         let quic = quic.context("the watch part needs --quic (or --spawn)")?;
         let certs = certs.context("the watch part needs --certs (or --spawn)")?;
         let config = ClientConfig::new(vec![quic], &certs, &args.identity);
         report.watch = Some(watch_fan_out(&args, &http, config).await?);
+    }
+    if let Some(bare) = bare {
+        bare.stop().await;
     }
     if let Some((store, server)) = spawned {
         server.stop().await;
@@ -189,9 +214,13 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
 
 fn print_report(report: &ApiBenchReport) {
     println!("target: {}", report.target);
-    if let Some(c) = &report.creates {
+    let labelled = [
+        ("", &report.creates),
+        (" without admission", &report.creates_without_admission),
+    ];
+    for (label, c) in labelled.iter().filter_map(|(l, c)| Some((l, c.as_ref()?))) {
         println!(
-            "pod creates ({}): {} pods, {} errors, {:.1} s, {:.0} creates/s; latency ms p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}",
+            "pod creates{label} ({}): {} pods, {} errors, {:.1} s, {:.0} creates/s; latency ms p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}",
             c.mode,
             c.pods,
             c.errors,

@@ -344,6 +344,16 @@ impl LocalApiServer {
         store: &LocalStore,
         name: &str,
     ) -> anyhow::Result<LocalApiServer> {
+        LocalApiServer::start_with(exe, store, name, &[]).await
+    }
+
+    /// Like [`LocalApiServer::start`], with `extra_args` added to `kemu apiserver`'s.
+    pub async fn start_with(
+        exe: &Path,
+        store: &LocalStore,
+        name: &str,
+        extra_args: &[String],
+    ) -> anyhow::Result<LocalApiServer> {
         let certs = store.certs_dir();
         if !certs.join("apiserver.crt").exists() {
             pki::issue(
@@ -363,7 +373,7 @@ impl LocalApiServer {
             .iter()
             .map(|e| e.to_string())
             .collect();
-        let args = vec![
+        let mut args = vec![
             "apiserver".to_string(),
             "--store-endpoints".into(),
             endpoints.join(","),
@@ -374,6 +384,7 @@ impl LocalApiServer {
             "--listen-quic".into(),
             quic.to_string(),
         ];
+        args.extend(extra_args.iter().cloned());
         let log = store.dir.join(format!("{name}.log"));
         let child = spawn_logged(exe, &args, &log)?;
         let server = LocalApiServer {

@@ -51,7 +51,9 @@ pub struct ClusterConfig {
     pub name: String,
     /// Latency profile of the emulated container runtime.
     pub runtime: RuntimeProfile,
-    /// Admission plugins the API servers run, in order (used from issue [8/9] on).
+    /// The admission plugins the API servers run (Kubernetes' names; the API server runs them
+    /// in Kubernetes' order). Passed as `--enable-admission-plugins`, with every other plugin
+    /// in `--disable-admission-plugins`.
     pub admission_plugins: Vec<String>,
     pub store: StoreSection,
     pub apiserver: ReplicasSection,
@@ -226,12 +228,9 @@ impl Default for ClusterConfig {
         ClusterConfig {
             name: "local".into(),
             runtime: RuntimeProfile::Instant,
-            admission_plugins: vec![
-                "NamespaceLifecycle".into(),
-                "ServiceAccount".into(),
-                "DefaultTolerationSeconds".into(),
-                "ResourceQuota".into(),
-            ],
+            admission_plugins: apiserver::admission::Plugin::ALL
+                .map(|p| p.name().to_string())
+                .to_vec(),
             store: StoreSection::default(),
             apiserver: ReplicasSection { replicas: 1 },
             scheduler: SchedulerSection::default(),
@@ -348,6 +347,16 @@ impl ClusterConfig {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         {
             return bad("name", "must be 1-40 characters of a-z, 0-9 and '-'");
+        }
+        if let Some(unknown) = self
+            .admission_plugins
+            .iter()
+            .find(|p| apiserver::admission::Plugin::from_name(p).is_none())
+        {
+            return Err((
+                "admission_plugins".into(),
+                format!("unknown admission plugin {unknown:?}"),
+            ));
         }
         if self.store.members == 0 {
             return bad("store.members", "must be at least 1");

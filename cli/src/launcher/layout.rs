@@ -293,6 +293,20 @@ impl Layout {
                     a["http"].to_string(),
                     s("--listen-quic"),
                     a["quic"].to_string(),
+                    // The config lists exactly the plugins that run.
+                    format!(
+                        "--enable-admission-plugins={}",
+                        config.admission_plugins.join(",")
+                    ),
+                    format!(
+                        "--disable-admission-plugins={}",
+                        apiserver::admission::Plugin::ALL
+                            .map(|p| p.name())
+                            .into_iter()
+                            .filter(|p| !config.admission_plugins.iter().any(|c| c == p))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
                 ]),
                 Kind::Scheduler => args.extend([
                     s("--apiserver"),

@@ -1,0 +1,413 @@
+//! Admission: what a write goes through after it is decoded and defaulted and before it is
+//! stored, as in kube-apiserver — the mutating phase of every enabled plugin, then validation,
+//! then the validating phase. Both fronts reach it through the [`crate::registry::Registry`].
+//!
+//! The plugins keep Kubernetes' names and relative order, and each is switchable
+//! ([`AdmissionConfig`], `--enable-admission-plugins` / `--disable-admission-plugins`):
+//!
+//! - [`lifecycle`] — NamespaceLifecycle: no new content in a missing or terminating namespace; the
+//!   system namespaces cannot be deleted.
+//! - [`limit_ranger`] — LimitRanger: LimitRange defaults, then its min/max/ratio bounds.
+//! - ServiceAccount: a pod without one runs as `default` (this module).
+//! - [`pod_security`] — PodSecurity: the namespace's `pod-security.kubernetes.io/enforce` level.
+//! - [`priority`] — Priority: a pod's priority from its PriorityClass.
+//! - [`tolerations`] — DefaultTolerationSeconds: tolerate not-ready/unreachable for 300 s.
+//! - [`quota`] — ResourceQuota: usage charged with a compare-and-swap on each quota.
+//!
+//! The plugins themselves are pure functions of the object and what they look up; this module
+//! does the looking up (from the watch cache) and the sequencing.
+
+pub mod lifecycle;
+pub mod limit_ranger;
+pub mod pod_security;
+pub mod priority;
+pub mod quota;
+pub mod tolerations;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use api::ResourceInfo;
+use serde_json::{json, Value};
+
+use crate::errors::ApiError;
+use crate::meta;
+use crate::watch_cache::{Filter, WatchCache};
+
+/// An admission plugin kemu implements, by its Kubernetes name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Plugin {
+    NamespaceLifecycle,
+    LimitRanger,
+    ServiceAccount,
+    PodSecurity,
+    Priority,
+    DefaultTolerationSeconds,
+    ResourceQuota,
+}
+
+impl Plugin {
+    /// Every plugin, in the order kube-apiserver runs them. All are on by default there too.
+    pub const ALL: [Plugin; 7] = [
+        Plugin::NamespaceLifecycle,
+        Plugin::LimitRanger,
+        Plugin::ServiceAccount,
+        Plugin::PodSecurity,
+        Plugin::Priority,
+        Plugin::DefaultTolerationSeconds,
+        Plugin::ResourceQuota,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Plugin::NamespaceLifecycle => "NamespaceLifecycle",
+            Plugin::LimitRanger => "LimitRanger",
+            Plugin::ServiceAccount => "ServiceAccount",
+            Plugin::PodSecurity => "PodSecurity",
+            Plugin::Priority => "Priority",
+            Plugin::DefaultTolerationSeconds => "DefaultTolerationSeconds",
+            Plugin::ResourceQuota => "ResourceQuota",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Plugin> {
+        Plugin::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// A bad plugin selection.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdmissionConfigError {
+    #[error("admission plugin {name:?} is not known (kemu implements: {known})")]
+    Unknown { name: String, known: String },
+    #[error("admission plugin {name:?} is both enabled and disabled")]
+    Both { name: String },
+}
+
+/// Which plugins run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionConfig {
+    enabled: BTreeSet<Plugin>,
+}
+
+impl Default for AdmissionConfig {
+    /// Every plugin kemu has, as kube-apiserver enables all of them by default.
+    fn default() -> Self {
+        AdmissionConfig {
+            enabled: Plugin::ALL.into_iter().collect(),
+        }
+    }
+}
+
+impl AdmissionConfig {
+    /// No plugin at all (defaulting and validation still run: they are not plugins).
+    pub fn none() -> Self {
+        AdmissionConfig {
+            enabled: BTreeSet::new(),
+        }
+    }
+
+    /// kube-apiserver's flags: the defaults, plus `enable`, minus `disable`.
+    pub fn from_flags(enable: &[String], disable: &[String]) -> Result<Self, AdmissionConfigError> {
+        let parse = |names: &[String]| -> Result<BTreeSet<Plugin>, AdmissionConfigError> {
+            names
+                .iter()
+                .map(|n| n.trim())
+                .filter(|n| !n.is_empty())
+                .map(|n| {
+                    Plugin::from_name(n).ok_or_else(|| AdmissionConfigError::Unknown {
+                        name: n.to_string(),
+                        known: Plugin::ALL.map(Plugin::name).join(", "),
+                    })
+                })
+                .collect()
+        };
+        let (enable, disable) = (parse(enable)?, parse(disable)?);
+        if let Some(p) = enable.intersection(&disable).next() {
+            return Err(AdmissionConfigError::Both {
+                name: p.name().to_string(),
+            });
+        }
+        let mut config = AdmissionConfig::default();
+        config.enabled.extend(enable);
+        config.enabled.retain(|p| !disable.contains(p));
+        Ok(config)
+    }
+
+    pub fn is_enabled(&self, plugin: Plugin) -> bool {
+        self.enabled.contains(&plugin)
+    }
+
+    /// The enabled plugins in running order.
+    pub fn enabled(&self) -> Vec<Plugin> {
+        Plugin::ALL
+            .into_iter()
+            .filter(|p| self.enabled.contains(p))
+            .collect()
+    }
+}
+
+/// The plugins of one API server, with the cache they read policy objects from.
+pub struct Admission {
+    config: AdmissionConfig,
+    cache: Arc<WatchCache>,
+}
+
+/// One create as the plugins see it.
+pub struct CreateRequest<'a> {
+    pub resource: &'static ResourceInfo,
+    pub name: &'a str,
+    /// The target namespace's name, for namespaced resources.
+    pub namespace: Option<&'a str>,
+    /// The namespace object, if it exists.
+    pub namespace_object: Option<&'a Value>,
+}
+
+impl Admission {
+    pub fn new(config: AdmissionConfig, cache: Arc<WatchCache>) -> Admission {
+        Admission { config, cache }
+    }
+
+    pub fn config(&self) -> &AdmissionConfig {
+        &self.config
+    }
+
+    pub fn is_enabled(&self, plugin: Plugin) -> bool {
+        self.config.is_enabled(plugin)
+    }
+
+    /// Every cached object of `plural` (core group unless `group`) in `namespace`.
+    fn list(&self, group: &str, plural: &str, namespace: Option<&str>) -> Vec<Value> {
+        let Some(resource) = api::resources::find(group, "v1", plural) else {
+            return Vec::new();
+        };
+        let Some(cache) = self.cache.resource(resource) else {
+            return Vec::new();
+        };
+        let (items, _) = cache.list(
+            &resource.namespace_prefix(namespace),
+            &Filter::default(),
+            None,
+            0,
+        );
+        items.iter().filter_map(|o| o.value().ok()).collect()
+    }
+
+    /// The mutating phase of a create.
+    pub fn mutate_create(
+        &self,
+        req: &CreateRequest<'_>,
+        object: &mut Value,
+    ) -> Result<(), ApiError> {
+        if req.resource.group.is_empty() && req.resource.kind == "Pod" {
+            self.mutate_pod(req, object)?;
+        }
+        if self.is_enabled(Plugin::ResourceQuota)
+            && req.resource.group.is_empty()
+            && req.resource.kind == "ResourceQuota"
+        {
+            // The quota controller's first sync, done at once: usage of what exists now.
+            let namespace = req.namespace.unwrap_or("");
+            let used = self.namespace_usage(object, namespace);
+            quota::initialise_status(object, None, &used);
+        }
+        Ok(())
+    }
+
+    fn mutate_pod(&self, req: &CreateRequest<'_>, pod: &mut Value) -> Result<(), ApiError> {
+        let forbidden = |why: String| ApiError::forbidden(req.resource, req.name, &why);
+        if self.is_enabled(Plugin::LimitRanger) {
+            let ranges = self.list("", "limitranges", req.namespace);
+            if !ranges.is_empty() {
+                limit_ranger::apply_defaults(pod, &ranges);
+            }
+        }
+        if self.is_enabled(Plugin::ServiceAccount) {
+            default_service_account(pod);
+        }
+        if self.is_enabled(Plugin::Priority) {
+            let classes = self.list("scheduling.k8s.io", "priorityclasses", None);
+            priority::admit(pod, &classes).map_err(forbidden)?;
+        }
+        if self.is_enabled(Plugin::DefaultTolerationSeconds) {
+            if let Some(spec) = pod.get_mut("spec") {
+                tolerations::add_defaults(spec);
+            }
+        }
+        // Defaults from LimitRanger change the pod's QoS class.
+        let qos = crate::strategy::qos_class(pod.get("spec").unwrap_or(&Value::Null));
+        if pod["status"].is_object() {
+            pod["status"]["qosClass"] = json!(qos);
+        }
+        Ok(())
+    }
+
+    /// The validating phase of a create (after the object's own validation), except quota,
+    /// which the registry charges as it writes.
+    pub fn validate_create(&self, req: &CreateRequest<'_>, object: &Value) -> Result<(), ApiError> {
+        if req.resource.namespaced && self.is_enabled(Plugin::NamespaceLifecycle) {
+            lifecycle::check_create(
+                req.resource,
+                req.name,
+                req.namespace.unwrap_or(""),
+                req.namespace_object,
+            )?;
+        }
+        if !(req.resource.group.is_empty() && req.resource.kind == "Pod") {
+            return Ok(());
+        }
+        let forbidden = |why: String| ApiError::forbidden(req.resource, req.name, &why);
+        if self.is_enabled(Plugin::LimitRanger) {
+            let ranges = self.list("", "limitranges", req.namespace);
+            limit_ranger::validate(object, &ranges).map_err(forbidden)?;
+        }
+        if self.is_enabled(Plugin::PodSecurity) {
+            if let Some(ns) = req.namespace_object {
+                pod_security::admit(ns, object).map_err(forbidden)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The validating phase of a delete.
+    pub fn validate_delete(&self, resource: &ResourceInfo, name: &str) -> Result<(), ApiError> {
+        if self.is_enabled(Plugin::NamespaceLifecycle) {
+            lifecycle::check_delete(resource, name)?;
+        }
+        Ok(())
+    }
+
+    /// Keeps a replaced quota's status in step with its spec: hard follows spec.hard and newly
+    /// tracked resources get their current usage.
+    pub fn mutate_quota_update(&self, old: &Value, new: &mut Value) {
+        if !self.is_enabled(Plugin::ResourceQuota) {
+            return;
+        }
+        let namespace = meta::namespace(old).unwrap_or("").to_string();
+        let used = self.namespace_usage(new, &namespace);
+        quota::initialise_status(new, Some(old), &used);
+    }
+
+    /// What everything in `namespace` uses of the resources `quota` tracks, from the cache.
+    fn namespace_usage(&self, quota_object: &Value, namespace: &str) -> quota::Usage {
+        let tracked = quota::tracked_resources(quota_object);
+        let mut total = quota::Usage::new();
+        for resource in api::RESOURCES.iter().filter(|r| r.namespaced) {
+            if !quota::tracks_any(resource, &tracked) {
+                continue;
+            }
+            for object in self.list(resource.group, resource.plural, Some(namespace)) {
+                if quota::matches_scopes(quota_object, resource, &object) {
+                    quota::add_usage(&mut total, &quota::usage(resource, &object));
+                }
+            }
+        }
+        total
+    }
+
+    /// The quotas of a namespace as the cache has them: (key, object, resourceVersion).
+    pub fn cached_quotas(&self, namespace: &str) -> Vec<(String, Value, i64)> {
+        let Some(resource) = api::resources::find("", "v1", "resourcequotas") else {
+            return Vec::new();
+        };
+        let Some(cache) = self.cache.resource(resource) else {
+            return Vec::new();
+        };
+        let (items, _) = cache.list(
+            &resource.namespace_prefix(Some(namespace)),
+            &Filter::default(),
+            None,
+            0,
+        );
+        items
+            .iter()
+            .filter_map(|o| Some((o.key.clone(), o.value().ok()?, o.rv)))
+            .collect()
+    }
+}
+
+/// ServiceAccount: a pod without a service account runs as `default`. The deprecated
+/// `serviceAccount` field mirrors the name, as the API's v1 conversion shows it.
+pub fn default_service_account(pod: &mut Value) {
+    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let name = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .or_else(|| {
+            spec.get("serviceAccount")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or("default")
+        .to_string();
+    spec.insert("serviceAccountName".into(), json!(name));
+    spec.insert("serviceAccount".into(), json!(name));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_add_to_and_remove_from_the_defaults() {
+        assert_eq!(
+            AdmissionConfig::from_flags(&[], &[]),
+            Ok(AdmissionConfig::default())
+        );
+        let config = AdmissionConfig::from_flags(
+            &names(&["NamespaceLifecycle"]),
+            &names(&["ResourceQuota", "PodSecurity"]),
+        )
+        .expect("valid");
+        assert!(config.is_enabled(Plugin::NamespaceLifecycle));
+        assert!(!config.is_enabled(Plugin::ResourceQuota));
+        assert!(!config.is_enabled(Plugin::PodSecurity));
+        assert_eq!(config.enabled().len(), 5);
+        let all = names(&Plugin::ALL.map(Plugin::name));
+        assert!(AdmissionConfig::from_flags(&[], &all)
+            .expect("valid")
+            .enabled()
+            .is_empty());
+    }
+
+    #[test]
+    fn unknown_and_contradictory_plugins_are_refused() {
+        let err =
+            AdmissionConfig::from_flags(&names(&["AlwaysPullImages"]), &[]).expect_err("unknown");
+        assert!(
+            err.to_string()
+                .contains("\"AlwaysPullImages\" is not known"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("ResourceQuota"),
+            "lists the known ones: {err}"
+        );
+        let err = AdmissionConfig::from_flags(&names(&["Priority"]), &names(&["Priority"]))
+            .expect_err("both");
+        assert_eq!(
+            err,
+            AdmissionConfigError::Both {
+                name: "Priority".into()
+            }
+        );
+    }
+
+    #[test]
+    fn service_account_defaults_to_default_and_mirrors() {
+        let mut pod = json!({"spec": {"containers": []}});
+        default_service_account(&mut pod);
+        assert_eq!(pod["spec"]["serviceAccountName"], "default");
+        assert_eq!(pod["spec"]["serviceAccount"], "default");
+        let mut named = json!({"spec": {"serviceAccountName": "builder"}});
+        default_service_account(&mut named);
+        assert_eq!(named["spec"]["serviceAccount"], "builder");
+    }
+}
