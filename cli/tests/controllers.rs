@@ -524,13 +524,27 @@ async fn a_lost_node_host_is_tainted_and_its_pods_are_replaced() -> anyhow::Resu
     let mut doomed = start_node_host(&c, 2, 2, "b-")?;
     let _scheduler = start_scheduler(&c)?;
     let controllers = start_controllers(&c, 6)?;
-    c.ok(&[
-        "create",
-        "deployment",
-        "web",
-        "--image=nginx",
-        "--replicas=4",
-    ]);
+    // Admission gives every pod 300 s of tolerance for an unreachable node; this deployment
+    // asks for 2 s, as one would on a real cluster to fail over quickly.
+    let manifest = c.file(
+        "web.yaml",
+        r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: nginx, image: nginx}]
+      tolerations:
+      - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 2}
+      - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 2}
+"#,
+    );
+    c.ok(&["apply", "-f", &manifest]);
     wait_until(
         "4 pods run on the first host",
         Duration::from_secs(60),

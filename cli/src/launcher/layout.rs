@@ -693,6 +693,29 @@ mod tests {
     }
 
     #[test]
+    fn admission_plugins_reach_the_api_server() {
+        let c = config("admission_plugins = [\"NamespaceLifecycle\", \"ResourceQuota\"]\n");
+        let l = Layout::plan(&c, Path::new("/tmp/x"), Path::new("/bin/kemu")).unwrap();
+        let api = l
+            .components
+            .iter()
+            .find(|c| c.kind == Kind::Apiserver)
+            .expect("an API server");
+        assert!(api
+            .args
+            .contains(&"--enable-admission-plugins=NamespaceLifecycle,ResourceQuota".to_string()));
+        assert!(api.args.contains(
+            &"--disable-admission-plugins=LimitRanger,ServiceAccount,PodSecurity,Priority,DefaultTolerationSeconds"
+                .to_string()
+        ));
+        let bad = ClusterConfig::parse(
+            "admission_plugins = [\"AlwaysAdmit\"]\n",
+            Path::new("t.toml"),
+        );
+        assert!(bad.is_err());
+    }
+
+    #[test]
     fn kinds_from_names() {
         assert_eq!(kind_of("s3"), Kind::Store);
         assert_eq!(kind_of("nodehost-12"), Kind::Nodehost);
