@@ -87,7 +87,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
             Some(p) => p,
             None => plan_of(&dir)?,
         };
-        let report = run::run_on_cluster_dir(&dir, &plan, &config).await?;
+        let report = run::run_on_cluster_dir(&dir, &plan, &config, std::future::pending()).await?;
         let out = args.report.clone().unwrap_or_else(|| dir.join("report"));
         (report, out)
     };

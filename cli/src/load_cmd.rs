@@ -173,6 +173,7 @@ impl LoadArgs {
             kubeconfig,
             report_dir,
             processes,
+            record_watch: false,
         })
     }
 }

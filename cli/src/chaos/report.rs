@@ -75,6 +75,10 @@ pub struct ChaosReport {
     pub availability: AvailabilityReport,
     /// The load's pods, when a load ran alongside.
     pub accounting: Option<AccountingReport>,
+    /// The load's pod watches (through the API server's watch cache, which its store watch
+    /// feeds) against the store's history of the same pods, when a load ran alongside.
+    #[serde(default)]
+    pub load_watch: Option<WatchCheckReport>,
     /// Time each checker took.
     pub checker_ms: BTreeMap<String, f64>,
     #[serde(skip)]
@@ -151,11 +155,26 @@ impl ChaosReport {
         if let Some(a) = &self.accounting {
             let _ = writeln!(
                 s,
-                "  accounting        {}  ({} lost, {} duplicated, {} not running)",
+                "  accounting        {}  ({} creates, {} deletes acknowledged: {} lost, {} resurrected, {} duplicated, {} not running)",
                 mark(a.passed),
+                a.acknowledged_creates,
+                a.acknowledged_deletes,
                 a.lost,
+                a.resurrected,
                 a.duplicated,
                 a.not_running
+            );
+        }
+        if let Some(w) = &self.load_watch {
+            let _ = writeln!(
+                s,
+                "  load watches      {}  ({} events, {} missing, {} duplicated, {} out of order, {} phantom)",
+                mark(w.passed),
+                w.recorded_events,
+                w.missing,
+                w.duplicates,
+                w.out_of_order,
+                w.phantom
             );
         }
         let _ = write!(
@@ -291,6 +310,24 @@ impl ChaosReport {
                 a.resurrected,
                 a.duplicated,
                 a.not_running
+            );
+        }
+        if let Some(w) = &self.load_watch {
+            let _ = writeln!(
+                h,
+                "<tr><td>load's pod watches against the store</td>{}<td>{}</td></tr>",
+                mark(w.passed),
+                escape(&format!(
+                    "{} events, revisions {}..{}, {} missing, {} duplicated, {} out of order, {} phantom; {}",
+                    w.recorded_events,
+                    w.from_revision,
+                    w.to_revision,
+                    w.missing,
+                    w.duplicates,
+                    w.out_of_order,
+                    w.phantom,
+                    w.examples.join("; ")
+                ))
             );
         }
         let _ = writeln!(h, "</table>");

@@ -19,7 +19,7 @@ use super::linearizability::{self, LinearizabilityConfig, Verdict};
 use super::recorder;
 use super::report::{AcknowledgedWrites, ChaosReport, HistorySummary};
 use super::targets::ChaosCluster;
-use super::watch_check::{self, value_hash};
+use super::watch_check::{self, value_hash, WatchedEvent};
 use super::workload::{self, RegisterWorkload};
 use super::RunClock;
 
@@ -63,17 +63,29 @@ fn elapsed_ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
 }
 
-/// Runs `schedule` against `cluster` under the register workload, then checks everything.
+/// Runs `schedule` against `cluster` under the register workload for `config.duration`, then
+/// checks everything.
 pub async fn run(
     cluster: Arc<dyn ChaosCluster>,
     schedule: Vec<ScheduledAction>,
     config: &ChaosRunConfig,
 ) -> anyhow::Result<ChaosReport> {
-    let started_at = chrono::Utc::now();
+    run_until(cluster, schedule, config, std::future::pending()).await
+}
+
+/// [`run`], ending early when `stop` resolves (`kemu run`: when the load is done).
+pub async fn run_until(
+    cluster: Arc<dyn ChaosCluster>,
+    schedule: Vec<ScheduledAction>,
+    config: &ChaosRunConfig,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<ChaosReport> {
     let admin = cluster.store_client(Duration::from_secs(2), Duration::from_secs(10))?;
     let prefix = config.prefix.clone();
     let start_revision = recorder::current_revision(&admin, &prefix).await? + 1;
     let clock = RunClock::start();
+    // The wall-clock time of the run clock's zero: the load report places actions with it.
+    let started_at = chrono::Utc::now();
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let (until_tx, until_rx) = watch::channel(None);
@@ -108,10 +120,21 @@ pub async fn run(
 
     let executor = Executor::new(cluster.clone(), admin.clone(), clock, config.seed);
     let deadline = tokio::time::Instant::now() + config.duration;
+    let (end_tx, end_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = stop => {}
+        }
+        let _ = end_tx.send(true);
+    });
+    let ended = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|e| *e).await;
+    };
     let actions = executor
-        .run(schedule.clone(), 0.0, tokio::time::sleep_until(deadline))
+        .run(schedule.clone(), 0.0, ended(end_rx.clone()))
         .await;
-    tokio::time::sleep_until(deadline).await;
+    ended(end_rx).await;
     let _ = stop_tx.send(true);
     let history = register_task.await??;
     let probes = prober_task.await?;
@@ -211,6 +234,7 @@ pub async fn run(
         convergence,
         availability,
         accounting: None,
+        load_watch: None,
         checker_ms,
         register_history: history,
     })
@@ -219,18 +243,99 @@ pub async fn run(
 /// Runs `plan` for `config.duration` against the cluster `kemu up` made in `dir` (what `kemu
 /// chaos --dir` and `kemu run` call). In netns mode the clients live in the cluster's bridge
 /// namespace. The report is returned, not written.
+/// `stop` ends the run before `config.duration` (`kemu run`: when the load is done).
 pub async fn run_on_cluster_dir(
     dir: &std::path::Path,
     plan: &crate::launcher::config::ChaosPlan,
     config: &ChaosRunConfig,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<ChaosReport> {
     let schedule = super::actions::schedule(plan, config.duration.as_secs_f64())?;
     let target = super::targets::ClusterDirTarget::open(dir)?;
     let net = crate::launcher::netns::NetAccess::for_layout(target.layout())?;
     let cluster: Arc<dyn ChaosCluster> = Arc::new(target);
     let config = config.clone();
-    net.run(async move { run(cluster, schedule, &config).await })
+    net.run(async move { run_until(cluster, schedule, &config, stop).await })
         .await?
+}
+
+/// Check 3 for the load: every namespace's recorded pod watch against the store's own history
+/// of the run's pods in that namespace (`/registry/pods/<ns>/load-<run>-…`), over the
+/// revisions after the watch's first list up to the last it is known complete through.
+/// Values are not compared (the store holds the stored encoding, the watch a re-encoding):
+/// revisions, keys and deletions are. A watch that had to re-list lost its place: a failure.
+pub async fn check_load_watches(
+    dir: &std::path::Path,
+    histories: Vec<crate::load::WatchHistory>,
+    run_id: &str,
+) -> anyhow::Result<watch_check::WatchCheckReport> {
+    let target = super::targets::ClusterDirTarget::open(dir)?;
+    let net = crate::launcher::netns::NetAccess::for_layout(target.layout())?;
+    let client = target.store_client(Duration::from_secs(2), Duration::from_secs(30))?;
+    let pod_prefix = format!("load-{run_id}-");
+    net.run(async move {
+        let mut total = watch_check::WatchCheckReport {
+            passed: true,
+            from_revision: i64::MAX,
+            ..Default::default()
+        };
+        for h in histories {
+            let Some(from_rv) = h.from_rv else {
+                total.passed = false;
+                total
+                    .examples
+                    .push(format!("the watch of {} never listed", h.namespace));
+                continue;
+            };
+            let (from, to) = (from_rv + 1, h.through_rv);
+            let prefix = format!("/registry/pods/{}/", h.namespace);
+            let reference: Vec<WatchedEvent> =
+                recorder::reference_history(&client, &prefix, from, to, Duration::from_secs(120))
+                    .await?
+                    .into_iter()
+                    .filter(|e| {
+                        e.key
+                            .strip_prefix(&prefix)
+                            .is_some_and(|name| name.starts_with(&pod_prefix))
+                    })
+                    .map(|e| WatchedEvent { value_hash: 0, ..e })
+                    .collect();
+            let recorded: Vec<WatchedEvent> = h
+                .events
+                .iter()
+                .map(|(rv, name, deleted)| WatchedEvent {
+                    revision: *rv,
+                    key: format!("{prefix}{name}"),
+                    deleted: *deleted,
+                    value_hash: 0,
+                })
+                .collect();
+            let r = watch_check::check(&recorded, &reference, from, to);
+            total.passed &= r.passed;
+            total.from_revision = total.from_revision.min(r.from_revision);
+            total.to_revision = total.to_revision.max(r.to_revision);
+            total.recorded_events += r.recorded_events;
+            total.reference_events += r.reference_events;
+            total.out_of_order += r.out_of_order;
+            total.duplicates += r.duplicates;
+            total.missing += r.missing;
+            total.phantom += r.phantom;
+            total.examples.extend(r.examples);
+            if h.relists > 0 {
+                total.passed = false;
+                total.examples.push(format!(
+                    "the watch of {} lost its place and re-listed {} time(s)",
+                    h.namespace, h.relists
+                ));
+            }
+        }
+        if total.from_revision == i64::MAX {
+            total.from_revision = 0;
+        }
+        total.examples.truncate(10);
+        Ok(total)
+    })
+    .await?
 }
 
 /// The revision after the run, retried while the store is still recovering.

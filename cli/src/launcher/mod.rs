@@ -542,24 +542,55 @@ async fn run_plans(args: RunArgs) -> anyhow::Result<ExitCode> {
             .then(|| "the supervisor stopped".to_string())
     })
     .await;
+    let run_started = Instant::now();
+    // Ctrl-C stops the supervisor, and with it the run.
+    let mut supervisor = supervisor;
+    let mut supervised = None;
     let outcome = match started {
-        Ok(()) => run_load(&config, &layout).await,
+        Ok(()) => tokio::select! {
+            r = run_load(&config, &layout) => r,
+            s = &mut supervisor => {
+                supervised = Some(s);
+                Err(anyhow::anyhow!("the cluster stopped before the run finished (interrupted?)"))
+            }
+        },
         Err(e) => Err(e),
     };
+    let run_s = run_started.elapsed().as_secs_f64();
     let _ = stop_tx.send(());
-    let supervised = supervisor.await.context("supervisor task")?;
-    let passed = outcome?;
+    let supervised = match supervised {
+        Some(s) => s,
+        None => supervisor.await,
+    }
+    .context("supervisor task")?;
+    let outcome = outcome?;
     supervised?;
-    println!("report: {}", layout.dir.join("report").display());
-    Ok(if passed {
+    println!(
+        "{}: {} (run {run_s:.0} s)",
+        layout.name,
+        if outcome.passed { "PASSED" } else { "FAILED" }
+    );
+    for (what, path) in &outcome.files {
+        println!("  {what:<12} {}", path.display());
+    }
+    Ok(if outcome.passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
 }
 
-/// Runs the `[load]` plan (and reports the `[chaos]` plan); whether every check passed.
-async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<bool> {
+/// What `run_load` did: whether every check passed, and the files it wrote.
+struct RunOutcome {
+    passed: bool,
+    files: Vec<(&'static str, PathBuf)>,
+}
+
+/// Upper bound on a chaos plan's length under `kemu run`: its repeats stop when the load ends.
+const CHAOS_HORIZON: Duration = Duration::from_secs(6 * 3600);
+
+/// Runs the `[load]` plan with the `[chaos]` plan alongside; whether every check passed.
+async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<RunOutcome> {
     let report_dir = layout.dir.join("report");
     let processes = ClusterState::read(&layout.dir)?
         .map(|s| {
@@ -574,23 +605,81 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<boo
                 .collect()
         })
         .unwrap_or_default();
-    if config.chaos.as_ref().is_some_and(|c| !c.actions.is_empty()) {
-        eprintln!("note: the [chaos] plan is read but not executed yet (issue [7/9])");
-    }
+    let chaos_plan = config.chaos.clone().filter(|c| !c.actions.is_empty());
+    let run_json = report_dir.join("run.json");
     let Some(plan) = &config.load else {
+        if chaos_plan.is_some() {
+            bail!("the config has a [chaos] plan but no [load] plan: chaos runs alongside a load (or use `kemu chaos --dir` on a cluster from `kemu up`)");
+        }
         println!("the config has no [load] plan: the cluster started and stopped cleanly");
         std::fs::write(
-            report_dir.join("run.json"),
-            r#"{"passed": true, "load": null}"#,
+            &run_json,
+            r#"{"passed": true, "load": null, "chaos": null}"#,
         )?;
-        return Ok(true);
+        return Ok(RunOutcome {
+            passed: true,
+            files: vec![("summary", run_json)],
+        });
     };
+    // Chaos first, so its clock starts before the load's; its repeats end with the load.
+    let (load_done, load_done_rx) = tokio::sync::oneshot::channel::<()>();
+    let chaos = chaos_plan.map(|chaos_plan| {
+        let dir = layout.dir.clone();
+        let run_config = crate::chaos::run::ChaosRunConfig {
+            duration: CHAOS_HORIZON,
+            seed: chaos_plan.seed,
+            ..Default::default()
+        };
+        let stop = async move {
+            let _ = load_done_rx.await;
+        };
+        tokio::spawn(async move {
+            crate::chaos::run::run_on_cluster_dir(&dir, &chaos_plan, &run_config, stop).await
+        })
+    });
     let target = crate::load::LoadTarget {
         kubeconfig: layout.kubeconfig.clone(),
         report_dir: report_dir.clone(),
         processes,
+        record_watch: chaos.is_some(),
     };
-    let outcome = crate::load::run(plan, &target).await?;
+    let outcome = crate::load::run(plan, &target).await;
+    let _ = load_done.send(());
+    let chaos = match chaos {
+        Some(task) => Some(task.await.context("chaos task")?),
+        None => None,
+    };
+    let mut outcome = outcome?;
+    let mut files = vec![
+        ("report", outcome.report_html.clone()),
+        ("report json", outcome.report_json.clone()),
+    ];
+    if let Some(chaos) = chaos {
+        let mut chaos = chaos.context("the chaos run")?;
+        chaos.accounting = outcome.report.accounting.combined();
+        let load_watch = crate::chaos::run::check_load_watches(
+            &layout.dir,
+            std::mem::take(&mut outcome.watch_histories),
+            &outcome.report.run_id,
+        )
+        .await
+        .unwrap_or_else(|e| crate::chaos::watch_check::WatchCheckReport {
+            passed: false,
+            examples: vec![format!("cannot read the store's history: {e:#}")],
+            ..Default::default()
+        });
+        chaos.passed &= load_watch.passed && chaos.accounting.as_ref().is_some_and(|a| a.passed);
+        chaos.load_watch = Some(load_watch);
+        let chaos_files = chaos.write(&report_dir)?;
+        files.push(("chaos json", chaos_files.json));
+        files.push(("chaos history", chaos_files.history));
+        let report = &mut outcome.report;
+        report.passed &= chaos.passed;
+        report.chaos = Some(chaos);
+        let (_, _, summary) = crate::load::write_report(report, &report_dir)?;
+        outcome.summary = summary;
+        outcome.passed = report.passed;
+    }
     println!("{}", outcome.summary);
     let summary = serde_json::json!({
         "passed": outcome.passed,
@@ -598,10 +687,12 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<boo
             "report_json": outcome.report_json,
             "report_html": outcome.report_html,
         },
+        "chaos": outcome.report.chaos.as_ref().map(|c| c.passed),
     });
-    std::fs::write(
-        report_dir.join("run.json"),
-        serde_json::to_vec_pretty(&summary)?,
-    )?;
-    Ok(outcome.passed)
+    std::fs::write(&run_json, serde_json::to_vec_pretty(&summary)?)?;
+    files.push(("summary", run_json));
+    Ok(RunOutcome {
+        passed: outcome.passed,
+        files,
+    })
 }

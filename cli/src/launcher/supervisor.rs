@@ -21,8 +21,9 @@ use super::state::{ClusterState, ComponentPhase, ComponentState, Phase};
 /// First restart delay; doubles per consecutive crash up to [`MAX_BACKOFF`].
 pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
-/// A process that ran this long before exiting starts over at [`INITIAL_BACKOFF`].
-const STABLE_RUN: Duration = Duration::from_secs(60);
+/// A process that ran this long before exiting starts over at [`INITIAL_BACKOFF`]: back-off is
+/// for crash loops, and a member chaos kills every few seconds after serving is not one.
+const STABLE_RUN: Duration = Duration::from_secs(10);
 /// How long a stopped process gets between SIGTERM and SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_millis(250);

@@ -71,6 +71,18 @@ pub fn line_chart(
     series: &[Series],
     spans: &[(f64, f64, String)],
 ) -> String {
+    line_chart_marked(title, x_label, y_label, series, spans, &[])
+}
+
+/// [`line_chart`] with vertical markers `(x, what)`: the chaos actions.
+pub fn line_chart_marked(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    spans: &[(f64, f64, String)],
+    markers: &[(f64, String)],
+) -> String {
     let mut svg = String::new();
     let all = series.iter().flat_map(|s| s.points.iter());
     let (mut x_max, mut y_max) = (1e-9f64, 1e-9f64);
@@ -80,6 +92,9 @@ pub fn line_chart(
     }
     for (_, end, _) in spans {
         x_max = x_max.max(*end);
+    }
+    for (x, _) in markers {
+        x_max = x_max.max(*x);
     }
     let x_step = nice_step(x_max, 8.0);
     let y_step = nice_step(y_max, 5.0);
@@ -106,6 +121,17 @@ pub fn line_chart(
             px(*start),
             (px(*end) - px(*start)).max(0.5),
             escape(name)
+        );
+    }
+    for (x, what) in markers {
+        let _ = write!(
+            svg,
+            r##"<line x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{:.1}" stroke="#c00" stroke-dasharray="4 3"><title>{}</title></line><text x="{x:.1}" y="{:.1}" fill="#c00" text-anchor="middle">✕<title>{}</title></text>"##,
+            TOP + plot_h,
+            escape(what),
+            TOP - 2.0,
+            escape(what),
+            x = px(*x)
         );
     }
     let mut y = 0.0;
@@ -324,6 +350,11 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
         .iter()
         .map(|p| (p.start_s, p.end_s, phase_name(&p.kind, p.cycle)))
         .collect();
+    let markers = chaos_markers(report);
+    if let Some(chaos) = &report.chaos {
+        h.push_str("<p>Red dashed lines on the charts below mark the chaos actions (details in the Chaos section).</p>");
+        h.push_str(&chaos.html_section());
+    }
 
     h.push_str("<h2>Pod startup latency over time</h2><p>pod_startup (create sent → Running seen on the watch) of the pods that reached Running in each second. Shaded bands are the run's phases.</p>");
     let pick = |f: fn(&Percentiles) -> f64| -> Vec<(f64, f64)> {
@@ -333,7 +364,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
             .filter_map(|b| Some((b.t, f(b.pod_startup_ms.as_ref()?))))
             .collect()
     };
-    h.push_str(&line_chart(
+    h.push_str(&line_chart_marked(
         "pod_startup percentiles",
         "seconds since start",
         "ms",
@@ -356,13 +387,14 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
             },
         ],
         &spans,
+        &markers,
     ));
 
     h.push_str("<h2>Throughput over time</h2>");
     let counts = |f: fn(&super::report::TimelineBucket) -> u64| -> Vec<(f64, f64)> {
         report.timeline.iter().map(|b| (b.t, f(b) as f64)).collect()
     };
-    h.push_str(&line_chart(
+    h.push_str(&line_chart_marked(
         "per second",
         "seconds since start",
         "pods / s",
@@ -385,6 +417,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
             },
         ],
         &spans,
+        &markers,
     ));
 
     h.push_str("<h2>Phase breakdown</h2><p>Where a pod's startup goes, client clock: create sent → bound seen on the watch (create_to_schedule) → Running seen on the watch (schedule_to_run). run_to_watch (node's container start → seen) is part of schedule_to_run.</p>");
@@ -489,12 +522,13 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
                 points: p.samples.iter().map(|s| (s.t, s.cpu_percent)).collect(),
             })
             .collect();
-        h.push_str(&line_chart(
+        h.push_str(&line_chart_marked(
             "CPU (100 = one core)",
             "seconds since start",
             "%",
             &cpu,
             &spans,
+            &markers,
         ));
         let rss: Vec<Series> = report
             .processes
@@ -508,12 +542,13 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
                     .collect(),
             })
             .collect();
-        h.push_str(&line_chart(
+        h.push_str(&line_chart_marked(
             "resident memory",
             "seconds since start",
             "MiB",
             &rss,
             &spans,
+            &markers,
         ));
     }
     let _ = writeln!(
@@ -522,6 +557,25 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
         escape(summary)
     );
     h
+}
+
+/// The chaos actions that took something away, on the load's clock (the two runs' clocks
+/// start at different moments; their wall-clock starts give the offset).
+fn chaos_markers(report: &LoadReport) -> Vec<(f64, String)> {
+    let Some(chaos) = &report.chaos else {
+        return Vec::new();
+    };
+    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
+    let offset = match (parse(&chaos.started_at), parse(&report.started_at)) {
+        (Some(c), Some(l)) => (c - l).num_microseconds().unwrap_or(0) as f64 / 1e6,
+        _ => 0.0,
+    };
+    chaos
+        .actions
+        .iter()
+        .filter(|a| a.disruptive)
+        .map(|a| ((a.at_s + offset).max(0.0), a.describe()))
+        .collect()
 }
 
 #[cfg(test)]

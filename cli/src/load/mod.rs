@@ -45,12 +45,14 @@ use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::chaos::accounting::{self, AccountingReport, AckLog, ObservedPod};
 use client::ApiClient;
 pub use plan::LoadPlan;
-use report::{LoadReport, Percentiles, PhaseReport, SloCheck};
+use report::{LoadAccounting, LoadReport, Percentiles, PhaseReport, SloCheck};
 use template::{PodTemplate, RUN_LABEL};
 use tracker::{Counts, Tracker};
 use watcher::NamespaceWatch;
+pub use watcher::WatchHistory;
 
 /// One kemu process whose CPU and memory the load run samples.
 #[derive(Clone, Debug)]
@@ -67,6 +69,8 @@ pub struct LoadTarget {
     /// Directory for `load-report.json` and `load-report.html`.
     pub report_dir: PathBuf,
     pub processes: Vec<SampledProcess>,
+    /// Record every event the pod watches deliver (for the chaos watch check).
+    pub record_watch: bool,
 }
 
 /// What a finished run produced.
@@ -78,6 +82,11 @@ pub struct LoadOutcome {
     pub report_html: PathBuf,
     /// The terminal summary table.
     pub summary: String,
+    pub report: LoadReport,
+    /// The creates and deletes the API acknowledged.
+    pub acks: AckLog,
+    /// Per namespace, when `record_watch` was asked for.
+    pub watch_histories: Vec<WatchHistory>,
 }
 
 /// The namespace of load namespace `i`.
@@ -126,6 +135,7 @@ struct Run {
     progress: Progress,
     phases: Vec<PhaseReport>,
     next_pod: u64,
+    acks: Arc<Mutex<AckLog>>,
 }
 
 /// Retry a call that got no answer, or an answer that says "try again".
@@ -159,12 +169,13 @@ impl Run {
         self.next_pod += count;
         let start_s = self.now();
         let items: Vec<u64> = (first..first + count).collect();
-        let (client, template, tracker, start, run_id) = (
+        let (client, template, tracker, start, run_id, acks) = (
             self.client.clone(),
             self.template.clone(),
             self.tracker.clone(),
             self.start,
             self.run_id.clone(),
+            self.acks.clone(),
         );
         let namespaces = self.plan.namespaces;
         let stats = pacer::paced(
@@ -183,8 +194,12 @@ impl Run {
                     start.elapsed().as_secs_f64(),
                 );
                 bar.inc(1);
-                let (client, template, tracker) =
-                    (client.clone(), template.clone(), tracker.clone());
+                let (client, template, tracker, acks) = (
+                    client.clone(),
+                    template.clone(),
+                    tracker.clone(),
+                    acks.clone(),
+                );
                 async move {
                     let body = template.pod(&namespace, &name);
                     let path = format!("/api/v1/namespaces/{namespace}/pods");
@@ -194,7 +209,24 @@ impl Run {
                             .call_json("create", "pods", Method::POST, &path, &body)
                             .await
                         {
-                            Ok(r) => r.status.as_u16(),
+                            Ok(r) => {
+                                if r.status.is_success() {
+                                    // Acknowledged, with the uid the API server gave the pod.
+                                    let uid = r
+                                        .json()
+                                        .ok()
+                                        .and_then(|v| {
+                                            v["metadata"]["uid"].as_str().map(str::to_string)
+                                        })
+                                        .unwrap_or_default();
+                                    acks.lock().created.push((
+                                        namespace.clone(),
+                                        name.clone(),
+                                        uid,
+                                    ));
+                                }
+                                r.status.as_u16()
+                            }
                             Err(_) => 0,
                         };
                         // AlreadyExists after a retry: an earlier attempt went through.
@@ -234,7 +266,12 @@ impl Run {
         tracing::info!("load: {name}: {} pods at {rate}/s", indices.len());
         let bar = self.progress.bar(&name, indices.len() as u64);
         let start_s = self.now();
-        let (client, tracker, start) = (self.client.clone(), self.tracker.clone(), self.start);
+        let (client, tracker, start, acks) = (
+            self.client.clone(),
+            self.tracker.clone(),
+            self.start,
+            self.acks.clone(),
+        );
         let body = match self.plan.delete_grace_seconds {
             Some(g) => {
                 json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": g})
@@ -247,18 +284,16 @@ impl Run {
             &self.permits,
             self.plan.max_in_flight,
             |index| {
-                let path = {
+                let (namespace, name) = {
                     let mut tracker = tracker.lock();
                     tracker.delete_sent(index, start.elapsed().as_secs_f64());
                     let r = &tracker.records()[index];
-                    format!(
-                        "/api/v1/namespaces/{}/pods/{}",
-                        namespace_name(r.namespace),
-                        r.name
-                    )
+                    (namespace_name(r.namespace), r.name.clone())
                 };
+                let path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
                 bar.inc(1);
-                let (client, tracker, body) = (client.clone(), tracker.clone(), body.clone());
+                let (client, tracker, body, acks) =
+                    (client.clone(), tracker.clone(), body.clone(), acks.clone());
                 async move {
                     let mut failed = true;
                     let mut gone = false;
@@ -284,6 +319,9 @@ impl Run {
                         tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
                     }
                     let t = start.elapsed().as_secs_f64();
+                    if !failed {
+                        acks.lock().deleted.push((namespace, name));
+                    }
                     tracker.lock().delete_answered(index, failed, gone, t);
                 }
             },
@@ -368,7 +406,7 @@ impl Run {
     }
 
     /// Pods of the run the API lists, over all namespaces.
-    async fn api_count(&self) -> Option<u64> {
+    async fn api_list(&self) -> Option<Vec<ObservedPod>> {
         let path = format!(
             "/api/v1/pods?labelSelector={}",
             watcher::encode(&self.selector())
@@ -378,8 +416,45 @@ impl Run {
             .call("list", "pods", Method::GET, &path, None, Default::default())
             .await
             .ok()?;
+        if !response.status.is_success() {
+            return None;
+        }
         let list = response.json().ok()?;
-        Some(list["items"].as_array()?.len() as u64)
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        let pods = list["items"]
+            .as_array()?
+            .iter()
+            .map(|item| ObservedPod {
+                namespace: text(&item["metadata"]["namespace"]),
+                name: text(&item["metadata"]["name"]),
+                uid: text(&item["metadata"]["uid"]),
+                phase: text(&item["status"]["phase"]),
+                terminating: !item["metadata"]["deletionTimestamp"].is_null(),
+            })
+            .collect();
+        Some(pods)
+    }
+
+    /// Lists the run's pods and accounts for them against the acknowledgements, again until
+    /// they are accounted for or 30 s pass (a list may lag the watch that ended the phase, or
+    /// meet an API server that chaos just killed). The listing's length and the verdict.
+    async fn account(&self) -> (Option<u64>, Option<AccountingReport>) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = (None, None);
+        loop {
+            if let Some(pods) = self.api_list().await {
+                let report = accounting::check(&self.acks.lock(), &pods);
+                let passed = report.passed;
+                last = (Some(pods.len() as u64), Some(report));
+                if passed {
+                    return last;
+                }
+            }
+            if Instant::now() >= deadline {
+                return last;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 }
 
@@ -437,10 +512,18 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
 
     ensure_namespaces(&client, plan.namespaces).await?;
     let mut watchers = Vec::new();
+    let mut histories = Vec::new();
     let mut ready = Vec::new();
     for i in 0..plan.namespaces {
         let (tx, rx) = oneshot::channel();
         ready.push(rx);
+        let history = target.record_watch.then(|| {
+            Arc::new(Mutex::new(WatchHistory {
+                namespace: namespace_name(i),
+                ..Default::default()
+            }))
+        });
+        histories.extend(history.clone());
         let watch = NamespaceWatch {
             client: client.clone(),
             namespace: namespace_name(i),
@@ -448,6 +531,7 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
             selector: format!("{RUN_LABEL}={run_id}"),
             tracker: tracker.clone(),
             run_start: start,
+            history,
         };
         let span = tracing::info_span!("load_watch", namespace = %namespace_name(i));
         watchers.push(tokio::spawn(
@@ -474,13 +558,18 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
         progress: Progress::new(),
         phases: Vec::new(),
         next_pod: 0,
+        acks: Arc::default(),
     };
 
     let mut api_listed_when_running = None;
+    let mut accounted = LoadAccounting::default();
     run.create_phase(plan.pods, 0).await;
     let mut healthy = run.wait_running(0).await;
+    // Even after a timeout: the pods that never ran are what the check reports.
+    let (listed, when_running) = run.account().await;
+    accounted.when_running = when_running;
     if healthy {
-        api_listed_when_running = run.api_count().await;
+        api_listed_when_running = listed;
     }
     if plan.hold_seconds > 0.0 {
         let start_s = run.now();
@@ -521,7 +610,8 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
         run.delete_phase(live, 0).await;
         run.wait_gone(0).await;
     }
-    let api_listed_at_end = run.api_count().await;
+    let (api_listed_at_end, at_end) = run.account().await;
+    accounted.at_end = at_end;
 
     let _ = stop_tx.send(true);
     for w in watchers {
@@ -554,6 +644,17 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
                 observed: Some(pods.unaccounted as f64),
                 passed: pods.unaccounted == 0,
             },
+            // Every acknowledged create exists and runs (when all ran) unless deleted, every
+            // acknowledged delete is gone, nothing is duplicated: violations counted.
+            SloCheck {
+                name: "accounting_violations".into(),
+                threshold: 0.0,
+                observed: accounted
+                    .at_end
+                    .as_ref()
+                    .map(|_| accounted.violations() as f64),
+                passed: accounted.at_end.is_some() && accounted.violations() == 0,
+            },
         ];
         let (api_calls, errors_by_code) = report::api_calls(client.stats());
         LoadReport {
@@ -574,19 +675,39 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
             errors_by_code,
             timeline: report::timeline(tracker.records(), duration_s),
             processes: report::processes(samples),
+            accounting: accounted,
+            chaos: None,
         }
     };
-    let summary = report::summary(&report);
-    let report_json = target.report_dir.join("load-report.json");
-    let report_html = target.report_dir.join("load-report.html");
-    std::fs::write(&report_json, serde_json::to_vec_pretty(&report)?)
-        .with_context(|| format!("writing {}", report_json.display()))?;
-    std::fs::write(&report_html, html::render(&report, &summary))
-        .with_context(|| format!("writing {}", report_html.display()))?;
+    let (report_json, report_html, summary) = write_report(&report, &target.report_dir)?;
+    let acks = run.acks.lock().clone();
     Ok(LoadOutcome {
         passed: report.passed,
         report_json,
         report_html,
         summary,
+        report,
+        acks,
+        watch_histories: histories.iter().map(|h| h.lock().clone()).collect(),
     })
+}
+
+/// Writes `load-report.json` and `load-report.html` into `dir`; their paths and the terminal
+/// summary (with the chaos results, when the report has them).
+pub fn write_report(
+    report: &LoadReport,
+    dir: &std::path::Path,
+) -> anyhow::Result<(PathBuf, PathBuf, String)> {
+    let mut summary = report::summary(report);
+    if let Some(chaos) = &report.chaos {
+        summary.push('\n');
+        summary.push_str(&chaos.summary());
+    }
+    let report_json = dir.join("load-report.json");
+    let report_html = dir.join("load-report.html");
+    std::fs::write(&report_json, serde_json::to_vec_pretty(report)?)
+        .with_context(|| format!("writing {}", report_json.display()))?;
+    std::fs::write(&report_html, html::render(report, &summary))
+        .with_context(|| format!("writing {}", report_html.display()))?;
+    Ok((report_json, report_html, summary))
 }

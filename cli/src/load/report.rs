@@ -11,6 +11,7 @@ use super::client::ApiStats;
 use super::plan::LoadPlan;
 use super::sampler::ProcessSamples;
 use super::tracker::{PodRecord, Tracker};
+use crate::chaos::accounting::AccountingReport;
 
 /// The `schema` field of every report of this shape.
 pub const SCHEMA_ID: &str = "kemu.dev/load-report/v1";
@@ -179,6 +180,59 @@ pub struct LoadReport {
     pub errors_by_code: BTreeMap<String, u64>,
     pub timeline: Vec<TimelineBucket>,
     pub processes: Vec<ProcessReport>,
+    /// The run's pods listed from the API and accounted for against what it acknowledged.
+    #[serde(default)]
+    pub accounting: LoadAccounting,
+    /// The chaos plan's results, when `kemu run` ran one alongside the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chaos: Option<crate::chaos::report::ChaosReport>,
+}
+
+/// Accounting of the run's pods (see [`crate::chaos::accounting`]): once when every pod
+/// was Running, and at the end.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LoadAccounting {
+    /// Every acknowledged create exists with its uid and is Running; none twice.
+    pub when_running: Option<AccountingReport>,
+    /// After the deletes: every acknowledged delete is gone; the rest as above.
+    pub at_end: Option<AccountingReport>,
+}
+
+impl LoadAccounting {
+    /// Lost, resurrected, duplicated and not-running pods over both checks.
+    pub fn violations(&self) -> usize {
+        [&self.when_running, &self.at_end]
+            .into_iter()
+            .flatten()
+            .map(|r| r.lost + r.resurrected + r.duplicated + r.not_running)
+            .sum()
+    }
+
+    /// Both checks as one (counts summed), for the chaos report.
+    pub fn combined(&self) -> Option<AccountingReport> {
+        let reports: Vec<&AccountingReport> = [&self.when_running, &self.at_end]
+            .into_iter()
+            .flatten()
+            .collect();
+        let first = reports.first()?;
+        let mut out = AccountingReport {
+            passed: reports.iter().all(|r| r.passed) && self.at_end.is_some(),
+            acknowledged_creates: first.acknowledged_creates,
+            ..Default::default()
+        };
+        for r in &reports {
+            out.acknowledged_creates = out.acknowledged_creates.max(r.acknowledged_creates);
+            out.acknowledged_deletes = out.acknowledged_deletes.max(r.acknowledged_deletes);
+            out.lost += r.lost;
+            out.resurrected += r.resurrected;
+            out.duplicated += r.duplicated;
+            out.not_running += r.not_running;
+            out.unacknowledged = out.unacknowledged.max(r.unacknowledged);
+            out.examples.extend(r.examples.iter().take(10).cloned());
+        }
+        out.examples.truncate(10);
+        Some(out)
+    }
 }
 
 /// The latency names of [`LoadReport::latency_ms`], in pipeline order.
@@ -388,12 +442,23 @@ pub fn summary(report: &LoadReport) -> String {
         "latency (ms)", "count", "p50", "p90", "p99", "max"
     );
     for name in LATENCIES {
-        if let Some(l) = report.latency_ms.get(name) {
-            let _ = writeln!(
-                s,
-                "{:<22} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-                name, l.count, l.p50, l.p90, l.p99, l.max
-            );
+        match report.latency_ms.get(name) {
+            Some(l) if l.count > 0 => {
+                let _ = writeln!(
+                    s,
+                    "{:<22} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                    name, l.count, l.p50, l.p90, l.p99, l.max
+                );
+            }
+            // run_to_watch needs sub-second start stamps, which kubelets do not write.
+            Some(_) => {
+                let _ = writeln!(
+                    s,
+                    "{name:<22} {:>8} {:>10} (no sub-second startedAt stamps to measure from)",
+                    0, "-"
+                );
+            }
+            None => {}
         }
     }
     let _ = writeln!(s);

@@ -65,6 +65,39 @@ fn error_code(line: &[u8]) -> Option<u64> {
     Some(event["object"]["code"].as_u64().unwrap_or(0))
 }
 
+/// What one namespace's watch delivered, for the chaos watch check: every event's
+/// resourceVersion (the store revision), pod name and whether it was a deletion.
+#[derive(Clone, Debug, Default)]
+pub struct WatchHistory {
+    pub namespace: String,
+    /// The resourceVersion of the first list: the history covers the revisions after it.
+    pub from_rv: Option<i64>,
+    /// The highest resourceVersion the stream is known complete through (events, bookmarks).
+    pub through_rv: i64,
+    /// (resourceVersion, pod name, deleted)
+    pub events: Vec<(i64, String, bool)>,
+    /// Lists after the first (410 Gone): the watch lost its place, so events may be missing.
+    pub relists: u32,
+}
+
+impl WatchHistory {
+    fn listed(&mut self, rv: &str) {
+        let rv = rv.parse().unwrap_or(0);
+        if self.from_rv.is_none() {
+            self.from_rv = Some(rv);
+        } else {
+            self.relists += 1;
+        }
+        self.through_rv = self.through_rv.max(rv);
+    }
+
+    fn progressed(&mut self, rv: &str) {
+        if let Ok(rv) = rv.parse::<i64>() {
+            self.through_rv = self.through_rv.max(rv);
+        }
+    }
+}
+
 /// Watches the run's pods in one namespace.
 pub struct NamespaceWatch {
     pub client: ApiClient,
@@ -74,6 +107,8 @@ pub struct NamespaceWatch {
     pub selector: String,
     pub tracker: Arc<Mutex<Tracker>>,
     pub run_start: Instant,
+    /// Where to record the events, when asked to (`kemu run` with a chaos plan).
+    pub history: Option<Arc<Mutex<WatchHistory>>>,
 }
 
 impl NamespaceWatch {
@@ -109,6 +144,9 @@ impl NamespaceWatch {
         self.tracker
             .lock()
             .relisted(self.namespace_index, &list.items, t);
+        if let Some(h) = &self.history {
+            h.lock().listed(&list.metadata.resource_version);
+        }
         Ok(list.metadata.resource_version)
     }
 
@@ -208,6 +246,9 @@ impl NamespaceWatch {
                     "DELETED" => EventKind::Deleted,
                     "BOOKMARK" => {
                         let rv = event.object.metadata.resource_version;
+                        if let Some(h) = &self.history {
+                            h.lock().progressed(&rv);
+                        }
                         if !rv.is_empty() {
                             state = State::Watching { rv };
                         }
@@ -224,6 +265,13 @@ impl NamespaceWatch {
                     }
                 };
                 let pod = event.object;
+                if let Some(h) = &self.history {
+                    let mut h = h.lock();
+                    let rv = pod.metadata.resource_version.parse().unwrap_or(0);
+                    h.events
+                        .push((rv, pod.metadata.name.clone(), kind == EventKind::Deleted));
+                    h.through_rv = h.through_rv.max(rv);
+                }
                 if !pod.metadata.resource_version.is_empty() {
                     state = State::Watching {
                         rv: pod.metadata.resource_version.clone(),
