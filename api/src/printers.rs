@@ -400,6 +400,10 @@ impl Printer {
             ("coordination.k8s.io", "leases") => (LEASE_COLUMNS, lease_cells),
             ("", "resourcequotas") => (RESOURCEQUOTA_COLUMNS, resourcequota_cells),
             ("", "limitranges") => (LIMITRANGE_COLUMNS, limitrange_cells),
+            ("rbac.authorization.k8s.io", "roles" | "clusterroles") => (ROLE_COLUMNS, role_cells),
+            ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+                (ROLE_BINDING_COLUMNS, role_binding_cells)
+            }
             _ => (DEFAULT_COLUMNS, default_cells),
         };
         Printer {
@@ -1177,6 +1181,72 @@ fn limitrange_cells(range: &Value, _now: DateTime<Utc>) -> Vec<Value> {
     vec![
         name(range),
         str_at(range, "/metadata/creationTimestamp").into(),
+    ]
+}
+
+/// Roles print their creation time rather than an age, as kube-apiserver's printer does.
+const ROLE_COLUMNS: &[Column] = &[
+    NAME,
+    Column {
+        name: "Created At",
+        kind: "date",
+        format: "",
+        description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+        priority: 0,
+    },
+];
+
+const ROLE_BINDING_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string(
+        "Role",
+        "Role references the role the binding grants (Kind/name).",
+    ),
+    AGE,
+    Column::string("Users", "Users in the binding").wide(),
+    Column::string("Groups", "Groups in the binding").wide(),
+    Column::string("ServiceAccounts", "ServiceAccounts in the binding").wide(),
+];
+
+fn role_cells(role: &Value, _now: DateTime<Utc>) -> Vec<Value> {
+    vec![
+        name(role),
+        str_at(role, "/metadata/creationTimestamp").into(),
+    ]
+}
+
+fn role_binding_cells(binding: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let subjects = binding
+        .get("subjects")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let of_kind = |kind: &str| -> String {
+        subjects
+            .iter()
+            .filter(|s| s.get("kind").and_then(Value::as_str) == Some(kind))
+            .map(|s| {
+                let name = str_at(s, "/name");
+                match (kind, s.get("namespace").and_then(Value::as_str)) {
+                    ("ServiceAccount", Some(ns)) => format!("{ns}/{name}"),
+                    _ => name.to_string(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    vec![
+        name(binding),
+        format!(
+            "{}/{}",
+            str_at(binding, "/roleRef/kind"),
+            str_at(binding, "/roleRef/name")
+        )
+        .into(),
+        age(binding, now),
+        of_kind("User").into(),
+        of_kind("Group").into(),
+        of_kind("ServiceAccount").into(),
     ]
 }
 

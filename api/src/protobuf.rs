@@ -1274,6 +1274,12 @@ static SELF_SUBJECT_ACCESS_REVIEW: Msg = Msg {
     ],
 };
 
+/// `kubectl auth whoami` sends only metadata; the status is the server's answer (skipped).
+static SELF_SUBJECT_REVIEW: Msg = Msg {
+    name: "SelfSubjectReview",
+    fields: &[msg(1, "metadata", &OBJECT_META)],
+};
+
 static SELF_SUBJECT_ACCESS_REVIEW_SPEC: Msg = Msg {
     name: "SelfSubjectAccessReviewSpec",
     fields: &[
@@ -1465,6 +1471,7 @@ fn schema_for(group: &str, version: &str, kind: &str) -> Option<&'static Msg> {
         ("authorization.k8s.io", "v1", "SelfSubjectAccessReview") => &SELF_SUBJECT_ACCESS_REVIEW,
         ("authorization.k8s.io", "v1", "SelfSubjectRulesReview") => &SELF_SUBJECT_RULES_REVIEW,
         ("authentication.k8s.io", "v1", "TokenRequest") => &TOKEN_REQUEST,
+        ("authentication.k8s.io", "v1", "SelfSubjectReview") => &SELF_SUBJECT_REVIEW,
         ("scheduling.k8s.io", "v1", "PriorityClass") => &PRIORITY_CLASS,
         ("coordination.k8s.io", "v1", "Lease") => &LEASE,
         ("policy", "v1", "Eviction") => &EVICTION,

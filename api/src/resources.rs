@@ -37,6 +37,9 @@ const CLUSTER_VERBS: &[&str] = &[
     "create", "delete", "get", "list", "patch", "update", "watch",
 ];
 
+/// Resources that are only ever created (reviews answered on the spot).
+const CREATE_ONLY: &[&str] = &["create"];
+
 /// Every served resource. Order is the order of discovery documents.
 pub static RESOURCES: &[ResourceInfo] = &[
     ResourceInfo {
@@ -273,6 +276,85 @@ pub static RESOURCES: &[ResourceInfo] = &[
         categories: &[],
         storage: "events",
     },
+    ResourceInfo {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRole",
+        plural: "clusterroles",
+        singular: "clusterrole",
+        namespaced: false,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "clusterroles",
+    },
+    ResourceInfo {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "ClusterRoleBinding",
+        plural: "clusterrolebindings",
+        singular: "clusterrolebinding",
+        namespaced: false,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "clusterrolebindings",
+    },
+    ResourceInfo {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "Role",
+        plural: "roles",
+        singular: "role",
+        namespaced: true,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "roles",
+    },
+    ResourceInfo {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        kind: "RoleBinding",
+        plural: "rolebindings",
+        singular: "rolebinding",
+        namespaced: true,
+        short_names: &[],
+        verbs: ALL_VERBS,
+        subresources: &[],
+        categories: &[],
+        storage: "rolebindings",
+    },
+    // Reviews are answered, never stored: the API server evaluates them on the spot.
+    ResourceInfo {
+        group: "authorization.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectAccessReview",
+        plural: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        namespaced: false,
+        short_names: &[],
+        verbs: CREATE_ONLY,
+        subresources: &[],
+        categories: &[],
+        storage: "selfsubjectaccessreviews",
+    },
+    ResourceInfo {
+        group: "authentication.k8s.io",
+        version: "v1",
+        kind: "SelfSubjectReview",
+        plural: "selfsubjectreviews",
+        singular: "selfsubjectreview",
+        namespaced: false,
+        short_names: &[],
+        verbs: CREATE_ONLY,
+        subresources: &[],
+        categories: &[],
+        storage: "selfsubjectreviews",
+    },
 ];
 
 impl ResourceInfo {
@@ -321,6 +403,11 @@ impl ResourceInfo {
             Some(ns) if self.namespaced => format!("{base}/namespaces/{ns}/{}", self.plural),
             _ => format!("{base}/{}", self.plural),
         }
+    }
+
+    /// Whether objects of this resource are kept in the store (reviews are not).
+    pub fn is_stored(&self) -> bool {
+        self.verbs.contains(&"get")
     }
 
     pub fn has_subresource(&self, name: &str) -> bool {

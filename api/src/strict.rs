@@ -70,7 +70,10 @@ pub fn decode(resource: &ResourceInfo, object: &Value) -> Result<Value, StrictEr
     owned.insert("kind".into(), Value::String(resource.kind.to_string()));
     let object = Value::Object(owned);
 
-    use k8s_openapi::api::{apps, batch, coordination, core, discovery, events, scheduling};
+    use k8s_openapi::api::{
+        apps, authentication, authorization, batch, coordination, core, discovery, events, rbac,
+        scheduling,
+    };
     match (resource.group, resource.kind) {
         ("", "Pod") => round_trip::<core::v1::Pod>(resource, &object),
         ("", "Node") => round_trip::<core::v1::Node>(resource, &object),
@@ -95,6 +98,22 @@ pub fn decode(resource: &ResourceInfo, object: &Value) -> Result<Value, StrictEr
         }
         ("scheduling.k8s.io", "PriorityClass") => {
             round_trip::<scheduling::v1::PriorityClass>(resource, &object)
+        }
+        ("rbac.authorization.k8s.io", "Role") => round_trip::<rbac::v1::Role>(resource, &object),
+        ("rbac.authorization.k8s.io", "ClusterRole") => {
+            round_trip::<rbac::v1::ClusterRole>(resource, &object)
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding") => {
+            round_trip::<rbac::v1::RoleBinding>(resource, &object)
+        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
+            round_trip::<rbac::v1::ClusterRoleBinding>(resource, &object)
+        }
+        ("authorization.k8s.io", "SelfSubjectAccessReview") => {
+            round_trip::<authorization::v1::SelfSubjectAccessReview>(resource, &object)
+        }
+        ("authentication.k8s.io", "SelfSubjectReview") => {
+            round_trip::<authentication::v1::SelfSubjectReview>(resource, &object)
         }
         (group, kind) => Err(StrictError::UnsupportedKind {
             group: group.to_string(),

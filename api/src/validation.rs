@@ -489,8 +489,22 @@ fn name_checker(resource: &ResourceInfo) -> fn(&str) -> Vec<String> {
     match (resource.group, resource.kind) {
         ("", "Namespace") => is_dns1123_label,
         ("", "Service") => is_dns1035_label,
+        // RBAC names are path segments (`system:kube-scheduler`), as Kubernetes' ValidateRBACName.
+        ("rbac.authorization.k8s.io", _) => is_path_segment_name,
         _ => is_dns1123_subdomain,
     }
+}
+
+/// Kubernetes' `IsValidPathSegmentName`: anything that can stand in a URL path segment.
+pub fn is_path_segment_name(s: &str) -> Vec<String> {
+    if s == "." || s == ".." {
+        return vec![format!("may not be '{s}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|bad| s.contains(*bad))
+        .map(|bad| format!("may not contain '{bad}'"))
+        .collect()
 }
 
 /// Validates an object about to be created.

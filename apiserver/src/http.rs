@@ -10,7 +10,7 @@ use api::patch::PatchType;
 use api::printers::{self, IncludeObject};
 use api::ResourceInfo;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
@@ -18,11 +18,15 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tracing::debug;
 
+use crate::authn::{self, Authenticator, UserInfo};
+use crate::authz::{self, Attributes, Authorizer, ResourceAttributes, Target};
 use crate::errors::ApiError;
+use crate::https::HttpPeer;
 use crate::metrics::Metrics;
 use crate::registry::{
     DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WriteOptions,
 };
+use crate::reviews;
 use crate::watch_cache::{CachedObject, WatchItem};
 
 /// Largest accepted request body, as kube-apiserver's 3 MiB limit.
@@ -37,11 +41,43 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     pub metrics: Metrics,
     pub server_address: String,
+    pub authenticator: Authenticator,
+    pub authorizer: Arc<Authorizer>,
+    /// Requests without credentials proceed as `system:anonymous` instead of getting 401.
+    pub anonymous_auth: bool,
+}
+
+impl AppState {
+    /// The request's user; `None` for the public paths, which need none.
+    fn authenticate(
+        &self,
+        path: &str,
+        peer: Option<&HttpPeer>,
+        headers: &HeaderMap,
+    ) -> Result<Option<Arc<UserInfo>>, ApiError> {
+        if authn::is_public_path(path) {
+            return Ok(None);
+        }
+        let certificate = peer.and_then(|p| p.certificate_user.as_ref());
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes);
+        if self.anonymous_auth && certificate.is_none() && authorization.is_none() {
+            return Ok(Some(Arc::new(UserInfo {
+                name: "system:anonymous".into(),
+                uid: String::new(),
+                groups: vec!["system:unauthenticated".into()],
+            })));
+        }
+        self.authenticator
+            .authenticate(certificate, authorization)
+            .map(Some)
+    }
 }
 
 /// One request's target after path parsing.
 #[derive(Debug)]
-struct Target {
+struct PathTarget {
     resource: &'static ResourceInfo,
     namespace: Option<String>,
     name: Option<String>,
@@ -60,7 +96,7 @@ enum Route {
     ResourceList(String, String),
     OpenApiRoot,
     OpenApi(String, String),
-    Resource(Target),
+    Resource(PathTarget),
 }
 
 pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Response {
@@ -68,6 +104,17 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let query = parse_query(request.uri().query().unwrap_or(""));
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<HttpPeer>>()
+        .map(|c| &c.0);
+    let user = match state.authenticate(&path, peer, request.headers()) {
+        Ok(user) => user,
+        Err(e) => {
+            debug!(%method, %path, "unauthenticated request refused");
+            return error_response(&e);
+        }
+    };
     let (response, verb, resource) = match route(&path) {
         Ok(Route::Resource(target)) => {
             let verb = verb_of(&method, &target, &query);
@@ -75,18 +122,37 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                 Some(sub) => format!("{}/{}", target.resource.plural, sub),
                 None => target.resource.plural.to_string(),
             };
-            let response =
-                match resource_request(&state, target, method.clone(), &query, request).await {
-                    Ok(response) => response,
-                    Err(e) => error_response(&e),
-                };
+            let response = match user {
+                Some(user) => {
+                    match authorized_resource_request(
+                        &state, &user, target, &method, &query, request,
+                    )
+                    .await
+                    {
+                        Ok(response) => response,
+                        Err(e) => error_response(&e),
+                    }
+                }
+                None => error_response(&authn::unauthorized()),
+            };
             (response, verb, resource)
         }
-        Ok(other) => (
-            non_resource(&state, other, &method),
-            method.as_str().to_string(),
-            String::new(),
-        ),
+        Ok(other) => {
+            let allowed = match (&user, &other) {
+                (_, Route::Health | Route::Version) => Ok(()),
+                (Some(user), _) => state.authorizer.check(&Attributes {
+                    user,
+                    verb: authz::path_verb(method.as_str()),
+                    target: Target::NonResource { path: &path },
+                }),
+                (None, _) => Err(authn::unauthorized()),
+            };
+            let response = match allowed {
+                Ok(()) => non_resource(&state, other, &method),
+                Err(e) => error_response(&e),
+            };
+            (response, method.as_str().to_string(), String::new())
+        }
         Err(e) => (
             error_response(&e),
             method.as_str().to_string(),
@@ -105,7 +171,7 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
     response
 }
 
-fn verb_of(method: &Method, target: &Target, query: &HashMap<String, String>) -> String {
+fn verb_of(method: &Method, target: &PathTarget, query: &HashMap<String, String>) -> String {
     let watch = target.watch_path || is_true(query.get("watch"));
     match (method.as_str(), target.name.is_some()) {
         ("GET", _) if watch => "WATCH",
@@ -173,7 +239,7 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
         }
         _ => return None,
     };
-    Some(Route::Resource(Target {
+    Some(Route::Resource(PathTarget {
         resource,
         namespace,
         name,
@@ -254,9 +320,83 @@ fn not_found_path() -> ApiError {
     }
 }
 
+/// Authorizes a resource request, then serves it. Reviews are answered here; a node host's
+/// create is read first, since the node authorizer decides on the new object's name.
+async fn authorized_resource_request(
+    state: &AppState,
+    user: &UserInfo,
+    target: PathTarget,
+    method: &Method,
+    query: &HashMap<String, String>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let watch = target.watch_path || is_true(query.get("watch"));
+    let verb = authz::resource_verb(method.as_str(), target.name.is_some(), watch);
+    let resource = target.resource;
+    let node_host = user.in_group(authn::NODES);
+    // The object a node host creates or replaces, decoded up front.
+    let mut object = None;
+    let mut request = request;
+    if node_host && matches!(verb, "create" | "update") && target.subresource.is_none() {
+        let (parts, body) = request.into_parts();
+        let content_type = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+            .to_string();
+        let bytes = read_body(Request::from_parts(parts.clone(), body)).await?;
+        let mut value = decode_object_for(Some(resource), &content_type, &bytes)?;
+        authz::node::claim(user, resource, &mut value);
+        let mut parts = parts;
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        parts.headers.remove(header::CONTENT_LENGTH);
+        let encoded = serde_json::to_vec(&value)
+            .map_err(|e| ApiError::internal(format!("cannot encode an object: {e}")))?;
+        request = Request::from_parts(parts, Body::from(encoded));
+        object = Some(value);
+    }
+    let namespace = target.namespace.as_deref().unwrap_or("");
+    let name = target.name.as_deref().unwrap_or("");
+    let subresource = target.subresource.as_deref().unwrap_or("");
+    let field_selector = match (&target.name, query.get("fieldSelector")) {
+        (Some(_), _) => None,
+        (None, selector) => selector.map(String::as_str),
+    };
+    state.authorizer.check(&Attributes {
+        user,
+        verb,
+        target: Target::Resource(ResourceAttributes {
+            group: resource.group,
+            resource: resource.plural,
+            subresource,
+            namespace,
+            name,
+            field_selector,
+            object: object.as_ref(),
+        }),
+    })?;
+    if reviews::is_review(resource) {
+        if *method != Method::POST || target.name.is_some() {
+            return Err(ApiError::MethodNotAllowed {
+                message: format!(
+                    "the server does not allow this method on the requested resource ({method})"
+                ),
+            });
+        }
+        let body = read_object(resource, request).await?;
+        let answered = reviews::answer(resource, &state.authorizer, user, body)?;
+        return Ok(json_response(StatusCode::CREATED, &answered));
+    }
+    resource_request(state, target, method.clone(), query, request).await
+}
+
 async fn resource_request(
     state: &AppState,
-    target: Target,
+    target: PathTarget,
     method: Method,
     query: &HashMap<String, String>,
     request: Request,
@@ -825,7 +965,7 @@ fn delete_options(body: &[u8], query: &HashMap<String, String>) -> Result<Delete
 mod tests {
     use super::*;
 
-    fn target(path: &str) -> Target {
+    fn target(path: &str) -> PathTarget {
         match route(path) {
             Ok(Route::Resource(t)) => t,
             _ => panic!("{path} is not a resource path"),

@@ -2,6 +2,9 @@
 //!
 //! - [`admission`]: the admission plugins every write goes through (NamespaceLifecycle,
 //!   LimitRanger, ServiceAccount, PodSecurity, Priority, DefaultTolerationSeconds, ResourceQuota).
+//! - [`authn`]: who is asking (client certificates, bearer tokens); [`authz`]: may they
+//!   (`system:masters`, the node authorizer, RBAC), with the bootstrap policy.
+//! - [`https`]: the HTTP front's TLS listener, which hands each request its peer.
 //! - [`http`]: the HTTP front (routing, discovery, Table, watch streams, `Status` errors).
 //! - [`logs`]: `pods/log`, streamed from the node host that runs the pod.
 //! - [`registry`]: the verbs on every resource, shared by both fronts.
@@ -14,14 +17,18 @@
 //! - [`server`]: [`server::run`] wires one replica together.
 
 pub mod admission;
+pub mod authn;
+pub mod authz;
 pub mod errors;
 pub mod event_view;
 pub mod http;
+pub mod https;
 pub mod logs;
 pub mod meta;
 pub mod metrics;
 pub mod quic;
 pub mod registry;
+pub mod reviews;
 pub mod scale;
 pub mod server;
 pub mod storage;

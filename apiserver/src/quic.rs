@@ -25,9 +25,12 @@ use transport::rpc::{Call, Handler, Peer, RpcServer};
 use transport::tls::TlsIdentity;
 use transport::TransportError;
 
+use crate::authn::UserInfo;
+use crate::authz::{self, Attributes, Authorizer, ResourceAttributes, Target};
 use crate::errors::ApiError;
 use crate::http::{decode_object, MAX_BODY_BYTES};
 use crate::registry::{self, DeleteOptions, Deleted, ListOptions, Registry, WriteOptions};
+use crate::reviews;
 use crate::watch_cache::{CachedObject, EventType, Subscription, WatchItem};
 
 /// Events one watcher may have queued before it counts as too slow and is dropped (its client
@@ -44,10 +47,11 @@ pub async fn serve_on(
     addr: SocketAddr,
     identity: &TlsIdentity,
     registry: Arc<Registry>,
+    authorizer: Arc<Authorizer>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), TransportError> {
     let server = RpcServer::bind(addr, identity)?;
-    serve(server, registry, shutdown).await;
+    serve(server, registry, authorizer, shutdown).await;
     Ok(())
 }
 
@@ -56,21 +60,58 @@ pub async fn serve_on(
 pub async fn serve(
     server: RpcServer,
     registry: Arc<Registry>,
+    authorizer: Arc<Authorizer>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     server
-        .serve(Arc::new(ComponentFront { registry }), shutdown)
+        .serve(
+            Arc::new(ComponentFront::new(registry, authorizer)),
+            shutdown,
+        )
         .await;
 }
 
-/// The [`Handler`] of every component call.
+/// The [`Handler`] of every component call. The caller is the peer's certificate (CN the
+/// user, O the groups); every call is authorized as the HTTP front authorizes requests.
 pub struct ComponentFront {
     registry: Arc<Registry>,
+    authorizer: Arc<Authorizer>,
 }
 
 impl ComponentFront {
-    pub fn new(registry: Arc<Registry>) -> ComponentFront {
-        ComponentFront { registry }
+    pub fn new(registry: Arc<Registry>, authorizer: Arc<Authorizer>) -> ComponentFront {
+        ComponentFront {
+            registry,
+            authorizer,
+        }
+    }
+
+    /// Checks one call against the authorizer.
+    #[allow(clippy::too_many_arguments)]
+    fn authorize(
+        &self,
+        user: &UserInfo,
+        verb: &str,
+        resource: &ResourceInfo,
+        subresource: Option<&str>,
+        namespace: Option<&str>,
+        name: &str,
+        field_selector: Option<&str>,
+        object: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        self.authorizer.check(&Attributes {
+            user,
+            verb,
+            target: Target::Resource(ResourceAttributes {
+                group: resource.group,
+                resource: resource.plural,
+                subresource: subresource.unwrap_or(""),
+                namespace: namespace.unwrap_or(""),
+                name,
+                field_selector,
+                object,
+            }),
+        })
     }
 }
 
@@ -81,13 +122,17 @@ impl Handler for ComponentFront {
     async fn handle(&self, peer: Peer, request: ApiRequest, call: Call<ApiResponse>) {
         let verb = request.verb();
         let span = info_span!("api_call", peer = %peer.name, verb);
+        let user = UserInfo::from_certificate(&peer.name, &peer.organizations);
         async move {
             if let ApiRequest::Watch { .. } = request {
-                self.watch(request, call).await;
+                self.watch(&user, request, call).await;
                 return;
             }
             let started = Instant::now();
-            let response = self.unary(request).await.unwrap_or_else(|e| error(&e));
+            let response = self
+                .unary(&user, request)
+                .await
+                .unwrap_or_else(|e| error(&e));
             if let ApiResponse::Error { code, .. } = &response {
                 debug!(
                     code,
@@ -106,7 +151,7 @@ impl Handler for ComponentFront {
 
 impl ComponentFront {
     /// Every call but watch, as the HTTP front does it.
-    async fn unary(&self, request: ApiRequest) -> Result<ApiResponse, ApiError> {
+    async fn unary(&self, user: &UserInfo, request: ApiRequest) -> Result<ApiResponse, ApiError> {
         let registry = &self.registry;
         match request {
             ApiRequest::Get {
@@ -116,6 +161,7 @@ impl ComponentFront {
             } => {
                 let resource = resolve(&resource)?;
                 let ns = named_scope(resource, namespace.as_deref())?;
+                self.authorize(user, "get", resource, None, ns, &name, None, None)?;
                 object(&registry.get(resource, ns, &name).await?)
             }
             ApiRequest::List {
@@ -128,6 +174,16 @@ impl ComponentFront {
                 continue_token,
             } => {
                 let resource = resolve(&resource)?;
+                self.authorize(
+                    user,
+                    "list",
+                    resource,
+                    None,
+                    namespace.as_deref(),
+                    "",
+                    field_selector.as_deref(),
+                    None,
+                )?;
                 let options = ListOptions {
                     label_selector,
                     field_selector,
@@ -156,7 +212,21 @@ impl ComponentFront {
                 object: body,
             } => {
                 let resource = resolve(&resource)?;
-                let body = decode_body(&body)?;
+                let mut body = decode_body(&body)?;
+                authz::node::claim(user, resource, &mut body);
+                self.authorize(
+                    user,
+                    "create",
+                    resource,
+                    None,
+                    namespace.as_deref(),
+                    "",
+                    None,
+                    Some(&body),
+                )?;
+                if reviews::is_review(resource) {
+                    return object(&reviews::answer(resource, &self.authorizer, user, body)?);
+                }
                 let created = registry
                     .create(
                         resource,
@@ -176,9 +246,22 @@ impl ComponentFront {
             } => {
                 let resource = resolve(&resource)?;
                 let ns = named_scope(resource, namespace.as_deref())?;
+                let mut body = decode_body(&body)?;
+                if subresource.is_none() {
+                    authz::node::claim(user, resource, &mut body);
+                }
+                self.authorize(
+                    user,
+                    "update",
+                    resource,
+                    subresource.as_deref(),
+                    ns,
+                    &name,
+                    None,
+                    Some(&body),
+                )?;
                 if resource.plural == "namespaces" && subresource.as_deref() == Some("finalize") {
                     // The namespace controller's last step, as over HTTP.
-                    let body = decode_body(&body)?;
                     let finalized = crate::http::finalize_namespace(
                         registry,
                         &name,
@@ -189,7 +272,6 @@ impl ComponentFront {
                     return object(&finalized);
                 }
                 let sub = writable_subresource(resource, subresource.as_deref())?;
-                let body = decode_body(&body)?;
                 let updated = registry
                     .update(resource, ns, &name, sub, body, &WriteOptions::default())
                     .await?;
@@ -208,6 +290,7 @@ impl ComponentFront {
                 let resource = resolve(&resource)?;
                 let ns = named_scope(resource, namespace.as_deref())?;
                 let sub = writable_subresource(resource, subresource.as_deref())?;
+                self.authorize(user, "patch", resource, sub, ns, &name, None, None)?;
                 let patch_type = PatchType::from_content_type(&patch_type).ok_or_else(|| {
                     ApiError::UnsupportedMediaType {
                         message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got \"{patch_type}\")"),
@@ -234,6 +317,7 @@ impl ComponentFront {
             } => {
                 let resource = resolve(&resource)?;
                 let ns = named_scope(resource, namespace.as_deref())?;
+                self.authorize(user, "delete", resource, None, ns, &name, None, None)?;
                 let options = delete_options(&options)?;
                 match registry.delete(resource, ns, &name, &options).await? {
                     Deleted::Gone(last) | Deleted::Pending(last) => object(&last),
@@ -247,6 +331,16 @@ impl ComponentFront {
                 options,
             } => {
                 let resource = resolve(&resource)?;
+                self.authorize(
+                    user,
+                    "deletecollection",
+                    resource,
+                    None,
+                    namespace.as_deref(),
+                    "",
+                    field_selector.as_deref(),
+                    None,
+                )?;
                 let list = ListOptions {
                     label_selector,
                     field_selector,
@@ -272,6 +366,16 @@ impl ComponentFront {
                 name,
                 node,
             } => {
+                self.authorize(
+                    user,
+                    "create",
+                    api::resources::pods(),
+                    Some("binding"),
+                    Some(&namespace),
+                    &name,
+                    None,
+                    None,
+                )?;
                 let binding = json!({
                     "apiVersion": "v1",
                     "kind": "Binding",
@@ -288,7 +392,7 @@ impl ComponentFront {
 
     /// A server-streaming watch: the subscription's initial events, then live ones, until the
     /// client stops reading or the watch cache drops the subscription.
-    async fn watch(&self, request: ApiRequest, mut call: Call<ApiResponse>) {
+    async fn watch(&self, user: &UserInfo, request: ApiRequest, mut call: Call<ApiResponse>) {
         let ApiRequest::Watch {
             resource,
             namespace,
@@ -303,6 +407,16 @@ impl ComponentFront {
         };
         let started = async {
             let resource = resolve(&resource)?;
+            self.authorize(
+                user,
+                "watch",
+                resource,
+                None,
+                namespace.as_deref(),
+                "",
+                field_selector.as_deref(),
+                None,
+            )?;
             if send_initial_events && !bookmarks {
                 return Err(ApiError::Invalid {
                     message: "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks".into(),

@@ -1,7 +1,7 @@
 //! One API server replica: store client, watch cache, registry, the HTTP front, and the
 //! background compactor.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,8 +17,11 @@ use transport::tls::TlsIdentity;
 use crate::admission::lifecycle::SYSTEM_NAMESPACES;
 use crate::admission::priority::SYSTEM_CLASSES;
 use crate::admission::AdmissionConfig;
+use crate::authn::{Authenticator, TokenFile};
+use crate::authz::Authorizer;
 use crate::errors::ApiError;
 use crate::http::{self, AppState};
+use crate::https::{HttpPeer, TlsListener};
 use crate::metrics::Metrics;
 use crate::registry::{Registry, WriteOptions};
 use crate::storage::Storage;
@@ -42,6 +45,38 @@ pub struct ApiServerConfig {
     pub compaction_interval: Duration,
     /// Which admission plugins run.
     pub admission: AdmissionConfig,
+    /// Serve plain HTTP instead of HTTPS; only on a loopback address.
+    pub insecure_http: bool,
+    /// Kubernetes' static token file (`token,user,uid,"group1,group2"`).
+    pub token_auth_file: Option<PathBuf>,
+    pub authorization: AuthorizationMode,
+    /// Let requests without credentials through as `system:anonymous` (group
+    /// `system:unauthenticated`) instead of answering 401; authorization still applies.
+    pub anonymous_auth: bool,
+}
+
+/// Which authorizers run (`--authorization-mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthorizationMode {
+    /// `system:masters`, the node authorizer, then RBAC (the default).
+    NodeRbac,
+    /// Everything is allowed: for measuring what authorization costs.
+    AlwaysAllow,
+}
+
+impl AuthorizationMode {
+    /// Parses `Node,RBAC` (or `RBAC,Node`) and `AlwaysAllow`.
+    pub fn parse(s: &str) -> Result<AuthorizationMode, ApiError> {
+        let mut modes: Vec<&str> = s.split(',').map(str::trim).collect();
+        modes.sort_unstable();
+        match modes.as_slice() {
+            ["Node", "RBAC"] | ["RBAC"] => Ok(AuthorizationMode::NodeRbac),
+            ["AlwaysAllow"] => Ok(AuthorizationMode::AlwaysAllow),
+            _ => Err(ApiError::bad_request(format!(
+                "authorization_mode: {s:?} is not one of Node,RBAC or AlwaysAllow"
+            ))),
+        }
+    }
 }
 
 impl ApiServerConfig {
@@ -60,6 +95,10 @@ impl ApiServerConfig {
             watch_window: DEFAULT_WINDOW,
             compaction_interval: Duration::from_secs(300),
             admission: AdmissionConfig::default(),
+            insecure_http: false,
+            token_auth_file: None,
+            authorization: AuthorizationMode::NodeRbac,
+            anonymous_auth: false,
         }
     }
 
@@ -71,6 +110,12 @@ impl ApiServerConfig {
         }
         if self.watch_window == 0 {
             return Err(ApiError::bad_request("watch_window: must be positive"));
+        }
+        if self.insecure_http && !self.listen_http.ip().is_loopback() {
+            return Err(ApiError::bad_request(format!(
+                "insecure_http: plain HTTP is served only on a loopback address, not {}",
+                self.listen_http
+            )));
         }
         Ok(())
     }
@@ -92,6 +137,8 @@ pub enum ServerError {
     Serve(std::io::Error),
     #[error("component front: {0}")]
     Quic(#[from] transport::TransportError),
+    #[error("{0}")]
+    TokenFile(#[from] crate::authn::TokenFileError),
 }
 
 /// Runs one replica until `shutdown` resolves.
@@ -113,6 +160,25 @@ pub async fn run(
     );
     info!(plugins = ?config.admission.enabled(), "admission");
     ensure_namespaces(&registry).await?;
+    let tokens = match &config.token_auth_file {
+        Some(path) => {
+            let tokens = TokenFile::load(path)?;
+            info!(tokens = tokens.len(), file = %path.display(), "bearer tokens loaded");
+            tokens
+        }
+        None => TokenFile::default(),
+    };
+    let authorizer = Arc::new(match config.authorization {
+        AuthorizationMode::NodeRbac => {
+            ensure_rbac_policy(&registry).await?;
+            Authorizer::node_rbac(registry.cache().clone())
+        }
+        AuthorizationMode::AlwaysAllow => {
+            warn!("authorization is off: every request is allowed");
+            Authorizer::AlwaysAllow
+        }
+    });
+    let tls = TlsIdentity::load(&config.certs_dir, &config.identity)?;
     tokio::spawn(compactor(client.clone(), config.compaction_interval));
 
     let listener = tokio::net::TcpListener::bind(config.listen_http)
@@ -130,8 +196,7 @@ pub async fn run(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let quic = match config.listen_quic {
         Some(addr) => {
-            let identity = TlsIdentity::load(&config.certs_dir, &config.identity)?;
-            let server = RpcServer::bind(addr, &identity)?;
+            let server = RpcServer::bind(addr, &tls)?;
             info!(quic = %server.local_addr()?, "component front serving");
             let mut stopped = stop_rx.clone();
             let stopped = async move {
@@ -140,6 +205,7 @@ pub async fn run(
             Some(tokio::spawn(crate::quic::serve(
                 server,
                 registry.clone(),
+                authorizer.clone(),
                 stopped,
             )))
         }
@@ -149,14 +215,39 @@ pub async fn run(
         registry,
         metrics: Metrics::default(),
         server_address: local.to_string(),
+        authenticator: Authenticator::new(tokens),
+        authorizer,
+        anonymous_auth: config.anonymous_auth,
     });
-    let app = Router::new().fallback(http::handle).with_state(state);
-    info!(http = %local, "API server serving");
+    let app = Router::new()
+        .fallback(http::handle)
+        .with_state(state)
+        .into_make_service_with_connect_info::<HttpPeer>();
     let mut stopped = stop_rx.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let stopped = async move {
         let _ = stopped.wait_for(|s| *s).await;
-    });
-    let serve = tokio::spawn(async move { server.await });
+    };
+    let serve = if config.insecure_http {
+        warn!(http = %local, "serving plain HTTP (insecure_http)");
+        tokio::spawn(
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .into_future(),
+        )
+    } else {
+        let tls_config = tls.https_server_config()?;
+        let listener =
+            TlsListener::new(listener, tls_config).map_err(|source| ServerError::Listen {
+                addr: config.listen_http,
+                source,
+            })?;
+        info!(https = %local, "API server serving");
+        tokio::spawn(
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stopped)
+                .into_future(),
+        )
+    };
     shutdown.await;
     info!("shutting down");
     let _ = stop_tx.send(true);
@@ -193,6 +284,30 @@ async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {
             "preemptionPolicy": "PreemptLowerPriority"});
         match registry
             .create(classes, None, object, &WriteOptions::default())
+            .await
+        {
+            Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Creates the bootstrap RBAC policy objects that do not exist yet.
+async fn ensure_rbac_policy(registry: &Registry) -> Result<(), ApiError> {
+    let (roles, bindings) = crate::authz::bootstrap::policy();
+    let cluster_roles = api::resources::find("rbac.authorization.k8s.io", "v1", "clusterroles")
+        .ok_or_else(|| ApiError::internal("no clusterroles"))?;
+    let cluster_role_bindings =
+        api::resources::find("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
+            .ok_or_else(|| ApiError::internal("no clusterrolebindings"))?;
+    let objects = roles
+        .into_iter()
+        .map(|r| (cluster_roles, r))
+        .chain(bindings.into_iter().map(|b| (cluster_role_bindings, b)));
+    for (resource, object) in objects {
+        match registry
+            .create(resource, None, object, &WriteOptions::default())
             .await
         {
             Ok(_) | Err(ApiError::AlreadyExists { .. }) => {}

@@ -1,5 +1,6 @@
 //! The component front end to end: a real one-member store and API server in this process, on
-//! loopback ports, reached through `api::Client` with a node host's certificate.
+//! loopback ports, reached through `api::Client` with an admin's certificate (and a node host's,
+//! for the node authorizer).
 
 use std::collections::BTreeSet;
 use std::error::Error;
@@ -23,6 +24,8 @@ use transport::pki::{create_ca, issue, CertSpec};
 type TestResult = Result<(), Box<dyn Error + Send + Sync>>;
 
 const NODE_HOST: &str = "nodehost-1";
+const OTHER_HOST: &str = "nodehost-2";
+const ADMIN: &str = "admin";
 
 /// Polls `condition` until it holds, failing with `why` after `timeout`.
 async fn wait_until<F, Fut>(why: &str, timeout: Duration, mut condition: F)
@@ -128,6 +131,8 @@ impl Cluster {
             ("m1", "kemu:store"),
             ("apiserver", "kemu:apiserver"),
             (NODE_HOST, "system:nodes"),
+            (OTHER_HOST, "system:nodes"),
+            (ADMIN, "system:masters"),
         ] {
             let spec = CertSpec {
                 name: name.into(),
@@ -186,10 +191,14 @@ impl Cluster {
         self.apiserver.as_ref().expect("API server running").quic
     }
 
-    fn client_of(&self, endpoint: SocketAddr) -> Client {
-        let mut config = ClientConfig::new(vec![endpoint], &self.certs, NODE_HOST);
+    fn client_as(&self, endpoint: SocketAddr, identity: &str) -> Client {
+        let mut config = ClientConfig::new(vec![endpoint], &self.certs, identity);
         config.call_timeout = Duration::from_secs(5);
         Client::new(config).expect("client")
+    }
+
+    fn client_of(&self, endpoint: SocketAddr) -> Client {
+        self.client_as(endpoint, ADMIN)
     }
 
     fn client(&self) -> Client {
@@ -580,6 +589,110 @@ async fn an_informer_follows_changes_and_relists_after_losing_its_server() -> Te
     tokio::time::timeout(Duration::from_secs(5), run).await??;
     other.stop().await;
     if let Some(apiserver) = cluster.apiserver.take() {
+        apiserver.stop().await;
+    }
+    Ok(())
+}
+
+fn node_manifest(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}})
+}
+
+/// The node authorizer on the component front: a node host registers its nodes, then may
+/// write their status and leases and the status of pods bound to them — and nothing of
+/// another host's nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn node_hosts_write_only_what_their_nodes_own() -> TestResult {
+    let cluster = Cluster::start().await;
+    let admin = cluster.client();
+    let mine = cluster.client_as(cluster.quic(), NODE_HOST);
+    let theirs = cluster.client_as(cluster.quic(), OTHER_HOST);
+    let nodes = api::resources::find("", "v1", "nodes").expect("nodes");
+    let leases = api::resources::find("coordination.k8s.io", "v1", "leases").expect("leases");
+
+    let registered: Value = mine.create(nodes, None, &node_manifest("n1")).await?;
+    assert_eq!(
+        registered["metadata"]["labels"]["kemu.dev/node-host"], NODE_HOST,
+        "the API server records who registered the node"
+    );
+    let _: Value = theirs.create(nodes, None, &node_manifest("n2")).await?;
+    // The label is the server's to set: a body naming another host does not count.
+    let mut forged = node_manifest("n3");
+    forged["metadata"]["labels"] = json!({"kemu.dev/node-host": NODE_HOST});
+    let forged: Value = theirs.create(nodes, None, &forged).await?;
+    assert_eq!(
+        forged["metadata"]["labels"]["kemu.dev/node-host"],
+        OTHER_HOST
+    );
+
+    let ready =
+        Patch::Merge(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+    mine.patch_status::<Value>(nodes, None, "n1", &ready)
+        .await?;
+    let refused = mine
+        .patch_status::<Value>(nodes, None, "n2", &ready)
+        .await
+        .expect_err("another host's node");
+    assert!(refused.code() == Some(403), "{refused}");
+
+    let lease = |node: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+               "metadata": {"name": node, "namespace": "kube-node-lease"},
+               "spec": {"holderIdentity": node}})
+    };
+    let _: Value = mine
+        .create(leases, Some("kube-node-lease"), &lease("n1"))
+        .await?;
+    let refused = mine
+        .create::<_, Value>(leases, Some("kube-node-lease"), &lease("n2"))
+        .await
+        .expect_err("another host's lease");
+    assert!(refused.code() == Some(403), "{refused}");
+
+    let ns = Some("default");
+    let _: Value = admin
+        .create(pods(), ns, &pod_manifest("on-n1", Some("n1")))
+        .await?;
+    let _: Value = admin
+        .create(pods(), ns, &pod_manifest("on-n2", Some("n2")))
+        .await?;
+    let running = Patch::Merge(json!({"status": {"phase": "Running"}}));
+    mine.patch_status::<Value>(pods(), ns, "on-n1", &running)
+        .await?;
+    let refused = mine
+        .patch_status::<Value>(pods(), ns, "on-n2", &running)
+        .await
+        .expect_err("a pod on another host's node");
+    assert!(refused.code() == Some(403), "{refused}");
+    assert!(
+        refused.to_string().contains(r#"pods "on-n2" is forbidden: User "nodehost-1" cannot patch resource "pods/status" in API group "" in the namespace "default""#),
+        "{refused}"
+    );
+    theirs
+        .patch_status::<Value>(pods(), ns, "on-n2", &running)
+        .await?;
+
+    // Pods are listed and watched one own node at a time.
+    let own = ListParams::default().fields("spec.nodeName=n1");
+    let listed = mine.list::<Value>(pods(), None, &own).await?;
+    assert_eq!(listed.items.len(), 1);
+    for params in [
+        ListParams::default(),
+        ListParams::default().fields("spec.nodeName=n2"),
+    ] {
+        let refused = mine
+            .list::<Value>(pods(), None, &params)
+            .await
+            .expect_err("pods beyond its nodes");
+        assert!(refused.code() == Some(403), "{refused}");
+    }
+    // Nor may a node host create what is not its business.
+    let refused = mine
+        .create::<_, Value>(pods(), ns, &pod_manifest("sneaky", None))
+        .await
+        .expect_err("an unbound pod");
+    assert!(refused.code() == Some(403), "{refused}");
+    if let Some(apiserver) = cluster.apiserver {
         apiserver.stop().await;
     }
     Ok(())

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use apiserver::admission::AdmissionConfig;
-use apiserver::server::ApiServerConfig;
+
+use apiserver::server::{ApiServerConfig, AuthorizationMode};
 use clap::Args;
 
 #[derive(Args, Debug)]
@@ -41,6 +42,18 @@ pub struct ApiServerArgs {
     /// Default admission plugins not to run, comma-separated.
     #[arg(long, value_delimiter = ',')]
     disable_admission_plugins: Vec<String>,
+    /// Serve plain HTTP instead of HTTPS (refused unless `--listen-http` is a loopback address).
+    #[arg(long)]
+    insecure_http: bool,
+    /// Bearer tokens, one per line: `token,user,uid,"group1,group2"` (Kubernetes' format).
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
+    /// `Node,RBAC` (the default) or `AlwaysAllow`.
+    #[arg(long, default_value = "Node,RBAC")]
+    authorization_mode: String,
+    /// Serve requests without credentials as `system:anonymous` instead of answering 401.
+    #[arg(long)]
+    anonymous_auth: bool,
 }
 
 pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
@@ -54,6 +67,10 @@ pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
         &args.disable_admission_plugins,
     )
     .context("--enable-admission-plugins / --disable-admission-plugins")?;
+    config.insecure_http = args.insecure_http;
+    config.token_auth_file = args.token_auth_file;
+    config.authorization = AuthorizationMode::parse(&args.authorization_mode)?;
+    config.anonymous_auth = args.anonymous_auth;
     apiserver::server::run(config, crate::shutdown::signal())
         .await
         .context("API server")?;

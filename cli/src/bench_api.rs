@@ -28,6 +28,7 @@ use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::rt::TokioExecutor;
@@ -35,6 +36,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::api_access::ApiCredentials;
 use crate::bench::Percentiles;
 use crate::cluster_proc::{LocalApiServer, LocalStore};
 
@@ -53,9 +55,19 @@ pub struct ApiBenchArgs {
     /// Store members to start with `--spawn`.
     #[arg(long, default_value_t = 3)]
     store_members: usize,
-    /// HTTP URL of a running API server (http://HOST:PORT).
+    /// URL of a running API server (https://HOST:PORT); with `--kubeconfig` for its CA and
+    /// credentials.
     #[arg(long)]
     url: Option<String>,
+    /// Kubeconfig with the CA and credentials for `--url` (its server is used without `--url`).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// With `--spawn`: run the creates part twice, side by side — through the full pipeline as a
+    /// bearer-token user bound to `edit` by RBAC, and on a second API server over the same store
+    /// with authentication and authorization off (`--anonymous-auth --authorization-mode
+    /// AlwaysAllow`, no credentials sent).
+    #[arg(long)]
+    compare_auth: bool,
     /// QUIC address of a running API server's component front (for the watch part).
     #[arg(long)]
     quic: Option<SocketAddr>,
@@ -135,6 +147,8 @@ pub struct ApiBenchReport {
     pub creates: Option<CreateResult>,
     /// The same creates through an API server with no admission plugin (`--compare-admission`).
     pub creates_without_admission: Option<CreateResult>,
+    /// With `--compare-auth`: the same creates with authentication and authorization off.
+    pub creates_without_auth: Option<CreateResult>,
     pub watch: Option<WatchResult>,
 }
 
@@ -150,28 +164,56 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| temp.path().to_path_buf());
     let (mut url, mut quic, mut certs) = (args.url.clone(), args.quic, args.certs.clone());
+    let mut credentials = ApiCredentials::default();
+    if let Some(path) = &args.kubeconfig {
+        let (server, from_file) = ApiCredentials::from_kubeconfig(path)?;
+        url.get_or_insert(server);
+        credentials = from_file;
+    }
+    if args.compare_auth && !args.spawn {
+        bail!("--compare-auth needs --spawn");
+    }
     if args.compare_admission && !args.spawn {
         bail!("--compare-admission needs --spawn");
     }
     let mut spawned = None;
     let mut bare = None;
+    let mut unauthenticated = None;
+    let mut token_user = None;
     if args.spawn {
-        let exe = std::env::current_exe()?;
         let store = LocalStore::start(&work_dir.join("cluster"), args.store_members).await?;
-        let server = LocalApiServer::start(&exe, &store, "apiserver").await?;
+        let exe = std::env::current_exe()?;
+        let tokens = work_dir.join("tokens.csv");
+        std::fs::write(&tokens, format!("{BENCH_TOKEN},bench,bench\n"))?;
+        let token_arg = vec![
+            "--token-auth-file".to_string(),
+            tokens.display().to_string(),
+        ];
+        let server = LocalApiServer::start_with(&exe, &store, "apiserver", &token_arg).await?;
         if args.compare_admission {
             let all = apiserver::admission::Plugin::ALL
                 .map(|p| p.name())
                 .join(",");
-            let extra = [format!("--disable-admission-plugins={all}")];
+            let mut extra = token_arg.clone();
+            extra.push(format!("--disable-admission-plugins={all}"));
             bare = Some(LocalApiServer::start_with(&exe, &store, "apiserver-bare", &extra).await?);
         }
         url = Some(server.url());
         quic = Some(server.quic);
         certs = Some(store.certs_dir());
+        credentials = ApiCredentials::from_certs_dir(&store.certs_dir(), Some("admin"))?;
+        if args.compare_auth {
+            let mut open = token_arg.clone();
+            open.extend(
+                ["--anonymous-auth", "--authorization-mode", "AlwaysAllow"].map(String::from),
+            );
+            let other = LocalApiServer::start_with(&exe, &store, "apiserver-open", &open).await?;
+            unauthenticated = Some(other);
+            token_user = Some(credentials.with_token(BENCH_TOKEN));
+        }
         spawned = Some((store, server));
     }
-    let url = url.context("give --spawn or --url")?;
+    let url = url.context("give --spawn, --url or --kubeconfig")?;
     let mut report = ApiBenchReport {
         target: if args.spawn {
             format!(
@@ -183,12 +225,54 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
         },
         ..Default::default()
     };
-    let http = Http::new(&url, args.clients)?;
+    let http = Http::new(&url, args.clients, &credentials)?;
     if matches!(args.part, Part::Creates | Part::All) {
-        report.creates = Some(creates(&args, &http).await?);
+        match (&token_user, &unauthenticated) {
+            (Some(token_user), Some(open)) => {
+                // The token user may create pods anywhere, through RBAC (edit, aggregated).
+                let binding = json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": "bench-edit"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bench"}],
+                });
+                let (status, text) = http
+                    .send(
+                        Method::POST,
+                        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                        Some(Bytes::from(binding.to_string())),
+                    )
+                    .await?;
+                if !status.is_success() && status != StatusCode::CONFLICT {
+                    bail!(
+                        "binding the bench user: {status}: {}",
+                        String::from_utf8_lossy(&text)
+                    );
+                }
+                let as_user = Http::new(&url, args.clients, token_user)?;
+                // RBAC follows the watch cache: wait until the binding is in force.
+                let probe = "/api/v1/namespaces/default/pods?limit=1";
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while as_user.send(Method::GET, probe, None).await?.0 != StatusCode::OK {
+                    if Instant::now() > deadline {
+                        bail!("the bench user's binding did not take effect");
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                let anonymous = ApiCredentials {
+                    ca_pem: credentials.ca_pem.clone(),
+                    ..Default::default()
+                };
+                let open_http = Http::new(&open.url(), args.clients, &anonymous)?;
+                report.creates = Some(creates(&args, &http, &as_user).await?);
+                report.creates_without_auth = Some(creates(&args, &http, &open_http).await?);
+            }
+            _ => report.creates = Some(creates(&args, &http, &http).await?),
+        }
         if let Some(bare) = &bare {
-            let http = Http::new(&bare.url(), args.clients)?;
-            report.creates_without_admission = Some(creates(&args, &http).await?);
+            let bare_http = Http::new(&bare.url(), args.clients, &credentials)?;
+            report.creates_without_admission = Some(creates(&args, &http, &bare_http).await?);
         }
     }
     if matches!(args.part, Part::Watch | Part::All) {
@@ -199,6 +283,9 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(bare) = bare {
         bare.stop().await;
+    }
+    if let Some(open) = unauthenticated {
+        open.stop().await;
     }
     if let Some((store, server)) = spawned {
         server.stop().await;
@@ -217,6 +304,7 @@ fn print_report(report: &ApiBenchReport) {
     let labelled = [
         ("", &report.creates),
         (" without admission", &report.creates_without_admission),
+        (" without authn/authz", &report.creates_without_auth),
     ];
     for (label, c) in labelled.iter().filter_map(|(l, c)| Some((l, c.as_ref()?))) {
         println!(
@@ -258,18 +346,36 @@ fn print_report(report: &ApiBenchReport) {
     }
 }
 
+/// The bench user's bearer token (`--compare-auth`).
+const BENCH_TOKEN: &str = "kemu-bench-token";
+
 /// A pooled HTTP/1.1 client for one API server: requests in flight each hold a connection;
 /// idle ones are kept for reuse.
 #[derive(Clone)]
 pub(crate) struct Http {
-    client: HttpClient<HttpConnector, Full<Bytes>>,
+    client: HttpClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
     base: String,
+    authorization: Option<String>,
 }
 
 impl Http {
-    pub(crate) fn new(url: &str, pool: usize) -> anyhow::Result<Http> {
+    pub(crate) fn new(url: &str, pool: usize, credentials: &ApiCredentials) -> anyhow::Result<Http> {
+        let tls = if url.starts_with("https://") {
+            credentials.rustls_config(&[])?
+        } else {
+            rustls::ClientConfig::builder_with_provider(transport::tls::provider())
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+        };
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        connector.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(connector);
         let client = HttpClient::builder(TokioExecutor::new())
             .pool_max_idle_per_host(pool)
             .pool_idle_timeout(Duration::from_secs(90))
@@ -277,6 +383,7 @@ impl Http {
         Ok(Http {
             client,
             base: url.trim_end_matches('/').to_string(),
+            authorization: credentials.token.as_ref().map(|t| format!("Bearer {t}")),
         })
     }
 
@@ -291,8 +398,12 @@ impl Http {
             .method(method)
             .uri(format!("{}{path}", self.base))
             .header("content-type", "application/json")
-            .header("accept", "application/json")
-            .body(Full::new(body.unwrap_or_default()))?;
+            .header("accept", "application/json");
+        let request = match &self.authorization {
+            Some(a) => request.header("authorization", a),
+            None => request,
+        }
+        .body(Full::new(body.unwrap_or_default()))?;
         let response = self.client.request(request).await?;
         let status = response.status();
         let body = response.into_body().collect().await?.to_bytes();
@@ -390,9 +501,10 @@ fn run_namespace(prefix: &str) -> String {
     )
 }
 
-async fn creates(args: &ApiBenchArgs, http: &Http) -> anyhow::Result<CreateResult> {
+/// The creates part: `admin` makes the run's namespace, `http` sends the timed creates.
+async fn creates(args: &ApiBenchArgs, admin: &Http, http: &Http) -> anyhow::Result<CreateResult> {
     let namespace = run_namespace("bench-creates");
-    http.ensure_namespace(&namespace).await?;
+    admin.ensure_namespace(&namespace).await?;
     // Open the pool's connections before the clock starts: handshakes are not create latency.
     let warm: Vec<_> = (0..args.clients)
         .map(|_| {

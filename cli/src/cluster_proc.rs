@@ -328,10 +328,13 @@ fn spawn_logged(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child
         .with_context(|| format!("starting {}", exe.display()))
 }
 
-/// One `kemu apiserver` process over a [`LocalStore`], serving plain HTTP on loopback.
+/// One `kemu apiserver` process over a [`LocalStore`], serving HTTPS on loopback with the
+/// store's CA; `admin` (in `system:masters`) is the harness's credential.
 pub struct LocalApiServer {
     pub http: SocketAddr,
     pub quic: SocketAddr,
+    certs: PathBuf,
+    admin: crate::api_access::ApiAccess,
     child: Mutex<Option<Child>>,
     log: PathBuf,
 }
@@ -386,15 +389,18 @@ impl LocalApiServer {
         ];
         args.extend(extra_args.iter().cloned());
         let log = store.dir.join(format!("{name}.log"));
+        let admin = crate::api_access::ApiAccess::from_certs(http, &certs, Some("admin"))?;
         let child = spawn_logged(exe, &args, &log)?;
         let server = LocalApiServer {
             http,
             quic,
+            certs,
+            admin,
             child: Mutex::new(Some(child)),
             log,
         };
         let deadline = Instant::now() + Duration::from_secs(30);
-        while !matches!(http_get(http, "/readyz").await, Ok((200, _))) {
+        while !matches!(server.admin.get("/readyz").await, Ok((200, _))) {
             if Instant::now() > deadline {
                 bail!(
                     "the API server did not become ready; see {}",
@@ -418,18 +424,31 @@ impl LocalApiServer {
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.http)
+        format!("https://{}", self.http)
+    }
+
+    /// The HTTPS front as the cluster admin (`system:masters`).
+    pub fn admin(&self) -> &crate::api_access::ApiAccess {
+        &self.admin
+    }
+
+    /// The directory with the CA and the client certificates.
+    pub fn certs_dir(&self) -> &Path {
+        &self.certs
     }
 
     pub fn log_path(&self) -> &Path {
         &self.log
     }
 
-    /// Writes a kubeconfig pointing at this server.
+    /// Writes a kubeconfig pointing at this server, trusting the cluster CA and
+    /// authenticating with the admin certificate.
     pub fn write_kubeconfig(&self, path: &Path) -> anyhow::Result<()> {
-        let config = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: kemu\n  cluster:\n    server: {}\nusers:\n- name: admin\n  user: {{}}\ncontexts:\n- name: kemu\n  context:\n    cluster: kemu\n    user: admin\n    namespace: default\ncurrent-context: kemu\n",
-            self.url()
+        let config = crate::launcher::layout::kubeconfig(
+            &self.url(),
+            &std::fs::read(self.certs.join("ca.crt"))?,
+            &std::fs::read(self.certs.join("admin.crt"))?,
+            &std::fs::read(self.certs.join("admin.key"))?,
         );
         std::fs::write(path, config)?;
         Ok(())
@@ -458,7 +477,10 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<(u16, Stri
 }
 
 /// A minimal HTTP/1.1 request on loopback (no keep-alive, no chunked bodies): (status code,
-/// body). Enough for readiness checks and tests that send malformed requests on purpose.
+/// body). Enough for readiness checks and tests that send malformed requests on purpose. Plain
+/// HTTP: for components' metrics; the API server is reached with [`ApiAccess`].
+///
+/// [`ApiAccess`]: crate::api_access::ApiAccess
 pub async fn http_request(
     addr: SocketAddr,
     method: &str,
@@ -466,12 +488,28 @@ pub async fn http_request(
     content_type: Option<&str>,
     body: &[u8],
 ) -> anyhow::Result<(u16, String)> {
+    let stream = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+        .await??;
+    exchange(stream, addr, method, path, content_type, body, "").await
+}
+
+/// Writes one request (with `extra_headers`, each ending in CRLF) on `stream` and reads the
+/// answer to the end: (status code, body).
+pub async fn exchange<S>(
+    mut stream: S,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+    extra_headers: &str,
+) -> anyhow::Result<(u16, String)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream =
-        tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
-            .await??;
     let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n{extra_headers}",
         body.len()
     );
     if let Some(ct) = content_type {
@@ -481,7 +519,10 @@ pub async fn http_request(
     stream.write_all(request.as_bytes()).await?;
     // A server may answer (413) before reading the whole body and close; that is fine.
     let _ = stream.write_all(body).await;
+    let _ = stream.flush().await;
     let mut response = Vec::new();
+    // A TLS peer that closes without close_notify ends the read with an error after the
+    // whole answer arrived; what was read still counts.
     let _ =
         tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await?;
     let text = String::from_utf8_lossy(&response).into_owned();

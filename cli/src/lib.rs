@@ -15,6 +15,7 @@
 //! - [`cluster_proc`]: local multi-process clusters (kemu store, etcd) for benchmarks and tests.
 //! - [`shutdown`]: stopping cleanly on SIGTERM or Ctrl-C.
 
+pub mod api_access;
 pub mod apiserver_cmd;
 pub mod bench;
 pub mod bench_api;

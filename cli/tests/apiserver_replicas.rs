@@ -21,9 +21,15 @@ use serde_json::{json, Value};
 const NS: &str = "default";
 const PODS: usize = 20;
 
-fn pods_of(api: &LocalApiServer) -> anyhow::Result<Api<Pod>> {
-    let client = Client::try_from(Config::new(api.url().parse()?))?;
-    Ok(Api::namespaced(client, NS))
+async fn pods_of(api: &LocalApiServer) -> anyhow::Result<Api<Pod>> {
+    // A kubeconfig beside the server's log: its URL, the cluster CA, the admin certificate.
+    let path = api.log_path().with_extension("kubeconfig");
+    api.write_kubeconfig(&path)?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path)?;
+    let config =
+        Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+            .await?;
+    Ok(Api::namespaced(Client::try_from(config)?, NS))
 }
 
 fn pod(name: &str) -> Pod {
@@ -89,7 +95,7 @@ async fn two_api_servers_over_one_store_agree() -> anyhow::Result<()> {
     let store = LocalStore::start_with(kemu_exe(), &dir.path().join("store"), 3, &[]).await?;
     let a = LocalApiServer::start(kemu_exe(), &store, "apiserver-a").await?;
     let b = LocalApiServer::start(kemu_exe(), &store, "apiserver-b").await?;
-    let (pods_a, pods_b) = (pods_of(&a)?, pods_of(&b)?);
+    let (pods_a, pods_b) = (pods_of(&a).await?, pods_of(&b).await?);
 
     // Both replicas watch from the same starting point, each from its own cache.
     let (start_a, _) = listed(&pods_a).await?;
@@ -225,7 +231,7 @@ async fn two_api_servers_over_one_store_agree() -> anyhow::Result<()> {
             .await?;
     }
     let a2 = LocalApiServer::start(kemu_exe(), &store, "apiserver-a2").await?;
-    let pods_a2 = pods_of(&a2)?;
+    let pods_a2 = pods_of(&a2).await?;
     let (_, now_b) = listed(&pods_b).await?;
     wait_until(
         "the restarted replica lists what B lists",

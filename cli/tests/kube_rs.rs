@@ -24,8 +24,11 @@ use serde_json::{json, Value};
 const NS: &str = "default";
 const WAIT: Duration = Duration::from_secs(15);
 
-fn client_for(cluster: &Cluster) -> anyhow::Result<Client> {
-    let config = Config::new(cluster.api.url().parse()?);
+async fn client_for(cluster: &Cluster) -> anyhow::Result<Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(&cluster.kubeconfig)?;
+    let config =
+        Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+            .await?;
     Ok(Client::try_from(config)?)
 }
 
@@ -130,7 +133,7 @@ fn running_status(pod: &Pod) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_round_trips_pods_nodes_and_events() -> anyhow::Result<()> {
     let cluster = Cluster::start(3).await?;
-    let client = client_for(&cluster)?;
+    let client = client_for(&cluster).await?;
     nodes(&client).await?;
     pods(&client).await?;
     events(&client).await?;

@@ -429,14 +429,15 @@ async fn bad_input_gets_the_right_status_and_never_a_5xx() -> anyhow::Result<()>
     let second =
         kemu::cluster_proc::LocalApiServer::start(common::kemu_exe(), &c.store, "apiserver-2")
             .await?;
-    let (code, body) = kemu::cluster_proc::http_request(
-        second.http,
-        "GET",
-        &format!("{pods}?watch=true&resourceVersion=1"),
-        None,
-        b"",
-    )
-    .await?;
+    let (code, body) = second
+        .admin()
+        .request(
+            "GET",
+            &format!("{pods}?watch=true&resourceVersion=1"),
+            None,
+            b"",
+        )
+        .await?;
     let status: Value = serde_json::from_str(&body)?;
     assert_eq!(code, 410, "a watch from before the cache window: {status}");
     assert_eq!(status["reason"], "Expired");
@@ -484,10 +485,7 @@ async fn bad_input_gets_the_right_status_and_never_a_5xx() -> anyhow::Result<()>
     assert_eq!(code, 409, "stale update: {status}");
     // The server is still healthy after all that.
     wait_until("the API server answers", Duration::from_secs(5), || async {
-        matches!(
-            kemu::cluster_proc::http_get(c.api.http, "/readyz").await,
-            Ok((200, _))
-        )
+        matches!(c.api.admin().get("/readyz").await, Ok((200, _)))
     })
     .await?;
     let (code, _) = c.http("GET", pods, None, b"").await?;

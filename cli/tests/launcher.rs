@@ -471,12 +471,16 @@ async fn netns_hosts_reach_each_other() {
     let kubeconfig = std::fs::read_to_string(c.dir.join("kubeconfig")).unwrap();
     let server = kubeconfig
         .lines()
-        .find_map(|l| l.trim().strip_prefix("server: http://"))
+        .find_map(|l| l.trim().strip_prefix("server: https://"))
         .unwrap()
         .to_string();
-    let (code, body) = kemu::cluster_proc::http_get(server.parse().unwrap(), "/api/v1/namespaces")
-        .await
-        .unwrap();
+    let admin = kemu::api_access::ApiAccess::from_certs(
+        server.parse().unwrap(),
+        &c.dir.join("certs"),
+        Some("admin"),
+    )
+    .unwrap();
+    let (code, body) = admin.get("/api/v1/namespaces").await.unwrap();
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("kube-system"), "{body}");
     let pids = pids(&status);

@@ -16,7 +16,7 @@ async fn official_python_client_round_trips_pods_nodes_and_events() -> anyhow::R
     let script = workspace().join("tests/python/test_client.py");
     let child = tokio::process::Command::new(python_path())
         .arg(&script)
-        .arg(cluster.api.url())
+        .arg(&cluster.kubeconfig)
         .env("PYTHONUNBUFFERED", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -1,6 +1,8 @@
 """The official Kubernetes Python client (strict pydantic models) against a kemu API server.
 
-Usage: python test_client.py http://127.0.0.1:PORT
+Usage: python test_client.py KUBECONFIG
+
+The kubeconfig names the server (HTTPS), the cluster CA and the admin's client certificate.
 
 Creates, lists, watches, reads, patches and deletes pods, nodes and events. Every call
 deserializes the server's answer into the client's models, which reject missing required fields,
@@ -16,7 +18,7 @@ import time
 import traceback
 import uuid
 
-from kubernetes import client, watch
+from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 NS = "default"
@@ -596,7 +598,8 @@ def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    configuration = client.Configuration(host=sys.argv[1])
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=sys.argv[1], client_configuration=configuration)
     api_client = client.ApiClient(configuration)
     v1 = client.CoreV1Api(api_client)
     events_v1 = client.EventsV1Api(api_client)

@@ -159,6 +159,53 @@ impl TlsIdentity {
         Ok(config)
     }
 
+    /// The rustls configuration of an HTTPS server (the API server's HTTP front): our chain,
+    /// TLS 1.2 and 1.3, HTTP/2 or HTTP/1.1, and client certificates from the cluster CA
+    /// requested but optional, so that kubectl with a bearer token connects as well as kubectl
+    /// with a client certificate. A certificate that is presented must verify.
+    pub fn https_server_config(&self) -> Result<rustls::ServerConfig, TransportError> {
+        let verifier = WebPkiClientVerifier::builder_with_provider(self.roots.clone(), provider())
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| TransportError::Config {
+                context: "client certificate verifier",
+                reason: e.to_string(),
+            })?;
+        let mut config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|source| TransportError::Tls {
+                context: "server protocol versions",
+                source,
+            })?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(self.chain.to_vec(), self.key.clone_key())
+            .map_err(|source| TransportError::Tls {
+                context: "server certificate",
+                source,
+            })?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(config)
+    }
+
+    /// The rustls configuration of an HTTPS client: trust only the cluster CA, present our
+    /// chain, speak HTTP/1.1.
+    pub fn https_client_config(&self) -> Result<rustls::ClientConfig, TransportError> {
+        let mut config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .map_err(|source| TransportError::Tls {
+                context: "client protocol versions",
+                source,
+            })?
+            .with_root_certificates(self.roots.clone())
+            .with_client_auth_cert(self.chain.to_vec(), self.key.clone_key())
+            .map_err(|source| TransportError::Tls {
+                context: "client certificate",
+                source,
+            })?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
+    }
+
     /// The quinn server configuration with kemu's transport settings.
     pub fn quinn_server_config(&self) -> Result<quinn::ServerConfig, TransportError> {
         let crypto =
@@ -176,6 +223,13 @@ impl TlsIdentity {
     pub fn quinn_client_config(&self) -> Result<quinn::ClientConfig, TransportError> {
         quinn_client_config(self.rustls_client_config()?)
     }
+}
+
+/// The common name and organizations (CN, O values) of a DER certificate, as servers read a
+/// verified peer's user name and groups.
+pub fn certificate_subject(cert_der: &[u8]) -> Result<(Option<String>, Vec<String>), String> {
+    let subject = SubjectName::from_certificate(cert_der)?;
+    Ok((subject.common_name(), subject.organizations()))
 }
 
 /// Wraps a rustls client configuration for quinn with kemu's transport settings. Public so

@@ -146,15 +146,15 @@ pub fn check(acks: &AckLog, observed: &[ObservedPod]) -> AccountingReport {
     report
 }
 
-/// The pods of `namespaces` as the API server at `api` (plain HTTP) lists them.
+/// The pods of `namespaces` as the API server behind `api` lists them.
 pub async fn list_pods(
-    api: std::net::SocketAddr,
+    api: &crate::api_access::ApiAccess,
     namespaces: &[String],
 ) -> anyhow::Result<Vec<ObservedPod>> {
     let mut out = Vec::new();
     for ns in namespaces {
         let path = format!("/api/v1/namespaces/{ns}/pods");
-        let (code, body) = crate::cluster_proc::http_get(api, &path).await?;
+        let (code, body) = api.get(&path).await?;
         if code != 200 {
             anyhow::bail!("GET {path}: HTTP {code}");
         }
@@ -177,7 +177,7 @@ pub async fn list_pods(
 /// again) or `timeout` passes; the last verdict either way.
 pub async fn wait_and_check(
     acks: &AckLog,
-    api: std::net::SocketAddr,
+    api: &crate::api_access::ApiAccess,
     namespaces: &[String],
     timeout: std::time::Duration,
 ) -> anyhow::Result<AccountingReport> {

@@ -307,6 +307,8 @@ impl Layout {
                             .collect::<Vec<_>>()
                             .join(",")
                     ),
+                    s("--token-auth-file"),
+                    dir.join("config").join(TOKEN_FILE).display().to_string(),
                 ]),
                 Kind::Scheduler => args.extend([
                     s("--apiserver"),
@@ -401,8 +403,8 @@ impl Layout {
     /// The address kubectl and the load generator use.
     pub fn api_url(&self) -> String {
         match self.api_forward {
-            Some(a) => format!("http://{a}"),
-            None => format!("http://{}", self.api_http[0]),
+            Some(a) => format!("https://{a}"),
+            None => format!("https://{}", self.api_http[0]),
         }
     }
 
@@ -449,7 +451,21 @@ impl Layout {
             nodehost_config(config)?,
         )?;
         std::fs::write(self.dir.join("cluster.toml"), config_text)?;
-        std::fs::write(&self.kubeconfig, kubeconfig(&self.api_url()))?;
+        std::fs::write(
+            &self.kubeconfig,
+            kubeconfig(
+                &self.api_url(),
+                &std::fs::read(self.certs.join("ca.crt"))?,
+                &std::fs::read(self.certs.join("admin.crt"))?,
+                &std::fs::read(self.certs.join("admin.key"))?,
+            ),
+        )?;
+        // A bearer token for tools without certificate support, in system:masters.
+        let token = format!("{:032x}", rand::random::<u128>());
+        write_private(
+            &self.dir.join("config").join(TOKEN_FILE),
+            format!("{token},kemu-admin,kemu-admin,\"system:masters\"\n").as_bytes(),
+        )?;
         let json = serde_json::to_vec_pretty(self)?;
         std::fs::write(self.dir.join(LAYOUT_FILE), json)?;
         Ok(())
@@ -602,9 +618,34 @@ impl PortAllocator {
 }
 
 /// The kubeconfig: plain HTTP to the first API server for now.
-pub fn kubeconfig(server: &str) -> String {
+/// The API servers' bearer tokens, under the cluster's `config/`.
+pub const TOKEN_FILE: &str = "tokens.csv";
+
+/// Writes a file only its owner may read.
+fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(contents)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// A kubeconfig for `server` that trusts the cluster CA and authenticates with a client
+/// certificate (all three PEMs embedded, so the file works wherever it is copied).
+pub fn kubeconfig(server: &str, ca_pem: &[u8], cert_pem: &[u8], key_pem: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = |pem: &[u8]| base64::engine::general_purpose::STANDARD.encode(pem);
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kemu\n  cluster:\n    server: {server}\nusers:\n- name: admin\n  user: {{}}\ncontexts:\n- name: kemu\n  context:\n    cluster: kemu\n    user: admin\n    namespace: default\ncurrent-context: kemu\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kemu\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: kemu\n  context:\n    cluster: kemu\n    user: admin\n    namespace: default\ncurrent-context: kemu\n",
+        b64(ca_pem),
+        b64(cert_pem),
+        b64(key_pem),
     )
 }
 

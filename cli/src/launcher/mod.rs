@@ -438,11 +438,11 @@ fn print_endpoints(layout: &Layout) {
     let api: Vec<String> = layout
         .api_http
         .iter()
-        .map(|e| format!("http://{e}"))
+        .map(|e| format!("https://{e}"))
         .collect();
     println!("  apiserver:  {}", api.join(", "));
     if let Some(f) = layout.api_forward {
-        println!("  forwarded:  http://{f} (from this machine's namespace)");
+        println!("  forwarded:  https://{f} (from this machine's namespace)");
     }
     println!("  nodes:      {}", layout.nodes_total);
     println!("  logs:       {}", layout.dir.join("logs").display());

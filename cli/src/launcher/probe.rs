@@ -3,14 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
 use store::client::{Client, ClientConfig};
 
 use super::netns::NetAccess;
-use crate::cluster_proc::http_get;
+use crate::api_access::ApiAccess;
 
 /// One store member's view.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -66,17 +66,31 @@ pub fn agreed_leader(views: &[MemberView], members: usize) -> Option<(String, u6
     (n > members / 2).then(|| (leader.to_string(), term))
 }
 
-pub async fn api_ready(net: &NetAccess, addr: SocketAddr) -> bool {
+/// The API server's HTTPS front as the cluster admin (the certificates in `certs`).
+fn admin(certs: &Path, addr: SocketAddr) -> Option<ApiAccess> {
+    ApiAccess::from_certs(addr, certs, Some("admin")).ok()
+}
+
+pub async fn api_ready(net: &NetAccess, certs: &Path, addr: SocketAddr) -> bool {
+    let Some(access) = admin(certs, addr) else {
+        return false;
+    };
     matches!(
-        net.run(async move { http_get(addr, "/readyz").await.ok() })
+        net.run(async move { access.get("/readyz").await.ok() })
             .await,
         Ok(Some((200, _)))
     )
 }
 
-async fn list(net: &NetAccess, addr: SocketAddr, path: &'static str) -> Option<Vec<Value>> {
+async fn list(
+    net: &NetAccess,
+    certs: &Path,
+    addr: SocketAddr,
+    path: &'static str,
+) -> Option<Vec<Value>> {
+    let access = admin(certs, addr)?;
     let (code, body) = net
-        .run(async move { http_get(addr, path).await.ok() })
+        .run(async move { access.get(path).await.ok() })
         .await
         .ok()??;
     if code != 200 {
@@ -87,8 +101,8 @@ async fn list(net: &NetAccess, addr: SocketAddr, path: &'static str) -> Option<V
 }
 
 /// (Ready, total) nodes.
-pub async fn nodes_ready(net: &NetAccess, addr: SocketAddr) -> Option<(u64, u64)> {
-    let items = list(net, addr, "/api/v1/nodes").await?;
+pub async fn nodes_ready(net: &NetAccess, certs: &Path, addr: SocketAddr) -> Option<(u64, u64)> {
+    let items = list(net, certs, addr, "/api/v1/nodes").await?;
     let ready = items
         .iter()
         .filter(|n| {
@@ -106,8 +120,12 @@ pub async fn nodes_ready(net: &NetAccess, addr: SocketAddr) -> Option<(u64, u64)
 }
 
 /// Pods per phase, across all namespaces.
-pub async fn pods_by_phase(net: &NetAccess, addr: SocketAddr) -> Option<BTreeMap<String, u64>> {
-    let items = list(net, addr, "/api/v1/pods").await?;
+pub async fn pods_by_phase(
+    net: &NetAccess,
+    certs: &Path,
+    addr: SocketAddr,
+) -> Option<BTreeMap<String, u64>> {
+    let items = list(net, certs, addr, "/api/v1/pods").await?;
     let mut out = BTreeMap::new();
     for p in items {
         let phase = p

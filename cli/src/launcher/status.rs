@@ -131,10 +131,10 @@ pub async fn gather(dir: &Path) -> anyhow::Result<StatusReport> {
                 let members = probe::store_members(&net, layout.certs.clone(), endpoints).await;
                 let agreed = probe::agreed_leader(&members, n);
                 let api = layout.api_http[0];
-                let nodes = probe::nodes_ready(&net, api)
+                let nodes = probe::nodes_ready(&net, &layout.certs, api)
                     .await
                     .map(|(ready, total)| NodesRow { ready, total });
-                let pods = probe::pods_by_phase(&net, api).await;
+                let pods = probe::pods_by_phase(&net, &layout.certs, api).await;
                 (
                     StoreRow {
                         leader: agreed.as_ref().map(|(l, _)| l.clone()),

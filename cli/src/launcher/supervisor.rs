@@ -228,7 +228,13 @@ impl Supervisor {
             1 => {
                 let mut ready = 0;
                 for &i in members {
-                    if probe::api_ready(&self.net, self.procs[i].spec.addresses["http"]).await {
+                    if probe::api_ready(
+                        &self.net,
+                        &self.layout.certs,
+                        self.procs[i].spec.addresses["http"],
+                    )
+                    .await
+                    {
                         ready += 1;
                     }
                 }
@@ -250,10 +256,11 @@ impl Supervisor {
             }
             _ => {
                 let total = self.layout.nodes_total;
-                let ready = probe::nodes_ready(&self.net, self.layout.api_http[0])
-                    .await
-                    .map(|(r, _)| r)
-                    .unwrap_or(0);
+                let ready =
+                    probe::nodes_ready(&self.net, &self.layout.certs, self.layout.api_http[0])
+                        .await
+                        .map(|(r, _)| r)
+                        .unwrap_or(0);
                 (ready.min(total), total)
             }
         }

@@ -12,11 +12,14 @@ use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode, Uri};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use parking_lot::Mutex;
 use serde::Deserialize;
+
+use crate::api_access::ApiCredentials;
 
 /// The server URL of a kubeconfig's current context.
 pub fn server_from_kubeconfig(path: &Path) -> anyhow::Result<String> {
@@ -139,27 +142,41 @@ impl ApiStats {
 #[derive(Clone)]
 pub struct ApiClient {
     base: String,
-    http: Client<HttpConnector, Full<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// `Authorization` header value, when authenticating with a bearer token.
+    authorization: Option<String>,
     stats: Arc<ApiStats>,
     /// Whole-call timeout of non-watch requests.
     timeout: Duration,
 }
 
 impl ApiClient {
-    /// `server` is `http://HOST:PORT`.
-    pub fn new(server: &str, http2: bool) -> anyhow::Result<ApiClient> {
+    /// `server` is `https://HOST:PORT` (or `http://` for a server started with
+    /// `--insecure-http`); `credentials` are the CA to trust and the user to be.
+    pub fn new(
+        server: &str,
+        credentials: &ApiCredentials,
+        http2: bool,
+    ) -> anyhow::Result<ApiClient> {
         let uri: Uri = server
             .parse()
             .with_context(|| format!("bad server URL {server:?}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                bail!("server {server}: https is not supported yet (kemu serves plain HTTP)")
-            }
-            _ => bail!("server {server:?}: expected http://HOST:PORT"),
-        }
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
+        let tls = match uri.scheme_str() {
+            Some("https") => credentials.rustls_config(&[])?,
+            Some("http") => rustls::ClientConfig::builder_with_provider(transport::tls::provider())
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth(),
+            _ => bail!("server {server:?}: expected https://HOST:PORT"),
+        };
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_all_versions()
+            .wrap_connector(http);
         let mut builder = Client::builder(TokioExecutor::new());
         builder
             .pool_timer(TokioTimer::new())
@@ -170,6 +187,7 @@ impl ApiClient {
         Ok(ApiClient {
             base: server.trim_end_matches('/').to_string(),
             http: builder.build(connector),
+            authorization: credentials.token.as_ref().map(|t| format!("Bearer {t}")),
             stats: Arc::new(ApiStats::default()),
             timeout: Duration::from_secs(60),
         })
@@ -197,6 +215,9 @@ impl ApiClient {
             .header("user-agent", "kemu-load/0.1");
         if let Some(ct) = content_type {
             request = request.header("content-type", ct);
+        }
+        if let Some(authorization) = &self.authorization {
+            request = request.header("authorization", authorization);
         }
         Ok(request.body(Full::new(body))?)
     }
@@ -340,10 +361,15 @@ mod tests {
     }
 
     #[test]
-    fn https_is_refused_clearly() {
-        let e = ApiClient::new("https://127.0.0.1:6443", false)
+    fn https_needs_a_ca_and_odd_schemes_are_refused() {
+        let none = ApiCredentials::default();
+        let e = ApiClient::new("https://127.0.0.1:6443", &none, false)
             .err()
             .unwrap();
-        assert!(e.to_string().contains("https"), "{e}");
+        assert!(e.to_string().contains("CA"), "{e}");
+        let e = ApiClient::new("ftp://127.0.0.1:6443", &none, false)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("https://"), "{e}");
     }
 }

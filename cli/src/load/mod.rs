@@ -491,8 +491,9 @@ fn new_run_id() -> String {
 /// Runs `plan` against `target`: the phases, then the report.
 pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOutcome> {
     plan.validate()?;
-    let server = client::server_from_kubeconfig(&target.kubeconfig)?;
-    let client = ApiClient::new(&server, plan.http2)?;
+    let (server, credentials) =
+        crate::api_access::ApiCredentials::from_kubeconfig(&target.kubeconfig)?;
+    let client = ApiClient::new(&server, &credentials, plan.http2)?;
     let run_id = new_run_id();
     let template = PodTemplate::from_plan(plan, &run_id)?;
     std::fs::create_dir_all(&target.report_dir)

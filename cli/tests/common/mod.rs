@@ -95,10 +95,18 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start(members: usize) -> anyhow::Result<Cluster> {
+        Cluster::start_with_api_args(members, &[]).await
+    }
+
+    /// Like [`Cluster::start`], with `api_args` on the API server's command line.
+    pub async fn start_with_api_args(
+        members: usize,
+        api_args: &[String],
+    ) -> anyhow::Result<Cluster> {
         let dir = tempfile::tempdir()?;
         let store =
             LocalStore::start_with(kemu_exe(), &dir.path().join("store"), members, &[]).await?;
-        let api = LocalApiServer::start(kemu_exe(), &store, "apiserver").await?;
+        let api = LocalApiServer::start_with(kemu_exe(), &store, "apiserver", api_args).await?;
         let kubeconfig = dir.path().join("kubeconfig");
         api.write_kubeconfig(&kubeconfig)?;
         Ok(Cluster {
@@ -107,6 +115,15 @@ impl Cluster {
             api,
             kubeconfig,
         })
+    }
+
+    /// kubectl with another kubeconfig (another user).
+    pub fn kubectl_as(&self, kubeconfig: &std::path::Path, args: &[&str]) -> Output {
+        self.command(args)
+            .env("KUBECONFIG", kubeconfig)
+            .stdin(Stdio::null())
+            .output()
+            .expect("kubectl runs")
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -194,9 +211,11 @@ impl Cluster {
         content_type: Option<&str>,
         body: &[u8],
     ) -> anyhow::Result<(u16, serde_json::Value)> {
-        let (code, body) =
-            kemu::cluster_proc::http_request(self.api.http, method, path, content_type, body)
-                .await?;
+        let (code, body) = self
+            .api
+            .admin()
+            .request(method, path, content_type, body)
+            .await?;
         let value = serde_json::from_str(&body)
             .with_context(|| format!("{method} {path} answered {code} with non-JSON: {body}"))?;
         Ok((code, value))
