@@ -479,7 +479,7 @@ mod tests {
             .as_str()
             .unwrap()
             .starts_with("/openapi/v3/apis/apps/v1?hash="));
-        assert_eq!(root["paths"].as_object().unwrap().len(), 7);
+        assert_eq!(root["paths"].as_object().unwrap().len(), 10);
 
         let core = openapi_v3_group_version("", "v1").unwrap();
         assert_eq!(core["openapi"], "3.0.0");
