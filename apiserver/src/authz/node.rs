@@ -12,8 +12,9 @@
 //!   `status`) and delete of its nodes;
 //! - leases in `kube-node-lease` named after its nodes: get, create, update, patch, delete;
 //! - pods: list and watch only with `fieldSelector=spec.nodeName=<its node>`; get, delete,
-//!   and update/patch of `status` for pods bound to its nodes; create of (mirror) pods bound
-//!   to its nodes;
+//!   and update/patch of `status` for pods bound to its nodes (and get of a pod that does not
+//!   exist, answered 404: mirror pods are looked up before they are created); create of
+//!   (mirror) pods bound to its nodes;
 //! - events (core and events.k8s.io): create, update, patch;
 //! - configmaps and secrets: get, when a pod bound to one of its nodes uses them.
 //!
@@ -93,9 +94,13 @@ pub fn decide(attributes: &Attributes<'_>, graph: &dyn NodeGraph) -> NodeDecisio
                     .and_then(|s| FieldSelector::parse(s).ok())
                     .and_then(|s| s.exact("spec.nodeName").map(str::to_string))
                     .is_some_and(|node| owns(&node)),
-                ("get", "" | "status") | ("delete", "") | ("update" | "patch", "status") => {
-                    owns(&bound_node())
-                }
+                // A pod that does not exist may be asked for (and is answered 404): the node
+                // host looks up its mirror pods before creating them.
+                ("get", "" | "status") => match graph.pod_node(r.namespace, r.name) {
+                    None => true,
+                    Some(node) => owns(&node),
+                },
+                ("delete", "") | ("update" | "patch", "status") => owns(&bound_node()),
                 ("create", "") => owns(
                     r.object
                         .and_then(|o| o.pointer("/spec/nodeName"))
@@ -377,6 +382,11 @@ mod tests {
         assert!(ask("h1", core("delete", "pods", "", "dev", "a")));
         assert!(!ask("h1", core("delete", "pods", "", "dev", "b")));
         assert!(ask("h1", core("get", "pods", "", "dev", "a")));
+        assert!(!ask("h1", core("get", "pods", "", "dev", "b")));
+        assert!(ask(
+            "h1",
+            core("get", "pods", "", "kube-system", "not-yet-mirrored")
+        ));
         let watch = |selector| Ask {
             field_selector: selector,
             ..core("watch", "pods", "", "", "")
