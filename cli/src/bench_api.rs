@@ -359,7 +359,11 @@ pub(crate) struct Http {
 }
 
 impl Http {
-    pub(crate) fn new(url: &str, pool: usize, credentials: &ApiCredentials) -> anyhow::Result<Http> {
+    pub(crate) fn new(
+        url: &str,
+        pool: usize,
+        credentials: &ApiCredentials,
+    ) -> anyhow::Result<Http> {
         let tls = if url.starts_with("https://") {
             credentials.rustls_config(&[])?
         } else {

@@ -103,7 +103,8 @@ async fn measure(
     store: &LocalStore,
     server: &LocalApiServer,
 ) -> anyhow::Result<ThroughApiReport> {
-    let admin = crate::api_access::ApiCredentials::from_certs_dir(server.certs_dir(), Some("admin"))?;
+    let admin =
+        crate::api_access::ApiCredentials::from_certs_dir(server.certs_dir(), Some("admin"))?;
     let http = Http::new(&server.url(), args.in_flight, &admin)?;
     let namespace = "bench-scheduler";
     http.ensure_namespace(namespace).await?;
