@@ -336,7 +336,9 @@ pub struct PodLifecycle {
     host_ip: Option<Ipv4Addr>,
     /// Condition type → (status, lastTransitionTime).
     conditions: BTreeMap<&'static str, (bool, DateTime<Utc>)>,
-    last_status: Option<Value>,
+    /// A hash of the status last sent: an unchanged status is not sent again. (A hash, not the
+    /// status itself, which would cost kilobytes a pod on a node host holding 100,000 pods.)
+    last_status: Option<u64>,
     next_id: u32,
 }
 
@@ -450,8 +452,9 @@ impl PodLifecycle {
         }
         if !matches!(self.stage, Stage::Gone | Stage::Deleting) {
             let status = self.status(now);
-            if self.last_status.as_ref() != Some(&status) {
-                self.last_status = Some(status.clone());
+            let hash = status_hash(&status);
+            if self.last_status != Some(hash) {
+                self.last_status = Some(hash);
                 out.push(Command::Status(status));
             }
         }
@@ -1636,6 +1639,14 @@ pub fn pod_request(pod: &Pod) -> Resources {
         memory: mem,
         pods: 1,
     }
+}
+
+/// A hash of a status as its JSON text (object keys are sorted, so equal statuses hash alike).
+fn status_hash(status: &Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    status.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 #[cfg(test)]
