@@ -31,7 +31,9 @@ API_HTTP=$(free_port tcp); API_QUIC=$(free_port udp); METRICS=$(free_port tcp)
 sleep 2
 "$KEMU" apiserver --store-endpoints 127.0.0.1:$STORE_CLIENT --certs "$DIR/certs" \
   --listen-http 127.0.0.1:$API_HTTP --listen-quic 127.0.0.1:$API_QUIC 2>"$DIR/apiserver.log" & PIDS+=($!)
-until curl -sf "http://127.0.0.1:$API_HTTP/readyz" >/dev/null; do sleep 0.2; done
+# The API server serves HTTPS with client-certificate authentication; the admin certificate reads.
+API=(curl -s --cacert "$DIR/certs/ca.crt" --cert "$DIR/certs/admin.crt" --key "$DIR/certs/admin.key")
+until "${API[@]}" -f "https://127.0.0.1:$API_HTTP/readyz" >/dev/null; do sleep 0.2; done
 
 START=$(date +%s)
 "$KEMU" node-host --apiserver 127.0.0.1:$API_QUIC --certs "$DIR/certs" --identity nodehost-1 \
@@ -64,5 +66,5 @@ else
   echo "SOME NODE WENT ${MAX_GAP} ms WITHOUT A RENEWAL: it would be seen NotReady (40 s grace)"
 fi
 curl -s "http://127.0.0.1:$METRICS/metrics" | grep lease_gap
-READY=$(curl -s "http://127.0.0.1:$API_HTTP/api/v1/nodes" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for n in d["items"] if any(c["type"]=="Ready" and c["status"]=="True" for c in n["status"]["conditions"])))')
+READY=$("${API[@]}" "https://127.0.0.1:$API_HTTP/api/v1/nodes" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(1 for n in d["items"] if any(c["type"]=="Ready" and c["status"]=="True" for c in n["status"]["conditions"])))')
 echo "nodes Ready in the API: $READY"
