@@ -452,6 +452,38 @@ mod tests {
         assert!(!index.allows(&metrics));
     }
 
+    /// The budget is 20 µs per request for the whole pipeline; an RBAC decision on the
+    /// create path (a non-admin user bound to the aggregated `edit`, among the bootstrap
+    /// policy) must take a small part of it even in a debug build on a loaded machine.
+    #[test]
+    fn an_rbac_decision_costs_microseconds() {
+        let (roles, mut bindings) = policy();
+        bindings.push(json!({"metadata": {"name": "bench-edit"},
+            "roleRef": {"kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"kind": "User", "name": "bench"}]}));
+        let index = RbacIndex::build(&[], &roles, &[], &bindings);
+        let user = UserInfo::new("bench", "", vec![]);
+        const N: u32 = 20_000;
+        let started = std::time::Instant::now();
+        for _ in 0..N {
+            assert!(allowed(
+                &index,
+                &user,
+                "create",
+                "",
+                "pods",
+                "",
+                "bench-creates"
+            ));
+        }
+        let each = started.elapsed() / N;
+        eprintln!("{each:?} per RBAC decision");
+        assert!(
+            each < std::time::Duration::from_micros(20),
+            "{each:?} per decision"
+        );
+    }
+
     #[test]
     fn aggregated_roles_nest_view_in_edit_in_admin() {
         let (roles, _) = policy();
