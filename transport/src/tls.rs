@@ -215,7 +215,7 @@ impl TlsIdentity {
                     reason: e.to_string(),
                 })?;
         let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-        config.transport_config(Arc::new(transport_config()));
+        config.transport_config(Arc::new(transport_config(SERVER_INCOMING_STREAMS)));
         Ok(config)
     }
 
@@ -244,7 +244,8 @@ pub fn quinn_client_config(
         }
     })?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(transport_config()));
+    // Servers never open streams towards clients (every call is client-initiated).
+    config.transport_config(Arc::new(transport_config(0)));
     Ok(config)
 }
 
@@ -257,15 +258,24 @@ pub fn provider() -> Arc<CryptoProvider> {
         .clone()
 }
 
-/// QUIC settings sized for raft traffic and thousands of concurrent watches on one connection:
-/// each call is a stream, so the stream limit is high, and windows are large so a big snapshot
-/// or a burst of watch events is not throttled by flow control.
-fn transport_config() -> quinn::TransportConfig {
+/// How many calls (streams) a client may have open at once on one connection to a server:
+/// in-flight requests plus long-lived watches (a node host's, or 500 watches a connection in
+/// `kemu bench apiserver`). A client past it waits for a stream to finish, it is not refused.
+/// quinn-proto allocates state for every allowed stream when a connection is made, so this is
+/// also a per-connection cost paid on every (re)connection: at 100,000 a reconnection storm on a
+/// starved machine cost gigabytes and handshakes that never finished (docs/node.md).
+pub const SERVER_INCOMING_STREAMS: u32 = 8_192;
+
+/// QUIC settings sized for raft traffic and many concurrent calls and watches on one
+/// connection: each call is a stream, `incoming_streams` bounds how many the peer may open at
+/// once, and windows are large so a big snapshot or a burst of watch events is not throttled by
+/// flow control.
+fn transport_config(incoming_streams: u32) -> quinn::TransportConfig {
     const STREAM_WINDOW: u32 = 16 * 1024 * 1024;
     const CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
     let mut config = quinn::TransportConfig::default();
     config
-        .max_concurrent_bidi_streams(quinn::VarInt::from_u32(100_000))
+        .max_concurrent_bidi_streams(quinn::VarInt::from_u32(incoming_streams))
         .max_concurrent_uni_streams(quinn::VarInt::from_u32(0))
         .stream_receive_window(quinn::VarInt::from_u32(STREAM_WINDOW))
         .receive_window(quinn::VarInt::from_u32(CONNECTION_WINDOW))
