@@ -143,20 +143,7 @@ impl TlsIdentity {
 
     /// The rustls client configuration: trust only the cluster CA and present our chain.
     pub fn rustls_client_config(&self) -> Result<rustls::ClientConfig, TransportError> {
-        let mut config = rustls::ClientConfig::builder_with_provider(provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .map_err(|source| TransportError::Tls {
-                context: "client protocol versions",
-                source,
-            })?
-            .with_root_certificates(self.roots.clone())
-            .with_client_auth_cert(self.chain.to_vec(), self.key.clone_key())
-            .map_err(|source| TransportError::Tls {
-                context: "client certificate",
-                source,
-            })?;
-        config.alpn_protocols = vec![ALPN.to_vec()];
-        Ok(config)
+        self.client_config_with_alpn(ALPN)
     }
 
     /// The rustls configuration of an HTTPS server (the API server's HTTP front): our chain,
@@ -190,6 +177,12 @@ impl TlsIdentity {
     /// The rustls configuration of an HTTPS client: trust only the cluster CA, present our
     /// chain, speak HTTP/1.1.
     pub fn https_client_config(&self) -> Result<rustls::ClientConfig, TransportError> {
+        self.client_config_with_alpn(b"http/1.1")
+    }
+
+    /// A client configuration that trusts only the cluster CA, presents our chain and offers
+    /// the one application protocol `alpn`.
+    fn client_config_with_alpn(&self, alpn: &[u8]) -> Result<rustls::ClientConfig, TransportError> {
         let mut config = rustls::ClientConfig::builder_with_provider(provider())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|source| TransportError::Tls {
@@ -202,7 +195,7 @@ impl TlsIdentity {
                 context: "client certificate",
                 source,
             })?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![alpn.to_vec()];
         Ok(config)
     }
 
