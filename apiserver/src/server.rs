@@ -41,7 +41,7 @@ pub struct ApiServerConfig {
     pub event_ttl: Duration,
     /// Events kept per resource for watches that start in the past.
     pub watch_window: usize,
-    /// How often history older than one interval is compacted away.
+    /// How often history older than one interval is compacted away; zero never compacts.
     pub compaction_interval: Duration,
     /// Which admission plugins run.
     pub admission: AdmissionConfig,
@@ -179,7 +179,9 @@ pub async fn run(
         }
     });
     let tls = TlsIdentity::load(&config.certs_dir, &config.identity)?;
-    tokio::spawn(compactor(client.clone(), config.compaction_interval));
+    if !config.compaction_interval.is_zero() {
+        tokio::spawn(compactor(client.clone(), config.compaction_interval));
+    }
 
     let listener = tokio::net::TcpListener::bind(config.listen_http)
         .await

@@ -31,7 +31,8 @@ pub struct ApiServerArgs {
     /// How long events live, in seconds.
     #[arg(long, default_value_t = 3600)]
     event_ttl_secs: u64,
-    /// Seconds between compactions of the store's history.
+    /// Seconds between compactions of the store's history; 0 never compacts (a chaos run
+    /// keeps the whole history of the run to check the watches against).
     #[arg(long, default_value_t = 300)]
     compaction_interval_secs: u64,
     /// Admission plugins to run in addition to the default ones (all kemu has:
@@ -61,7 +62,7 @@ pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
     config.identity = args.identity;
     config.listen_quic = args.listen_quic;
     config.event_ttl = Duration::from_secs(args.event_ttl_secs);
-    config.compaction_interval = Duration::from_secs(args.compaction_interval_secs.max(1));
+    config.compaction_interval = Duration::from_secs(args.compaction_interval_secs);
     config.admission = AdmissionConfig::from_flags(
         &args.enable_admission_plugins,
         &args.disable_admission_plugins,

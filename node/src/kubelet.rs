@@ -36,6 +36,12 @@ const REWATCH_MAX: Duration = Duration::from_secs(5);
 /// backs off, so a struggling API server is not hammered by thousands of nodes twice a second.
 const LEASE_RETRY_MIN: Duration = Duration::from_millis(500);
 const LEASE_RETRY_MAX: Duration = Duration::from_secs(7);
+/// Retry of a pod status write that failed with a server error or no answer (the API server or
+/// its store unavailable, e.g. while the store elects a leader): 200 ms doubling to 5 s, until
+/// it is written or the pod is gone. Without it a pod whose Running status was lost stays
+/// Pending forever: nothing else writes its status again.
+const STATUS_RETRY_MIN: Duration = Duration::from_millis(200);
+const STATUS_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// What every kubelet of a node host shares.
 pub struct Shared {
@@ -64,6 +70,8 @@ struct PodWorker {
     pending: Option<Value>,
     /// The final delete is in flight.
     deleting: bool,
+    /// Status writes that failed in a row (for the retry back-off).
+    status_failures: u32,
 }
 
 /// One emulated kubelet.
@@ -439,6 +447,7 @@ impl Kubelet {
                         writing: false,
                         pending: None,
                         deleting: false,
+                        status_failures: 0,
                     },
                 );
                 self.step(&uid, Input::Tick, ctx);
@@ -586,7 +595,9 @@ impl Kubelet {
     }
 
     /// Writes the newest pending status of a pod; when it returns, writes the next one if
-    /// another came meanwhile.
+    /// another came meanwhile. A write that failed for a reason a retry can cure (a server
+    /// error, a timeout, a broken connection) is retried with back-off unless a newer status
+    /// replaced it meanwhile.
     fn write_status(&mut self, uid: &str, ctx: &mut Context<Self>) {
         let Some(worker) = self.pods.get_mut(uid) else {
             return;
@@ -602,23 +613,56 @@ impl Kubelet {
         let work = async move {
             // Replacing the whole status (JSON patch) needs no resourceVersion and leaves no
             // stale fields behind, as a merge patch of container states would.
-            let patch = Patch::Json(json!([{"op": "replace", "path": "/status", "value": status}]));
+            let patch =
+                Patch::Json(json!([{"op": "replace", "path": "/status", "value": &status}]));
             let result = client
                 .patch_status::<Value>(resources::pods(), Some(&ns), &name, &patch)
                 .await;
             metrics.status_writes.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = &result {
-                if !e.is_not_found() {
-                    debug!(pod = %name, error = %e, "status write failed");
+            match result {
+                Ok(_) => StatusWrite::Done,
+                Err(e) if retriable(&e) => {
+                    metrics
+                        .status_write_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    debug!(pod = %name, error = %e, "status write failed; retrying");
+                    StatusWrite::Retry(status)
+                }
+                Err(e) => {
+                    if !e.is_not_found() {
+                        warn!(pod = %name, error = %e, "status write rejected");
+                    }
+                    StatusWrite::Done
                 }
             }
-            result.is_ok()
         };
-        ctx.spawn(work.into_actor(self).map(move |_, act, ctx| {
-            if let Some(worker) = act.pods.get_mut(&uid) {
-                worker.writing = false;
-                if worker.pending.is_some() {
-                    act.write_status(&uid, ctx);
+        ctx.spawn(work.into_actor(self).map(move |outcome, act, ctx| {
+            let Some(worker) = act.pods.get_mut(&uid) else {
+                return;
+            };
+            match outcome {
+                StatusWrite::Done => {
+                    worker.status_failures = 0;
+                    worker.writing = false;
+                    if worker.pending.is_some() {
+                        act.write_status(&uid, ctx);
+                    }
+                }
+                StatusWrite::Retry(status) => {
+                    // A newer status, if one came meanwhile, supersedes the failed one.
+                    if worker.pending.is_none() {
+                        worker.pending = Some(status);
+                    }
+                    worker.status_failures += 1;
+                    let wait = status_retry(worker.status_failures);
+                    // `writing` stays set: statuses arriving during the wait only replace
+                    // the pending one.
+                    ctx.run_later(wait, move |act, ctx| {
+                        if let Some(worker) = act.pods.get_mut(&uid) {
+                            worker.writing = false;
+                            act.write_status(&uid, ctx);
+                        }
+                    });
                 }
             }
         }));
@@ -664,6 +708,30 @@ impl Kubelet {
                 }),
         );
     }
+}
+
+/// How a status write ended.
+enum StatusWrite {
+    Done,
+    /// Failed in a way a retry can cure; the status to write again.
+    Retry(Value),
+}
+
+/// Whether a failed API call may succeed if sent again: no answer, a broken connection, a
+/// server error (500–599: the API server or its store unavailable) or 429.
+fn retriable(e: &ClientError) -> bool {
+    match e.code() {
+        Some(code) => code == 429 || code >= 500,
+        None => matches!(e, ClientError::Transport(_) | ClientError::Timeout { .. }),
+    }
+}
+
+/// The pause before retrying after `failures` (≥ 1) status writes of a pod failed in a row.
+fn status_retry(failures: u32) -> Duration {
+    let exp = STATUS_RETRY_MIN.saturating_mul(1 << failures.saturating_sub(1).min(6));
+    let wait = exp.min(STATUS_RETRY_MAX);
+    // Up to 20 % jitter, so the pods of a host do not retry in lock step.
+    wait.mul_f64(1.0 + rand::random::<f64>() * 0.2)
 }
 
 /// The pause before retrying after `failures` (≥ 1) lease renewals failed in a row.
@@ -803,5 +871,39 @@ mod tests {
         // The first retries together take less than the 40 s a node may go without a renewal.
         let first: Duration = (1..=5).map(lease_retry).sum();
         assert!(first < Duration::from_secs(40), "{first:?}");
+    }
+
+    #[test]
+    fn status_writes_are_retried_with_back_off_on_errors_a_retry_can_cure() {
+        let api = |code: u16| ClientError::Api {
+            code,
+            reason: String::new(),
+            message: String::new(),
+        };
+        for code in [500, 503, 504, 429] {
+            assert!(retriable(&api(code)), "{code}");
+        }
+        assert!(retriable(&ClientError::Timeout {
+            after: Duration::from_secs(1),
+            last_error: "connection refused".into(),
+        }));
+        // The pod is gone or the status is invalid: writing it again cannot help.
+        for code in [404, 409, 422, 403] {
+            assert!(!retriable(&api(code)), "{code}");
+        }
+        assert!(!retriable(&ClientError::Protocol("x".into())));
+        let mut previous = Duration::ZERO;
+        for failures in 1..=20 {
+            let wait = status_retry(failures);
+            assert!(wait >= STATUS_RETRY_MIN, "{failures}: {wait:?}");
+            assert!(
+                wait <= STATUS_RETRY_MAX.mul_f64(1.2),
+                "{failures}: {wait:?}"
+            );
+            if failures <= 4 {
+                assert!(wait > previous, "{failures}: {wait:?} after {previous:?}");
+            }
+            previous = wait;
+        }
     }
 }

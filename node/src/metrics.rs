@@ -24,6 +24,8 @@ pub struct Metrics {
     pub pods_started: AtomicU64,
     pub pods_finished: AtomicU64,
     pub status_writes: AtomicU64,
+    /// Status writes that failed and were retried.
+    pub status_write_failures: AtomicU64,
     pub events: AtomicU64,
 }
 
@@ -61,6 +63,10 @@ impl Metrics {
             (
                 "kemu_node_host_pod_status_writes_total",
                 &self.status_writes,
+            ),
+            (
+                "kemu_node_host_pod_status_write_failures_total",
+                &self.status_write_failures,
             ),
             ("kemu_node_host_events_total", &self.events),
         ];

@@ -256,6 +256,7 @@ impl Layout {
 
         let mut components = Vec::new();
         let mut nodehost_index = 0usize;
+        let holds_history = config.chaos.as_ref().is_some_and(|c| !c.actions.is_empty());
         for name in &names {
             let kind = kind_of(name);
             let a = &addresses[name];
@@ -366,6 +367,11 @@ impl Layout {
                         a["logs"].to_string(),
                     ]);
                 }
+            }
+            if kind == Kind::Apiserver && holds_history {
+                // A chaos run checks every watch against the store's history of the whole
+                // run, read afterwards: it must not be compacted away meanwhile.
+                args.extend([s("--compaction-interval-secs"), s("0")]);
             }
             components.push(ComponentSpec {
                 name: name.clone(),
