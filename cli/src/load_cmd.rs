@@ -174,6 +174,7 @@ impl LoadArgs {
             report_dir,
             processes,
             record_watch: false,
+            extra_watch_servers: Vec::new(),
         })
     }
 }

@@ -168,8 +168,9 @@ impl ChaosReport {
         if let Some(w) = &self.load_watch {
             let _ = writeln!(
                 s,
-                "  load watches      {}  ({} events, {} missing, {} duplicated, {} out of order, {} phantom)",
+                "  load watches      {}  ({} watches, {} events, {} missing, {} duplicated, {} out of order, {} phantom)",
                 mark(w.passed),
+                w.watches.len(),
                 w.recorded_events,
                 w.missing,
                 w.duplicates,
@@ -318,7 +319,8 @@ impl ChaosReport {
                 "<tr><td>load's pod watches against the store</td>{}<td>{}</td></tr>",
                 mark(w.passed),
                 escape(&format!(
-                    "{} events, revisions {}..{}, {} missing, {} duplicated, {} out of order, {} phantom; {}",
+                    "{} watches, {} events, revisions {}..{}, {} missing, {} duplicated, {} out of order, {} phantom; {}; {}",
+                    w.watches.len(),
                     w.recorded_events,
                     w.from_revision,
                     w.to_revision,
@@ -326,6 +328,7 @@ impl ChaosReport {
                     w.duplicates,
                     w.out_of_order,
                     w.phantom,
+                    w.watches.join("; "),
                     w.examples.join("; ")
                 ))
             );

@@ -259,7 +259,7 @@ pub async fn run_on_cluster_dir(
         .await?
 }
 
-/// Check 3 for the load: every namespace's recorded pod watch against the store's own history
+/// Check 3 for the load: every recorded pod watch (one per namespace and API server) against the store's own history
 /// of the run's pods in that namespace (`/registry/pods/<ns>/load-<run>-…`), over the
 /// revisions after the watch's first list up to the last it is known complete through.
 /// Values are not compared (the store holds the stored encoding, the watch a re-encoding):
@@ -280,11 +280,13 @@ pub async fn check_load_watches(
             ..Default::default()
         };
         for h in histories {
+            let source = format!("{} via {}", h.namespace, h.server);
             let Some(from_rv) = h.from_rv else {
                 total.passed = false;
                 total
                     .examples
-                    .push(format!("the watch of {} never listed", h.namespace));
+                    .push(format!("the watch of {source} never listed"));
+                total.watches.push(format!("{source}: never listed"));
                 continue;
             };
             let (from, to) = (from_rv + 1, h.through_rv);
@@ -311,6 +313,10 @@ pub async fn check_load_watches(
                 })
                 .collect();
             let r = watch_check::check(&recorded, &reference, from, to);
+            total.watches.push(format!(
+                "{source}: revisions {from}..={to}, {} events, {} missing, {} duplicated, {} out of order, {} phantom",
+                r.recorded_events, r.missing, r.duplicates, r.out_of_order, r.phantom
+            ));
             total.passed &= r.passed;
             total.from_revision = total.from_revision.min(r.from_revision);
             total.to_revision = total.to_revision.max(r.to_revision);
@@ -320,12 +326,14 @@ pub async fn check_load_watches(
             total.duplicates += r.duplicates;
             total.missing += r.missing;
             total.phantom += r.phantom;
-            total.examples.extend(r.examples);
+            total
+                .examples
+                .extend(r.examples.into_iter().map(|e| format!("{source}: {e}")));
             if h.relists > 0 {
                 total.passed = false;
                 total.examples.push(format!(
-                    "the watch of {} lost its place and re-listed {} time(s)",
-                    h.namespace, h.relists
+                    "the watch of {source} lost its place and re-listed {} time(s)",
+                    h.relists
                 ));
             }
         }

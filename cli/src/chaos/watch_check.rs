@@ -47,6 +47,10 @@ pub struct WatchCheckReport {
     /// Recorded events the store's history does not have (or has with another value).
     pub phantom: usize,
     pub examples: Vec<String>,
+    /// The watches compared, when several were (the load's: `NAMESPACE via SERVER`, with
+    /// their event counts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watches: Vec<String>,
 }
 
 const EXAMPLES: usize = 10;

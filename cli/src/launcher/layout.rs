@@ -763,6 +763,33 @@ mod tests {
     }
 
     #[test]
+    fn a_chaos_plan_keeps_the_store_history_of_the_run() {
+        let api_args = |text: &str| {
+            let l =
+                Layout::plan(&config(text), Path::new("/tmp/x"), Path::new("/bin/kemu")).unwrap();
+            l.components
+                .iter()
+                .filter(|c| c.kind == Kind::Apiserver)
+                .map(|c| c.args.join(" "))
+                .collect::<Vec<_>>()
+        };
+        let never = "--compaction-interval-secs 0";
+        let with_chaos = api_args(
+            "[apiserver]\nreplicas = 2\n[chaos]\n[[chaos.action]]\nat = 1.0\nkind = \"kill-store-leader\"\n",
+        );
+        assert_eq!(with_chaos.len(), 2);
+        assert!(
+            with_chaos.iter().all(|a| a.contains(never)),
+            "{with_chaos:?}"
+        );
+        let without = api_args("");
+        assert!(
+            without.iter().all(|a| !a.contains("--compaction")),
+            "{without:?}"
+        );
+    }
+
+    #[test]
     fn kinds_from_names() {
         assert_eq!(kind_of("s3"), Kind::Store);
         assert_eq!(kind_of("nodehost-12"), Kind::Nodehost);

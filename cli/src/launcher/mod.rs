@@ -586,6 +586,22 @@ struct RunOutcome {
     files: Vec<(&'static str, PathBuf)>,
 }
 
+/// The API servers the load's watches do not go through (the kubeconfig names the first, or
+/// in netns mode a forwarder): the chaos check records a pod watch through each of them too.
+/// In netns mode they are inside the hosts' namespaces, out of the load's reach: none.
+fn extra_watch_servers(layout: &Layout) -> Vec<String> {
+    if layout.api_forward.is_some() {
+        return Vec::new();
+    }
+    let first = layout.api_url();
+    layout
+        .api_http
+        .iter()
+        .map(|a| format!("https://{a}"))
+        .filter(|url| *url != first)
+        .collect()
+}
+
 /// Upper bound on a chaos plan's length under `kemu run`: its repeats stop when the load ends.
 const CHAOS_HORIZON: Duration = Duration::from_secs(6 * 3600);
 
@@ -642,6 +658,7 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<Run
         report_dir: report_dir.clone(),
         processes,
         record_watch: chaos.is_some(),
+        extra_watch_servers: extra_watch_servers(layout),
     };
     let outcome = crate::load::run(plan, &target).await;
     let _ = load_done.send(());

@@ -71,6 +71,10 @@ pub struct LoadTarget {
     pub processes: Vec<SampledProcess>,
     /// Record every event the pod watches deliver (for the chaos watch check).
     pub record_watch: bool,
+    /// With `record_watch`: other API servers (URLs, same credentials) to watch the run's pods
+    /// through as well, one watch per namespace each, only to record what they deliver (each
+    /// API server's watch cache is fed by its own store watch; the chaos check compares each).
+    pub extra_watch_servers: Vec<String>,
 }
 
 /// What a finished run produced.
@@ -521,6 +525,7 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
         let history = target.record_watch.then(|| {
             Arc::new(Mutex::new(WatchHistory {
                 namespace: namespace_name(i),
+                server: server.clone(),
                 ..Default::default()
             }))
         });
@@ -538,6 +543,40 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
         watchers.push(tokio::spawn(
             watch.run(tx, stop_rx.clone()).instrument(span),
         ));
+    }
+    // Recording-only watches through the other API servers, each with a tracker of its own
+    // that nothing reads: the load's measurements come from the watches above.
+    let extra_servers = if target.record_watch {
+        target.extra_watch_servers.as_slice()
+    } else {
+        &[]
+    };
+    for extra in extra_servers {
+        let extra_client = ApiClient::new(extra, &credentials, plan.http2)?;
+        let extra_tracker = Arc::new(Mutex::new(Tracker::new(wall_start)));
+        for i in 0..plan.namespaces {
+            let (tx, rx) = oneshot::channel();
+            ready.push(rx);
+            let history = Arc::new(Mutex::new(WatchHistory {
+                namespace: namespace_name(i),
+                server: extra.clone(),
+                ..Default::default()
+            }));
+            histories.push(history.clone());
+            let watch = NamespaceWatch {
+                client: extra_client.clone(),
+                namespace: namespace_name(i),
+                namespace_index: i,
+                selector: format!("{RUN_LABEL}={run_id}"),
+                tracker: extra_tracker.clone(),
+                run_start: start,
+                history: Some(history),
+            };
+            let span = tracing::info_span!("recorded_watch", namespace = %namespace_name(i), server = %extra);
+            watchers.push(tokio::spawn(
+                watch.run(tx, stop_rx.clone()).instrument(span),
+            ));
+        }
     }
     let all_ready = futures::future::join_all(ready);
     if tokio::time::timeout(Duration::from_secs(30), all_ready)

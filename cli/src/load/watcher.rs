@@ -70,6 +70,8 @@ fn error_code(line: &[u8]) -> Option<u64> {
 #[derive(Clone, Debug, Default)]
 pub struct WatchHistory {
     pub namespace: String,
+    /// The API server the watch went through (its URL).
+    pub server: String,
     /// The resourceVersion of the first list: the history covers the revisions after it.
     pub from_rv: Option<i64>,
     /// The highest resourceVersion the stream is known complete through (events, bookmarks).
