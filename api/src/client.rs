@@ -18,7 +18,7 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tracing::debug;
+use tracing::{debug, warn};
 use transport::rpc::{Connection, ResponseStream, RpcClient};
 use transport::tls::TlsIdentity;
 use transport::TransportError;
@@ -28,6 +28,10 @@ use crate::protocol::{
     STRATEGIC_MERGE_PATCH,
 };
 use crate::resources::ResourceInfo;
+
+/// Silence from the API server (no packet while this process kept time) after which a client
+/// with other API servers to choose from closes the connection and moves on.
+pub const SILENT_AFTER: Duration = Duration::from_secs(2);
 
 /// How a call can fail. Only [`Api`](ClientError::Api) is the server's answer; the others say
 /// the answer never arrived.
@@ -701,6 +705,11 @@ impl Client {
                 Ok(connection) => {
                     debug!(%endpoint, "connected to the API server");
                     *lock(&self.inner.current) = Some(connection.clone());
+                    if endpoints.len() > 1 {
+                        self.close_when_silent(&connection);
+                        // When this connection is lost, try the other API servers first.
+                        *next = next.wrapping_add(1);
+                    }
                     return connection;
                 }
                 Err(e) => {
@@ -712,6 +721,20 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Closes `connection` if its API server goes silent for [`SILENT_AFTER`] (killed or cut
+    /// off: no close ever arrives), so calls and watches move to another API server in seconds
+    /// rather than after QUIC's idle timeout.
+    fn close_when_silent(&self, connection: &Connection) {
+        let connection = connection.clone();
+        tokio::spawn(async move {
+            if connection.silent_for(SILENT_AFTER).await {
+                warn!(endpoint = %connection.remote_address(), after = ?SILENT_AFTER,
+                    "API server silent; closing the connection to move to another");
+                connection.close_silent();
+            }
+        });
     }
 
     /// Forgets `broken` (if it is still the current connection) so the next call reconnects,

@@ -7,6 +7,13 @@
 //!
 //! Watches resume by themselves after a broken connection or a slow-watcher cancel, from the
 //! revision after the last one delivered, so their consumer sees every event exactly once.
+//!
+//! A member that stops answering keep-alives (killed, cut off) is noticed within
+//! [`SUSPECT_AFTER`]: new calls and watches move to another member at once, and the connection is
+//! closed if the silence lasts [`DEAD_AFTER`]. A slow answer or a member without a leader only
+//! moves new calls elsewhere; it never closes a connection that other calls and watches share.
+//! Only one connection attempt is made at a time, trying the next member if the first has not
+//! answered within [`CONNECT_STAGGER`], so a reconnection never becomes a storm of handshakes.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,12 +23,20 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
-use tracing::debug;
+use tracing::{debug, warn};
 use transport::rpc::{Connection, RpcClient};
 use transport::tls::TlsIdentity;
 use transport::TransportError;
 
 use crate::types::*;
+
+/// Silence (no packet from the member while this process kept time) after which calls and
+/// watches move to another member.
+pub const SUSPECT_AFTER: Duration = Duration::from_secs(1);
+/// Silence after which a suspected member's connection is closed.
+pub const DEAD_AFTER: Duration = Duration::from_secs(5);
+/// How long a connection attempt runs alone before the next member is tried alongside it.
+pub const CONNECT_STAGGER: Duration = Duration::from_secs(1);
 
 /// How a client call can fail.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +75,29 @@ impl ClientConfig {
 
 struct Slot {
     preferred: usize,
-    connections: Vec<Option<Connection>>,
+    connections: Vec<Option<MemberConnection>>,
+}
+
+/// A connection to one member and whether that member has gone silent.
+#[derive(Clone)]
+struct MemberConnection {
+    connection: Connection,
+    suspect: tokio::sync::watch::Receiver<bool>,
+}
+
+impl MemberConnection {
+    fn usable(&self) -> bool {
+        !self.connection.is_closed() && !*self.suspect.borrow()
+    }
+
+    /// Resolves once the member is suspected of being gone; never, if it is not watched (a
+    /// client with one member has nowhere else to go) or the watch ended without suspicion.
+    async fn went_silent(&self) {
+        let mut suspect = self.suspect.clone();
+        if suspect.wait_for(|suspect| *suspect).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// A store client; cheap to clone.
@@ -73,6 +110,9 @@ struct Inner {
     rpc: RpcClient,
     config: ClientConfig,
     slot: Mutex<Slot>,
+    /// Held while connecting: calls that find no usable connection wait for one attempt
+    /// instead of each starting their own.
+    connecting: tokio::sync::Mutex<()>,
 }
 
 impl Client {
@@ -102,6 +142,7 @@ impl Client {
                 rpc,
                 config,
                 slot: Mutex::new(slot),
+                connecting: tokio::sync::Mutex::new(()),
             }),
         })
     }
@@ -254,7 +295,7 @@ impl Client {
             if Instant::now() >= deadline {
                 return Err(ClientError::Unreachable { last: last_error });
             }
-            let (index, connection) = match self.connection().await {
+            let (index, member) = match self.connection().await {
                 Ok(c) => c,
                 Err(e) => {
                     last_error = e.to_string();
@@ -263,11 +304,14 @@ impl Client {
                     continue;
                 }
             };
-            let answer = tokio::time::timeout(
-                self.inner.config.attempt_timeout,
-                connection.unary::<ClientRequest, ClientResponse>(&request),
-            )
-            .await;
+            // An answer, or nothing (`Err`) once the attempt times out or the member goes silent.
+            let answer = tokio::select! {
+                answer = tokio::time::timeout(
+                    self.inner.config.attempt_timeout,
+                    member.connection.unary::<ClientRequest, ClientResponse>(&request),
+                ) => answer.map_err(|_| "did not answer in time"),
+                _ = member.went_silent() => Err("went silent"),
+            };
             match answer {
                 Ok(Ok(ClientResponse::Error(e))) if e.is_retryable() => {
                     if matches!(e, StoreError::Timeout) && !idempotent {
@@ -276,7 +320,8 @@ impl Client {
                     debug!(error = %e, "retrying");
                     last_error = e.to_string();
                     if matches!(e, StoreError::Unavailable { .. }) {
-                        self.forget(index);
+                        // No leader there (yet): try another member, keep the connection.
+                        self.move_on(index);
                     }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
@@ -284,64 +329,134 @@ impl Client {
                 Ok(Ok(ClientResponse::Error(e))) => return Err(ClientError::Store(e)),
                 Ok(Ok(response)) => return Ok(response),
                 Ok(Err(e)) => {
-                    self.forget(index);
+                    // The connection broke, or only this call's stream did: the other calls and
+                    // watches on the connection are left alone either way.
+                    self.move_on(index);
                     if !idempotent {
                         // The connection broke under the request: it may have been received.
                         return Err(ClientError::Ambiguous);
                     }
                     last_error = e.to_string();
                 }
-                Err(_) => {
-                    self.forget(index);
+                Err(why) => {
+                    // Slow or silent: new calls go elsewhere; the connection is closed only by
+                    // the silence watch, as other calls and watches share it.
+                    self.move_on(index);
                     if !idempotent {
                         return Err(ClientError::Ambiguous);
                     }
-                    last_error = format!(
-                        "{} did not answer in time",
-                        self.inner.config.endpoints[index]
-                    );
+                    last_error = format!("{} {why}", self.inner.config.endpoints[index]);
                 }
             }
         }
     }
 
-    /// The connection to the preferred member, connecting if needed; a member that cannot be
-    /// reached makes the next one preferred.
-    async fn connection(&self) -> Result<(usize, Connection), ClientError> {
-        let (index, existing) = {
-            let slot = self.inner.slot.lock();
-            (slot.preferred, slot.connections[slot.preferred].clone())
-        };
-        if let Some(connection) = existing {
-            if !connection.is_closed() {
-                return Ok((index, connection));
-            }
+    /// The connection to the preferred member, connecting if it has none that is usable.
+    async fn connection(&self) -> Result<(usize, MemberConnection), ClientError> {
+        if let Some(found) = self.usable_preferred() {
+            return Ok(found);
         }
-        let endpoint = self.inner.config.endpoints[index];
-        match tokio::time::timeout(Duration::from_secs(2), self.inner.rpc.connect(endpoint)).await {
-            Ok(Ok(connection)) => {
-                self.inner.slot.lock().connections[index] = Some(connection.clone());
-                Ok((index, connection))
+        let _connecting = self.inner.connecting.lock().await;
+        // Someone else may have connected while we waited.
+        if let Some(found) = self.usable_preferred() {
+            return Ok(found);
+        }
+        let start = self.inner.slot.lock().preferred;
+        let (index, connection) = self.connect_from(start).await?;
+        let member = self.watch_silence(index, connection);
+        let mut slot = self.inner.slot.lock();
+        if let Some(old) = slot.connections[index].replace(member.clone()) {
+            old.connection.close();
+        }
+        slot.preferred = index;
+        Ok((index, member))
+    }
+
+    fn usable_preferred(&self) -> Option<(usize, MemberConnection)> {
+        let slot = self.inner.slot.lock();
+        let index = slot.preferred;
+        slot.connections[index]
+            .as_ref()
+            .filter(|m| m.usable())
+            .map(|m| (index, m.clone()))
+    }
+
+    /// Connects to member `start`, and to the next members one by one when an attempt fails or
+    /// has not finished within [`CONNECT_STAGGER`]; the first connection made wins. A killed
+    /// member never answers a handshake, while a live one on a starved machine may take
+    /// seconds: this neither waits out the first nor gives up on the second.
+    async fn connect_from(&self, start: usize) -> Result<(usize, Connection), ClientError> {
+        use futures::stream::{FuturesUnordered, StreamExt};
+        let endpoints = &self.inner.config.endpoints;
+        let n = endpoints.len();
+        let rpc = &self.inner.rpc;
+        let attempt = |index: usize| async move { (index, rpc.connect(endpoints[index]).await) };
+        let mut attempts = FuturesUnordered::new();
+        let mut tried = 0;
+        let mut last_error = String::new();
+        loop {
+            // The first attempt, or the next member once every attempt so far has failed.
+            if tried < n && attempts.is_empty() {
+                attempts.push(attempt((start + tried) % n));
+                tried += 1;
             }
-            Ok(Err(e)) => {
-                self.forget(index);
-                Err(e.into())
+            if attempts.is_empty() {
+                return Err(ClientError::Unreachable { last: last_error });
             }
-            Err(_) => {
-                self.forget(index);
-                Err(ClientError::Unreachable {
-                    last: format!("connecting to {endpoint} timed out"),
-                })
+            let stagger = tokio::time::sleep(CONNECT_STAGGER);
+            tokio::select! {
+                Some((index, result)) = attempts.next() => match result {
+                    Ok(connection) => return Ok((index, connection)),
+                    Err(e) => {
+                        debug!(endpoint = %endpoints[index], error = %e, "cannot connect to store member");
+                        last_error = format!("{}: {e}", endpoints[index]);
+                    }
+                },
+                _ = stagger, if tried < n => {
+                    attempts.push(attempt((start + tried) % n));
+                    tried += 1;
+                }
             }
         }
     }
 
-    /// Drops the connection to member `index` and prefers the next member.
-    fn forget(&self, index: usize) {
-        let mut slot = self.inner.slot.lock();
-        if let Some(connection) = slot.connections[index].take() {
-            connection.close();
+    /// Wraps a new connection to member `index` and, when there are other members to move to,
+    /// starts watching it for silence: suspected after [`SUSPECT_AFTER`] (new calls and the
+    /// watches on it move on), closed after [`DEAD_AFTER`].
+    fn watch_silence(&self, index: usize, connection: Connection) -> MemberConnection {
+        let (suspect_tx, suspect) = tokio::sync::watch::channel(false);
+        if self.inner.config.endpoints.len() > 1 {
+            let client = Arc::downgrade(&self.inner);
+            let watched = connection.clone();
+            tokio::spawn(async move {
+                if !watched.silent_for(SUSPECT_AFTER).await {
+                    return;
+                }
+                let endpoint = watched.remote_address();
+                warn!(%endpoint, after = ?SUSPECT_AFTER, "store member silent; moving to another");
+                let _ = suspect_tx.send(true);
+                if let Some(inner) = client.upgrade() {
+                    let mut slot = inner.slot.lock();
+                    if slot.preferred == index {
+                        slot.preferred = (index + 1) % slot.connections.len();
+                    }
+                }
+                if watched.silent_for(DEAD_AFTER - SUSPECT_AFTER).await {
+                    warn!(%endpoint, after = ?DEAD_AFTER, "store member still silent; closing its connection");
+                    watched.close_silent();
+                }
+            });
         }
+        MemberConnection {
+            connection,
+            suspect,
+        }
+    }
+
+    /// Prefers the member after `index` for the next calls, if `index` is still preferred. The
+    /// connection to `index` stays open for the calls and watches already on it.
+    fn move_on(&self, index: usize) {
+        let mut slot = self.inner.slot.lock();
         if slot.preferred == index {
             slot.preferred = (index + 1) % slot.connections.len();
         }
@@ -364,7 +479,7 @@ impl Client {
         let mut created_sent = false;
         let mut backoff = Duration::from_millis(20);
         loop {
-            let (index, connection) = match self.connection().await {
+            let (index, member) = match self.connection().await {
                 Ok(c) => c,
                 Err(e) => {
                     debug!(error = %e, "watch reconnecting");
@@ -376,7 +491,8 @@ impl Client {
                     continue;
                 }
             };
-            let mut stream = match connection
+            let mut stream = match member
+                .connection
                 .server_stream::<ClientRequest, ClientResponse>(&ClientRequest::Watch(
                     request.clone(),
                 ))
@@ -385,13 +501,21 @@ impl Client {
                 Ok(s) => s,
                 Err(e) => {
                     debug!(error = %e, "watch stream failed to open");
-                    self.forget(index);
+                    self.move_on(index);
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
                     continue;
                 }
             };
             loop {
                 let item = tokio::select! {
                     _ = tx.closed() => return,
+                    // The member went silent: resume on another one (dropping the stream
+                    // cancels it on the old member, if it ever hears of it).
+                    _ = member.went_silent() => {
+                        debug!("watch moving off a silent member");
+                        break;
+                    }
                     item = stream.next() => item,
                 };
                 let message = match item {
@@ -410,7 +534,9 @@ impl Client {
                     }
                     Some(Err(e)) => {
                         debug!(error = %e, "watch stream broke; resuming");
-                        self.forget(index);
+                        if member.connection.is_closed() {
+                            self.move_on(index);
+                        }
                         break;
                     }
                     None => break,

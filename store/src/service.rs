@@ -31,6 +31,10 @@ use crate::types::{
 pub const CLIENT_ORGS: &[&str] = &[STORE_MEMBER_ORG, "kemu:apiserver", "system:masters"];
 /// Messages a watcher may have queued before it counts as too slow and is cancelled.
 const WATCH_BUFFER: usize = 4096;
+/// How long a peer link's connection attempt may take.
+const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Silence from a peer after which its link is closed and made again.
+const PEER_SILENT_AFTER: Duration = Duration::from_secs(1);
 /// Events a catching-up watcher reads from history per step.
 const CATCH_UP_CHUNK: usize = 2048;
 
@@ -207,13 +211,22 @@ impl PeerLink {
     async fn open(
         &self,
     ) -> Result<transport::rpc::FrameSink<PeerBatch>, transport::TransportError> {
-        let connection = tokio::time::timeout(Duration::from_secs(1), self.rpc.connect(self.addr))
+        let connection = tokio::time::timeout(PEER_CONNECT_TIMEOUT, self.rpc.connect(self.addr))
             .await
             .map_err(|_| transport::TransportError::Timeout {
                 operation: "connect",
                 addr: self.addr,
-                after: Duration::from_secs(1),
+                after: PEER_CONNECT_TIMEOUT,
             })??;
+        // A killed peer sends no close, and a restarted one does not know this connection: a
+        // silent peer's link is closed so the next batch reconnects (to the restarted process).
+        let watched = connection.clone();
+        tokio::spawn(async move {
+            if watched.silent_for(PEER_SILENT_AFTER).await {
+                debug!(addr = %watched.remote_address(), "peer silent; closing its link");
+                watched.close_silent();
+            }
+        });
         connection
             .client_stream(&PeerBatch {
                 from: self.from,

@@ -259,6 +259,12 @@ pub fn provider() -> Arc<CryptoProvider> {
 /// starved machine cost gigabytes and handshakes that never finished (docs/node.md).
 pub const SERVER_INCOMING_STREAMS: u32 = 8_192;
 
+/// How long a connection may be quiet before a keep-alive is sent on it.
+pub const KEEP_ALIVE: Duration = Duration::from_millis(250);
+
+/// How long a connection may go without receiving a packet before quinn closes it.
+const IDLE_TIMEOUT_MS: u32 = 30_000;
+
 /// QUIC settings sized for raft traffic and many concurrent calls and watches on one
 /// connection: each call is a stream, `incoming_streams` bounds how many the peer may open at
 /// once, and windows are large so a big snapshot or a burst of watch events is not throttled by
@@ -273,10 +279,15 @@ fn transport_config(incoming_streams: u32) -> quinn::TransportConfig {
         .stream_receive_window(quinn::VarInt::from_u32(STREAM_WINDOW))
         .receive_window(quinn::VarInt::from_u32(CONNECTION_WINDOW))
         .send_window(u64::from(CONNECTION_WINDOW))
-        // A peer killed with SIGKILL sends no close; these bound how long it takes to notice.
-        .keep_alive_interval(Some(Duration::from_secs(1)))
+        // A quiet connection still carries a keep-alive and its acknowledgement every
+        // KEEP_ALIVE, which is what `Connection::silent_for` watches to notice a peer that was
+        // killed (SIGKILL sends no close) or cut off within a second or two. The idle timeout is
+        // only the last resort, and long: on a starved machine a live peer can go seconds
+        // without processing a packet, and a connection closed under it takes every call and
+        // watch on it along, then has to be made again under the same starvation (docs/node.md).
+        .keep_alive_interval(Some(KEEP_ALIVE))
         .max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
-            5_000,
+            IDLE_TIMEOUT_MS,
         ))));
     config
 }

@@ -416,3 +416,100 @@ async fn connect_to_nothing_times_out_or_fails() {
         .expect_err("nobody listens");
     assert!(err.is_connection_lost(), "{err:?}");
 }
+
+/// A UDP relay between one client and a server that can cut the path, so the server looks
+/// killed (no close, no answer) to the client.
+struct Relay {
+    addr: SocketAddr,
+    cut: Arc<std::sync::atomic::AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+impl Relay {
+    async fn start(server: SocketAddr) -> Relay {
+        let front = tokio::net::UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind relay");
+        let back = tokio::net::UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind relay back");
+        back.connect(server).await.expect("connect relay back");
+        let addr = front.local_addr().expect("relay addr");
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let is_cut = cut.clone();
+        let task = tokio::spawn(async move {
+            let mut client: Option<SocketAddr> = None;
+            let (mut up, mut down) = (vec![0u8; 65_536], vec![0u8; 65_536]);
+            loop {
+                tokio::select! {
+                    got = front.recv_from(&mut up) => {
+                        let Ok((n, from)) = got else { return };
+                        client = Some(from);
+                        if !is_cut.load(std::sync::atomic::Ordering::SeqCst) {
+                            let _ = back.send(&up[..n]).await;
+                        }
+                    }
+                    got = back.recv(&mut down) => {
+                        let Ok(n) = got else { return };
+                        if let (Some(to), false) = (client, is_cut.load(std::sync::atomic::Ordering::SeqCst)) {
+                            let _ = front.send_to(&down[..n], to).await;
+                        }
+                    }
+                }
+            }
+        });
+        Relay { addr, cut, task }
+    }
+}
+
+#[tokio::test]
+async fn a_silent_peer_is_noticed_and_a_live_quiet_one_is_not() {
+    let mut cluster = Cluster::start().await;
+    let relay = Relay::start(cluster.addr).await;
+    let conn = cluster
+        .client("alice")
+        .connect(relay.addr)
+        .await
+        .expect("connect through the relay");
+    let echoed: Resp = conn.unary(&Req::Echo("hi".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("hi".into()));
+
+    // Quiet but alive: keep-alives keep it from looking silent.
+    let quiet = tokio::time::timeout(
+        Duration::from_secs(3),
+        conn.silent_for(Duration::from_secs(1)),
+    )
+    .await;
+    assert!(
+        quiet.is_err(),
+        "a live, quiet peer was taken for silent: {quiet:?}"
+    );
+
+    // Cut off: noticed after about a second, long before the idle timeout.
+    relay.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let silent = tokio::time::timeout(WAIT, conn.silent_for(Duration::from_secs(1)))
+        .await
+        .expect("silence noticed in time");
+    assert!(silent);
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        !conn.is_closed(),
+        "noticing silence does not close by itself"
+    );
+    conn.close_silent();
+    let err = conn
+        .unary::<_, Resp>(&Req::WhoAmI)
+        .await
+        .expect_err("closed");
+    assert!(err.is_connection_lost(), "{err:?}");
+    // On a closed connection it resolves at once, with false.
+    assert!(!conn.silent_for(Duration::from_secs(1)).await);
+
+    relay.task.abort();
+    cluster.shutdown().await;
+}

@@ -8,9 +8,11 @@ use super::Connection;
 use crate::tls::TlsIdentity;
 use crate::TransportError;
 
-/// Bounds a connection attempt so an unreachable server fails fast instead of waiting for the
-/// idle timeout.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bounds a connection attempt so an unreachable server fails instead of waiting for the idle
+/// timeout. Generous, because a handshake on a starved machine can take seconds; a caller with
+/// several servers to choose from should not wait for it on one (see the store client, which
+/// tries the next member after a second).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A client endpoint presenting this process's certificate. One endpoint (one UDP socket)
 /// carries any number of connections; cheap to clone.

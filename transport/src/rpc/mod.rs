@@ -32,4 +32,6 @@ pub mod codes {
     pub const SHUTDOWN: VarInt = VarInt::from_u32(2);
     /// The peer's certificate could not be read (connection close code).
     pub const BAD_PEER: VarInt = VarInt::from_u32(3);
+    /// The client gave up on a peer that stopped answering keep-alives (connection close code).
+    pub const PEER_SILENT: VarInt = VarInt::from_u32(4);
 }
