@@ -8,8 +8,12 @@
 //! server's cache was reset) is re-opened from the last resourceVersion seen, and only if that
 //! version is too old by then does the server's 410 force a re-list. A re-list is compared with
 //! the store, and subscribers get the difference as ordinary events, so they never see a gap.
+//!
+//! A store may carry named indexes ([`Informer::add_index`]: pods by node, by controller uid),
+//! kept under the same lock as the objects, so a reader of an index sees exactly the cache:
+//! controllers read the few objects they concern instead of scanning every one.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -224,16 +228,90 @@ fn meta_key(meta: &ObjectMeta) -> String {
     )
 }
 
+/// What an index files an object under (`None`: not indexed).
+pub type IndexFn<T> = fn(&T) -> Option<String>;
+
+/// One named index: object keys by the value `func` returns for them.
+struct Index<T> {
+    name: &'static str,
+    func: IndexFn<T>,
+    buckets: HashMap<String, HashSet<String>>,
+}
+
+impl<T> Index<T> {
+    fn insert(&mut self, key: &str, object: &T) {
+        if let Some(value) = (self.func)(object) {
+            self.buckets
+                .entry(value)
+                .or_default()
+                .insert(key.to_string());
+        }
+    }
+
+    fn remove(&mut self, key: &str, object: &T) {
+        if let Some(value) = (self.func)(object) {
+            if let Some(keys) = self.buckets.get_mut(&value) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.buckets.remove(&value);
+                }
+            }
+        }
+    }
+
+    fn rebuild(&mut self, objects: &HashMap<String, Arc<T>>) {
+        self.buckets.clear();
+        for (key, object) in objects {
+            self.insert(key, object);
+        }
+    }
+}
+
+/// The objects and their indexes, changed together under one lock.
+struct Cache<T> {
+    objects: HashMap<String, Arc<T>>,
+    indexes: Vec<Index<T>>,
+}
+
+impl<T> Cache<T> {
+    /// Stores `object` under `key`; returns what it replaced.
+    fn insert(&mut self, key: String, object: Arc<T>) -> Option<Arc<T>> {
+        for index in &mut self.indexes {
+            if let Some(old) = self.objects.get(&key) {
+                index.remove(&key, old);
+            }
+            index.insert(&key, &object);
+        }
+        self.objects.insert(key, object)
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Arc<T>> {
+        let old = self.objects.remove(key)?;
+        for index in &mut self.indexes {
+            index.remove(key, &old);
+        }
+        Some(old)
+    }
+
+    /// Replaces every object (after a re-list) and rebuilds the indexes.
+    fn replace(&mut self, objects: HashMap<String, Arc<T>>) {
+        self.objects = objects;
+        for index in &mut self.indexes {
+            index.rebuild(&self.objects);
+        }
+    }
+}
+
 /// The informer's cache, readable from anywhere; cheap to clone.
 pub struct Store<T> {
-    objects: Arc<RwLock<HashMap<String, Arc<T>>>>,
+    cache: Arc<RwLock<Cache<T>>>,
     synced: watch::Receiver<bool>,
 }
 
 impl<T> Clone for Store<T> {
     fn clone(&self) -> Self {
         Store {
-            objects: self.objects.clone(),
+            cache: self.cache.clone(),
             synced: self.synced.clone(),
         }
     }
@@ -242,7 +320,7 @@ impl<T> Clone for Store<T> {
 impl<T> Store<T> {
     /// The object under `key` (see [`key`]).
     pub fn get(&self, key: &str) -> Option<Arc<T>> {
-        self.read().get(key).cloned()
+        self.read().objects.get(key).cloned()
     }
 
     pub fn get_named(&self, namespace: Option<&str>, name: &str) -> Option<Arc<T>> {
@@ -251,19 +329,37 @@ impl<T> Store<T> {
 
     /// Every cached object, in no particular order.
     pub fn list(&self) -> Vec<Arc<T>> {
-        self.read().values().cloned().collect()
+        self.read().objects.values().cloned().collect()
+    }
+
+    /// The cached objects the index `name` files under `value`, in no particular order (none
+    /// if there is no such index).
+    pub fn by_index(&self, name: &str, value: &str) -> Vec<Arc<T>> {
+        let cache = self.read();
+        let Some(index) = cache.indexes.iter().find(|i| i.name == name) else {
+            return Vec::new();
+        };
+        index
+            .buckets
+            .get(value)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| cache.objects.get(k).cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     pub fn keys(&self) -> Vec<String> {
-        self.read().keys().cloned().collect()
+        self.read().objects.keys().cloned().collect()
     }
 
     pub fn len(&self) -> usize {
-        self.read().len()
+        self.read().objects.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.read().is_empty()
+        self.read().objects.is_empty()
     }
 
     /// True once the first list has been stored; stays true across re-lists.
@@ -278,13 +374,13 @@ impl<T> Store<T> {
         synced_or_stopped
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<T>>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Cache<T>> {
         // A poisoned lock only means a reader panicked; the map is whole.
-        self.objects.read().unwrap_or_else(|e| e.into_inner())
+        self.cache.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<T>>> {
-        self.objects.write().unwrap_or_else(|e| e.into_inner())
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Cache<T>> {
+        self.cache.write().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -323,7 +419,10 @@ where
             namespace: namespace.map(str::to_string),
             params,
             store: Store {
-                objects: Arc::new(RwLock::new(HashMap::new())),
+                cache: Arc::new(RwLock::new(Cache {
+                    objects: HashMap::new(),
+                    indexes: Vec::new(),
+                })),
                 synced: synced_rx,
             },
             synced,
@@ -343,6 +442,22 @@ where
 
     pub fn store(&self) -> Store<T> {
         self.store.clone()
+    }
+
+    /// Keeps the index `name` of the store's objects by `func` (see [`Store::by_index`]).
+    /// Adding a name a second time keeps the first.
+    pub fn add_index(&mut self, name: &'static str, func: IndexFn<T>) {
+        let mut cache = self.store.write();
+        if cache.indexes.iter().any(|i| i.name == name) {
+            return;
+        }
+        let mut index = Index {
+            name,
+            func,
+            buckets: HashMap::new(),
+        };
+        index.rebuild(&cache.objects);
+        cache.indexes.push(index);
     }
 
     pub fn has_synced(&self) -> bool {
@@ -451,9 +566,9 @@ where
         };
         let (resource_version, fresh) = listed;
         let events = {
-            let mut objects = self.store.write();
-            let (next, events) = diff(&objects, fresh);
-            *objects = next;
+            let mut cache = self.store.write();
+            let (next, events) = diff(&cache.objects, fresh);
+            cache.replace(next);
             events
         };
         self.synced.send_replace(true);
@@ -553,13 +668,13 @@ fn resource_version<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(object: &T) -> i6
 /// Applies one watch event to the cache and returns what subscribers should see. Events older
 /// than the cached object (replayed after a paged list) change nothing.
 fn apply<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(
-    objects: &mut HashMap<String, Arc<T>>,
+    objects: &mut Cache<T>,
     kind: WatchEventKind,
     object: T,
 ) -> Option<InformerEvent<T>> {
     let key = meta_key(object.metadata());
     let version = resource_version(&object);
-    let current = objects.get(&key);
+    let current = objects.objects.get(&key);
     if current.is_some_and(|c| resource_version(c.as_ref()) >= version && version > 0) {
         return None;
     }
@@ -798,7 +913,10 @@ mod tests {
 
     #[test]
     fn watch_events_update_the_cache_and_skip_stale_replays() {
-        let mut objects = HashMap::new();
+        let mut objects = Cache {
+            objects: HashMap::new(),
+            indexes: Vec::new(),
+        };
         let added = apply(&mut objects, WatchEventKind::Added, pod("a", "5"));
         assert!(matches!(added, Some(InformerEvent::Added(_))));
         let updated = apply(&mut objects, WatchEventKind::Modified, pod("a", "7"));
@@ -806,13 +924,75 @@ mod tests {
         // A replayed older event changes nothing.
         assert!(apply(&mut objects, WatchEventKind::Modified, pod("a", "6")).is_none());
         assert_eq!(
-            objects["ns/a"].metadata.resource_version.as_deref(),
+            objects.objects["ns/a"].metadata.resource_version.as_deref(),
             Some("7")
         );
         let deleted = apply(&mut objects, WatchEventKind::Deleted, pod("a", "9"));
         assert!(matches!(deleted, Some(InformerEvent::Deleted(_))));
-        assert!(objects.is_empty());
+        assert!(objects.objects.is_empty());
         // Deleting what was never cached is not reported.
         assert!(apply(&mut objects, WatchEventKind::Deleted, pod("b", "10")).is_none());
+    }
+
+    fn on_node(name: &str, version: &str, node: Option<&str>) -> Pod {
+        let mut p = pod(name, version);
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            node_name: node.map(str::to_string),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn node_of(pod: &Pod) -> Option<String> {
+        pod.spec.as_ref()?.node_name.clone()
+    }
+
+    fn indexed(store: &Store<Pod>, node: &str) -> Vec<String> {
+        let mut names: Vec<String> = store
+            .by_index("node", node)
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn indexes_follow_events_and_relists() {
+        let (_synced, synced_rx) = watch::channel(true);
+        let store = Store {
+            cache: Arc::new(RwLock::new(Cache {
+                objects: HashMap::new(),
+                indexes: Vec::new(),
+            })),
+            synced: synced_rx,
+        };
+        store.write().indexes.push(Index {
+            name: "node",
+            func: node_of,
+            buckets: HashMap::new(),
+        });
+        let event = |kind, p| apply(&mut store.write(), kind, p);
+        event(WatchEventKind::Added, on_node("a", "1", None));
+        event(WatchEventKind::Added, on_node("b", "2", Some("n1")));
+        assert_eq!(indexed(&store, "n1"), ["b"]);
+        // Bound, then moved (a stale replay moves nothing), then deleted.
+        event(WatchEventKind::Modified, on_node("a", "3", Some("n1")));
+        assert_eq!(indexed(&store, "n1"), ["a", "b"]);
+        event(WatchEventKind::Modified, on_node("a", "4", Some("n2")));
+        event(WatchEventKind::Modified, on_node("a", "3", Some("n1")));
+        assert_eq!(indexed(&store, "n1"), ["b"]);
+        assert_eq!(indexed(&store, "n2"), ["a"]);
+        event(WatchEventKind::Deleted, on_node("b", "5", Some("n1")));
+        assert!(indexed(&store, "n1").is_empty());
+        assert!(store.read().indexes[0].buckets.get("n1").is_none());
+        // An unknown index finds nothing.
+        assert!(store.by_index("owner", "n2").is_empty());
+        // A re-list rebuilds the index from what was listed.
+        let mut fresh = HashMap::new();
+        fresh.insert(key(Some("ns"), "c"), Arc::new(on_node("c", "9", Some("n2"))));
+        let (next, _) = diff(&store.read().objects, fresh);
+        store.write().replace(next);
+        assert_eq!(indexed(&store, "n2"), ["c"]);
     }
 }

@@ -200,6 +200,7 @@ impl JobController {
     ) -> (Arc<JobController>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(10), Duration::from_secs(60));
         let expectations = Arc::new(Expectations::default());
+        pods.add_index(pods::BY_CONTROLLER, pods::controller_uid);
         let controller = Arc::new(JobController {
             client,
             jobs: jobs.store(),
@@ -236,8 +237,8 @@ impl Reconciler for JobController {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = job.metadata.uid.clone().unwrap_or_default();
-        let all = self.pods.list();
-        let owned: Vec<&Pod> = all
+        let candidates = self.pods.by_index(pods::BY_CONTROLLER, &uid);
+        let owned: Vec<&Pod> = candidates
             .iter()
             .map(|p| p.as_ref())
             .filter(|p| {

@@ -2,7 +2,26 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::owners::seconds;
+use crate::owners::{controller_of, seconds};
+
+/// The pods informer's index of pods by their controller's uid (`Store::by_index`).
+pub const BY_CONTROLLER: &str = "controller-uid";
+/// The pods informer's index of pods by the node they are bound to.
+pub const BY_NODE: &str = "node";
+
+/// The uid of the pod's controller: its bucket in [`BY_CONTROLLER`].
+pub fn controller_uid(pod: &Pod) -> Option<String> {
+    controller_of(&pod.metadata).map(|r| r.uid.clone())
+}
+
+/// The node the pod is bound to: its bucket in [`BY_NODE`].
+pub fn node_name(pod: &Pod) -> Option<String> {
+    pod.spec
+        .as_ref()?
+        .node_name
+        .clone()
+        .filter(|n| !n.is_empty())
+}
 
 /// Neither finished nor being deleted: counts towards a controller's replicas.
 pub fn is_active(pod: &Pod) -> bool {

@@ -153,6 +153,7 @@ impl ReplicaSetController {
     ) -> (Arc<ReplicaSetController>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(60));
         let expectations = Arc::new(Expectations::default());
+        pods.add_index(pods::BY_CONTROLLER, pods::controller_uid);
         let controller = Arc::new(ReplicaSetController {
             client,
             replicasets: replicasets.store(),
@@ -186,8 +187,8 @@ impl Reconciler for ReplicaSetController {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = rs.metadata.uid.clone().unwrap_or_default();
-        let all = self.pods.list();
-        let owned: Vec<&Pod> = all
+        let candidates = self.pods.by_index(pods::BY_CONTROLLER, &uid);
+        let owned: Vec<&Pod> = candidates
             .iter()
             .map(|p| p.as_ref())
             .filter(|p| {
