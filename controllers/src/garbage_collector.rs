@@ -295,16 +295,7 @@ async fn maintain(
             match event {
                 InformerEvent::Added(object) | InformerEvent::Updated { new: object, .. } => {
                     let node = GraphNode::from_meta(resource, &object.metadata);
-                    let interesting = !node.owners.is_empty()
-                        || (node.deleting
-                            && (node.has_finalizer(ORPHAN) || node.has_finalizer(FOREGROUND)));
-                    if interesting {
-                        to_queue.push(node.uid.clone());
-                    }
-                    // A dependent starting to go may unblock a foreground owner.
-                    if node.deleting {
-                        to_queue.extend(node.owners.iter().map(|o| o.uid.clone()));
-                    }
+                    to_queue = to_look_at(graph.get(&node.uid), &node);
                     graph.upsert(node);
                 }
                 InformerEvent::Deleted(object) => {
@@ -320,6 +311,29 @@ async fn maintain(
             queue.add(&uid);
         }
     }
+}
+
+/// The uids to look at when `node` is added or changed (`previous` is what the graph had).
+/// A change that touches none of what the collector decides on (owners, deletion,
+/// finalizers) — a pod's status, a lease's renewal — asks for nothing: with thousands of pods
+/// and node leases, looking at each object on every update cost a reconcile per event.
+pub fn to_look_at(previous: Option<&GraphNode>, node: &GraphNode) -> Vec<String> {
+    if previous.is_some_and(|p| {
+        p.owners == node.owners && p.deleting == node.deleting && p.finalizers == node.finalizers
+    }) {
+        return Vec::new();
+    }
+    let mut uids = Vec::new();
+    let interesting = !node.owners.is_empty()
+        || (node.deleting && (node.has_finalizer(ORPHAN) || node.has_finalizer(FOREGROUND)));
+    if interesting {
+        uids.push(node.uid.clone());
+    }
+    // A dependent starting to go may unblock a foreground owner.
+    if node.deleting {
+        uids.extend(node.owners.iter().map(|o| o.uid.clone()));
+    }
+    uids
 }
 
 impl crate::manager::HasCaches for GarbageCollector {
@@ -573,6 +587,27 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn only_changes_to_owners_deletion_or_finalizers_are_looked_at() {
+        let pod = node("p", &["rs"], false, &[]);
+        // New with an owner: check the owner exists.
+        assert_eq!(to_look_at(None, &pod), ["p"]);
+        // New without owners or finalizers: nothing to decide.
+        assert!(to_look_at(None, &node("lone", &[], false, &[])).is_empty());
+        // Updated without a change the collector decides on (a status change).
+        assert!(to_look_at(Some(&pod), &pod.clone()).is_empty());
+        // Its owners changed.
+        let moved = node("p", &["rs2"], false, &[]);
+        assert_eq!(to_look_at(Some(&pod), &moved), ["p"]);
+        // It started to go: its owners may be waiting for it (foreground).
+        let going = node("p", &["rs"], true, &[]);
+        assert_eq!(to_look_at(Some(&pod), &going), ["p", "rs"]);
+        // An owner deleted in the foreground gets its finalizer.
+        let owner = node("rs", &[], false, &[]);
+        let fg = node("rs", &[], true, &[FOREGROUND]);
+        assert_eq!(to_look_at(Some(&owner), &fg), ["rs"]);
     }
 
     #[test]
