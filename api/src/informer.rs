@@ -985,12 +985,15 @@ mod tests {
         assert_eq!(indexed(&store, "n2"), ["a"]);
         event(WatchEventKind::Deleted, on_node("b", "5", Some("n1")));
         assert!(indexed(&store, "n1").is_empty());
-        assert!(store.read().indexes[0].buckets.get("n1").is_none());
+        assert!(!store.read().indexes[0].buckets.contains_key("n1"));
         // An unknown index finds nothing.
         assert!(store.by_index("owner", "n2").is_empty());
         // A re-list rebuilds the index from what was listed.
         let mut fresh = HashMap::new();
-        fresh.insert(key(Some("ns"), "c"), Arc::new(on_node("c", "9", Some("n2"))));
+        fresh.insert(
+            key(Some("ns"), "c"),
+            Arc::new(on_node("c", "9", Some("n2"))),
+        );
         let (next, _) = diff(&store.read().objects, fresh);
         store.write().replace(next);
         assert_eq!(indexed(&store, "n2"), ["c"]);
