@@ -23,6 +23,7 @@ use crate::authz::{self, Attributes, Authorizer, ResourceAttributes, Target};
 use crate::errors::ApiError;
 use crate::https::HttpPeer;
 use crate::metrics::Metrics;
+use crate::pipeline::{self, Stage};
 use crate::registry::{
     DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WriteOptions,
 };
@@ -108,7 +109,14 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
         .extensions()
         .get::<ConnectInfo<HttpPeer>>()
         .map(|c| &c.0);
-    let user = match state.authenticate(&path, peer, request.headers()) {
+    let pipeline = state.registry.pipeline();
+    let authn_started = Instant::now();
+    let authenticated = state.authenticate(&path, peer, request.headers());
+    let authn_time = authn_started.elapsed();
+    if !authn::is_public_path(&path) {
+        pipeline.observe(Stage::Authn, authn_time);
+    }
+    let user = match authenticated {
         Ok(user) => user,
         Err(e) => {
             debug!(%method, %path, "unauthenticated request refused");
@@ -124,12 +132,25 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
             };
             let response = match user {
                 Some(user) => {
-                    match authorized_resource_request(
-                        &state, &user, target, &method, &query, request,
-                    )
-                    .await
-                    {
-                        Ok(response) => response,
+                    let mut authz_time = Duration::ZERO;
+                    let (answer, admission_time) =
+                        pipeline::with_admission_time(authorized_resource_request(
+                            &state,
+                            &user,
+                            target,
+                            &method,
+                            &query,
+                            request,
+                            &mut authz_time,
+                        ))
+                        .await;
+                    match answer {
+                        Ok(response) => {
+                            if verb == "POST" && response.status() == StatusCode::CREATED {
+                                pipeline.observe_create(authn_time + authz_time + admission_time);
+                            }
+                            response
+                        }
                         Err(e) => error_response(&e),
                     }
                 }
@@ -140,11 +161,16 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
         Ok(other) => {
             let allowed = match (&user, &other) {
                 (_, Route::Health | Route::Version) => Ok(()),
-                (Some(user), _) => state.authorizer.check(&Attributes {
-                    user,
-                    verb: authz::path_verb(method.as_str()),
-                    target: Target::NonResource { path: &path },
-                }),
+                (Some(user), _) => {
+                    let started = Instant::now();
+                    let allowed = state.authorizer.check(&Attributes {
+                        user,
+                        verb: authz::path_verb(method.as_str()),
+                        target: Target::NonResource { path: &path },
+                    });
+                    pipeline.observe(Stage::Authz, started.elapsed());
+                    allowed
+                }
                 (None, _) => Err(authn::unauthorized()),
             };
             let response = match allowed {
@@ -273,7 +299,8 @@ fn non_resource(state: &AppState, route: Route, method: &Method) -> Response {
                 .iter()
                 .map(|c| (c.storage.to_string(), c.object_count()))
                 .collect();
-            let body = state.metrics.render(&watchers, &objects);
+            let mut body = state.metrics.render(&watchers, &objects);
+            state.registry.pipeline().render(&mut body);
             (
                 StatusCode::OK,
                 [(
@@ -324,11 +351,12 @@ fn not_found_path() -> ApiError {
 /// create is read first, since the node authorizer decides on the new object's name.
 async fn authorized_resource_request(
     state: &AppState,
-    user: &UserInfo,
+    user: &Arc<UserInfo>,
     target: PathTarget,
     method: &Method,
     query: &HashMap<String, String>,
     request: Request,
+    authz_time: &mut Duration,
 ) -> Result<Response, ApiError> {
     let watch = target.watch_path || is_true(query.get("watch"));
     let verb = authz::resource_verb(method.as_str(), target.name.is_some(), watch);
@@ -366,7 +394,8 @@ async fn authorized_resource_request(
         (Some(_), _) => None,
         (None, selector) => selector.map(String::as_str),
     };
-    state.authorizer.check(&Attributes {
+    let authz_started = Instant::now();
+    let allowed = state.authorizer.check(&Attributes {
         user,
         verb,
         target: Target::Resource(ResourceAttributes {
@@ -378,7 +407,10 @@ async fn authorized_resource_request(
             field_selector,
             object: object.as_ref(),
         }),
-    })?;
+    });
+    *authz_time = authz_started.elapsed();
+    state.registry.pipeline().observe(Stage::Authz, *authz_time);
+    allowed?;
     if reviews::is_review(resource) {
         if *method != Method::POST || target.name.is_some() {
             return Err(ApiError::MethodNotAllowed {
@@ -391,11 +423,12 @@ async fn authorized_resource_request(
         let answered = reviews::answer(resource, &state.authorizer, user, body)?;
         return Ok(json_response(StatusCode::CREATED, &answered));
     }
-    resource_request(state, target, method.clone(), query, request).await
+    resource_request(state, user, target, method.clone(), query, request).await
 }
 
 async fn resource_request(
     state: &AppState,
+    user: &Arc<UserInfo>,
     target: PathTarget,
     method: Method,
     query: &HashMap<String, String>,
@@ -409,7 +442,8 @@ async fn resource_request(
     }
     let headers = request.headers().clone();
     let table = wants_table(&headers);
-    let write = write_options(query)?;
+    let mut write = write_options(query)?;
+    write.requester = Some(user.clone());
     match (
         &method,
         target.name.as_deref(),
@@ -934,6 +968,7 @@ fn write_options(query: &HashMap<String, String>) -> Result<WriteOptions, ApiErr
                 .unwrap_or(""),
         )?,
         field_manager: query.get("fieldManager").cloned(),
+        requester: None,
     })
 }
 

@@ -13,7 +13,8 @@
 //! - [`storage`]: Kubernetes' conditional writes on the store.
 //! - [`watch_cache`]: all objects in memory, fed by one store watch; lists and watches come from it.
 //! - [`event_view`]: core/v1 ⇄ events.k8s.io/v1 events.
-//! - [`errors`], [`meta`], [`metrics`]: Status errors, metadata access, Prometheus metrics.
+//! - [`errors`], [`meta`], [`metrics`]: Status errors, metadata access, Prometheus metrics;
+//!   [`pipeline`]: the time authentication, authorization and admission take per request.
 //! - [`server`]: [`server::run`] wires one replica together.
 
 pub mod admission;
@@ -26,6 +27,7 @@ pub mod https;
 pub mod logs;
 pub mod meta;
 pub mod metrics;
+pub mod pipeline;
 pub mod quic;
 pub mod registry;
 pub mod reviews;

@@ -99,7 +99,8 @@ impl ComponentFront {
         field_selector: Option<&str>,
         object: Option<&Value>,
     ) -> Result<(), ApiError> {
-        self.authorizer.check(&Attributes {
+        let started = std::time::Instant::now();
+        let allowed = self.authorizer.check(&Attributes {
             user,
             verb,
             target: Target::Resource(ResourceAttributes {
@@ -111,7 +112,11 @@ impl ComponentFront {
                 field_selector,
                 object,
             }),
-        })
+        });
+        self.registry
+            .pipeline()
+            .observe(crate::pipeline::Stage::Authz, started.elapsed());
+        allowed
     }
 }
 
@@ -232,7 +237,7 @@ impl ComponentFront {
                         resource,
                         namespace.as_deref(),
                         body,
-                        &WriteOptions::default(),
+                        &as_requester(user, resource),
                     )
                     .await?;
                 object(&created)
@@ -273,7 +278,14 @@ impl ComponentFront {
                 }
                 let sub = writable_subresource(resource, subresource.as_deref())?;
                 let updated = registry
-                    .update(resource, ns, &name, sub, body, &WriteOptions::default())
+                    .update(
+                        resource,
+                        ns,
+                        &name,
+                        sub,
+                        body,
+                        &as_requester(user, resource),
+                    )
                     .await?;
                 object(&updated)
             }
@@ -302,7 +314,7 @@ impl ComponentFront {
                 check_size(&patch)?;
                 let write = WriteOptions {
                     field_manager,
-                    ..Default::default()
+                    ..as_requester(user, resource)
                 };
                 let patched = registry
                     .patch(resource, ns, &name, sub, patch_type, &patch, force, &write)
@@ -621,6 +633,16 @@ fn object_json(resource: &ResourceInfo, object: &CachedObject) -> Result<Bytes, 
     }
     let shown = registry::view(resource, object.value()?);
     encode(&shown)
+}
+
+/// Write options naming the requester where it matters (RBAC's escalation check), so other
+/// writes do not copy the user.
+fn as_requester(user: &UserInfo, resource: &ResourceInfo) -> WriteOptions {
+    WriteOptions {
+        requester: (resource.group == crate::authz::escalation::RBAC_GROUP)
+            .then(|| Arc::new(user.clone())),
+        ..Default::default()
+    }
 }
 
 fn object(value: &Value) -> Result<ApiResponse, ApiError> {

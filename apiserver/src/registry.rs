@@ -5,7 +5,7 @@
 //! update that loses a race re-reads the object and tries again when the caller did not pin a
 //! resourceVersion (Kubernetes' GuaranteedUpdate).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use api::patch::PatchType;
@@ -16,8 +16,11 @@ use serde_json::{json, Value};
 use store::types::LeaseId;
 
 use crate::admission::{quota, Admission, AdmissionConfig, CreateRequest, Plugin};
+use crate::authn::UserInfo;
+use crate::authz::Authorizer;
 use crate::errors::ApiError;
 use crate::meta;
+use crate::pipeline::{AdmissionTimer, PipelineMetrics};
 use crate::storage::{Guarded, Storage, Written};
 use crate::strategy;
 use crate::watch_cache::{CachedObject, Filter, Subscription, WatchCache};
@@ -32,6 +35,8 @@ pub struct WriteOptions {
     /// `Strict` rejects unknown fields; `Warn`/`Ignore` drop them.
     pub field_validation: FieldValidation,
     pub field_manager: Option<String>,
+    /// Who writes, for RBAC's escalation check (None: the server itself, unchecked).
+    pub requester: Option<Arc<UserInfo>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -140,6 +145,9 @@ pub struct Registry {
     storage: Storage,
     cache: Arc<WatchCache>,
     admission: Admission,
+    pipeline: Arc<PipelineMetrics>,
+    /// Judges RBAC writes (escalation prevention), once the server has set it.
+    rbac_guard: OnceLock<Arc<Authorizer>>,
     event_leases: Mutex<EventLeases>,
     lease_lock: tokio::sync::Mutex<()>,
 }
@@ -149,6 +157,8 @@ impl Registry {
         Registry {
             storage,
             admission: Admission::new(AdmissionConfig::default(), cache.clone()),
+            pipeline: Arc::new(PipelineMetrics::default()),
+            rbac_guard: OnceLock::new(),
             cache,
             event_leases: Mutex::new(EventLeases {
                 ttl: event_ttl,
@@ -166,6 +176,45 @@ impl Registry {
 
     pub fn cache(&self) -> &Arc<WatchCache> {
         &self.cache
+    }
+
+    /// Refuses RBAC writes that grant more than their requester holds, as `authorizer` sees
+    /// it (Kubernetes' escalation prevention). Set once, by the server.
+    pub fn guard_rbac_with(&self, authorizer: Arc<Authorizer>) {
+        let _ = self.rbac_guard.set(authorizer);
+    }
+
+    /// The escalation check of an RBAC write; a change that leaves the rules (of a role) or
+    /// the role reference and subjects (of a binding) as they were passes, as in Kubernetes.
+    fn check_rbac_write(
+        &self,
+        resource: &ResourceInfo,
+        options: &WriteOptions,
+        current: Option<&Value>,
+        next: &Value,
+    ) -> Result<(), ApiError> {
+        if resource.group != crate::authz::escalation::RBAC_GROUP {
+            return Ok(());
+        }
+        let (Some(user), Some(authorizer)) = (&options.requester, self.rbac_guard.get()) else {
+            return Ok(());
+        };
+        if let Some(current) = current {
+            let same = |field: &str| current.get(field) == next.get(field);
+            let unchanged = match resource.plural {
+                "roles" | "clusterroles" => same("rules") && same("aggregationRule"),
+                _ => same("roleRef") && same("subjects"),
+            };
+            if unchanged {
+                return Ok(());
+            }
+        }
+        authorizer.check_rbac_write(user, resource, next)
+    }
+
+    /// The pipeline's timings (admission is timed here; the fronts time authn and authz).
+    pub fn pipeline(&self) -> &PipelineMetrics {
+        &self.pipeline
     }
 
     fn key(resource: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
@@ -264,6 +313,8 @@ impl Registry {
         } else {
             None
         };
+        // Admission is timed apart from decoding, validation and storage (see `pipeline`).
+        let mut admission_time = AdmissionTimer::start();
         let namespace_object = match &ns {
             Some(ns)
                 if self.admission.is_enabled(Plugin::NamespaceLifecycle)
@@ -281,11 +332,15 @@ impl Registry {
         };
         // Kubernetes' order: mutating admission, the object's validation, validating admission.
         self.admission.mutate_create(&request, &mut object)?;
+        admission_time.pause();
         let causes = api::validation::validate_create(resource, &object);
         if !causes.is_empty() {
             return Err(ApiError::invalid(resource, &name, causes));
         }
+        admission_time.resume();
         self.admission.validate_create(&request, &object)?;
+        admission_time.pause();
+        self.check_rbac_write(resource, options, None, &object)?;
         let key = Self::key(resource, ns.as_deref(), &name);
         let lease = if options.dry_run {
             0
@@ -301,10 +356,12 @@ impl Registry {
                 &stored,
                 lease,
                 options.dry_run,
+                &mut admission_time,
             )
             .await?
         {
             Written::Ok(rv) => {
+                admission_time.finish(&self.pipeline);
                 if !options.dry_run {
                     meta::set_resource_version(&mut object, rv);
                 }
@@ -330,6 +387,7 @@ impl Registry {
     /// ResourceQuota plugin). A quota that changed since it was read fails the transaction; the
     /// quotas are then read from the store and the charge judged again. A dry run judges the
     /// charge and writes nothing.
+    #[allow(clippy::too_many_arguments)]
     async fn store_new(
         &self,
         resource: &'static ResourceInfo,
@@ -338,7 +396,10 @@ impl Registry {
         object: &Value,
         lease: LeaseId,
         dry_run: bool,
+        admission_time: &mut AdmissionTimer,
     ) -> Result<Written, ApiError> {
+        // The quota's share of admission: the charge, not the store round trips.
+        admission_time.resume();
         let delta = match namespace {
             Some(_) if self.admission.is_enabled(Plugin::ResourceQuota) => {
                 quota::usage(resource, object)
@@ -353,6 +414,7 @@ impl Registry {
             }
         };
         let Some(namespace) = namespace.filter(|_| !delta.is_empty()) else {
+            admission_time.pause();
             return plain().await;
         };
         let name = meta::name(object);
@@ -370,6 +432,7 @@ impl Registry {
                     Err(why) => return Err(ApiError::forbidden(resource, name, &why)),
                 }
             }
+            admission_time.pause();
             if guards.is_empty() || dry_run {
                 return plain().await;
             }
@@ -380,6 +443,7 @@ impl Registry {
             {
                 Written::Conflict(None) => {
                     quotas = self.store_quotas(namespace).await?;
+                    admission_time.resume();
                 }
                 written => return Ok(written),
             }
@@ -767,6 +831,7 @@ impl Registry {
             if !causes.is_empty() {
                 return Err(ApiError::invalid(resource, name, causes));
             }
+            self.check_rbac_write(resource, options, Some(&existing), &next)?;
             if options.dry_run {
                 return Ok(next);
             }

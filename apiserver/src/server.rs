@@ -178,6 +178,7 @@ pub async fn run(
             Authorizer::AlwaysAllow
         }
     });
+    registry.guard_rbac_with(authorizer.clone());
     let tls = TlsIdentity::load(&config.certs_dir, &config.identity)?;
     if !config.compaction_interval.is_zero() {
         tokio::spawn(compactor(client.clone(), config.compaction_interval));

@@ -104,7 +104,7 @@ pub struct BenchResult {
     pub recovery_ms: Option<f64>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Percentiles {
     pub p50: f64,
     pub p90: f64,

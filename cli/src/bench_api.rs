@@ -111,9 +111,19 @@ pub struct ApiBenchArgs {
     /// admission plugin disabled, and run the creates part against both, one after the other.
     #[arg(long)]
     compare_admission: bool,
+    /// With `--spawn`: also start a second API server with the whole pipeline off — no
+    /// authentication or authorization (`--anonymous-auth --authorization-mode AlwaysAllow`) and
+    /// no admission plugin — and compare the full pipeline (the token user through RBAC, every
+    /// plugin) with it.
+    #[arg(long)]
+    compare_pipeline: bool,
+    /// With a `--compare-*` flag: run the creates part this many times on each server,
+    /// interleaved (A B A B …), and report every run and the medians.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct CreateResult {
     pub mode: String,
     pub pods: u64,
@@ -121,6 +131,34 @@ pub struct CreateResult {
     pub seconds: f64,
     pub creates_per_sec: f64,
     pub latency_ms: Percentiles,
+    /// Authentication + authorization + admission per create, as the server itself timed them
+    /// (its `/metrics`, scraped before and after the run); `None` if it observed no create.
+    pub pipeline_us: Option<PipelineFigures>,
+}
+
+/// The server's own timing of the request pipeline during one create run, in µs,
+/// interpolated inside the histogram's buckets as Prometheus' `histogram_quantile` does.
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineFigures {
+    /// The three stages together, per create.
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub authn_p50: Option<f64>,
+    pub authz_p50: Option<f64>,
+    pub admission_p50: Option<f64>,
+}
+
+/// The runs of one server configuration in a comparison, and their medians.
+#[derive(Debug, Serialize)]
+pub struct VariantRuns {
+    pub label: String,
+    pub runs: Vec<CreateResult>,
+    pub median_creates_per_sec: f64,
+    pub median_p50_ms: f64,
+    pub median_p99_ms: f64,
+    /// Median over runs of the server-timed pipeline p50 (µs).
+    pub median_pipeline_p50_us: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -144,11 +182,11 @@ pub struct WatchResult {
 #[derive(Debug, Default, Serialize)]
 pub struct ApiBenchReport {
     pub target: String,
+    /// The creates part (with a comparison: the first run through the full pipeline).
     pub creates: Option<CreateResult>,
-    /// The same creates through an API server with no admission plugin (`--compare-admission`).
-    pub creates_without_admission: Option<CreateResult>,
-    /// With `--compare-auth`: the same creates with authentication and authorization off.
-    pub creates_without_auth: Option<CreateResult>,
+    /// With `--compare-*`: every configuration's runs (interleaved over `--rounds`), the full
+    /// pipeline first.
+    pub comparison: Vec<VariantRuns>,
     pub watch: Option<WatchResult>,
 }
 
@@ -176,9 +214,16 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
     if args.compare_admission && !args.spawn {
         bail!("--compare-admission needs --spawn");
     }
+    if args.compare_pipeline && !args.spawn {
+        bail!("--compare-pipeline needs --spawn");
+    }
+    if args.rounds == 0 {
+        bail!("--rounds must be positive");
+    }
     let mut spawned = None;
     let mut bare = None;
     let mut unauthenticated = None;
+    let mut no_pipeline = None;
     let mut token_user = None;
     if args.spawn {
         let store = LocalStore::start(&work_dir.join("cluster"), args.store_members).await?;
@@ -202,13 +247,22 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
         quic = Some(server.quic);
         certs = Some(store.certs_dir());
         credentials = ApiCredentials::from_certs_dir(&store.certs_dir(), Some("admin"))?;
+        let mut open = token_arg.clone();
+        open.extend(["--anonymous-auth", "--authorization-mode", "AlwaysAllow"].map(String::from));
         if args.compare_auth {
-            let mut open = token_arg.clone();
-            open.extend(
-                ["--anonymous-auth", "--authorization-mode", "AlwaysAllow"].map(String::from),
-            );
             let other = LocalApiServer::start_with(&exe, &store, "apiserver-open", &open).await?;
             unauthenticated = Some(other);
+        }
+        if args.compare_pipeline {
+            let all = apiserver::admission::Plugin::ALL
+                .map(|p| p.name())
+                .join(",");
+            let mut none = open.clone();
+            none.push(format!("--disable-admission-plugins={all}"));
+            let other = LocalApiServer::start_with(&exe, &store, "apiserver-none", &none).await?;
+            no_pipeline = Some(other);
+        }
+        if args.compare_auth || args.compare_pipeline {
             token_user = Some(credentials.with_token(BENCH_TOKEN));
         }
         spawned = Some((store, server));
@@ -227,8 +281,10 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
     };
     let http = Http::new(&url, args.clients, &credentials)?;
     if matches!(args.part, Part::Creates | Part::All) {
-        match (&token_user, &unauthenticated) {
-            (Some(token_user), Some(open)) => {
+        // The full pipeline's client: the token user through RBAC when authentication and
+        // authorization are compared, else the admin (system:masters).
+        let primary = match &token_user {
+            Some(token_user) => {
                 // The token user may create pods anywhere, through RBAC (edit, aggregated).
                 let binding = json!({
                     "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -260,19 +316,64 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                let anonymous = ApiCredentials {
-                    ca_pem: credentials.ca_pem.clone(),
-                    ..Default::default()
-                };
-                let open_http = Http::new(&open.url(), args.clients, &anonymous)?;
-                report.creates = Some(creates(&args, &http, &as_user).await?);
-                report.creates_without_auth = Some(creates(&args, &http, &open_http).await?);
+                as_user
             }
-            _ => report.creates = Some(creates(&args, &http, &http).await?),
-        }
+            None => http.clone(),
+        };
+        let anonymous = ApiCredentials {
+            ca_pem: credentials.ca_pem.clone(),
+            ..Default::default()
+        };
+        // (label, the client that creates, the admin on the same server for its /metrics)
+        let mut variants = vec![("full pipeline".to_string(), primary, http.clone())];
         if let Some(bare) = &bare {
-            let bare_http = Http::new(&bare.url(), args.clients, &credentials)?;
-            report.creates_without_admission = Some(creates(&args, &http, &bare_http).await?);
+            let user = match &token_user {
+                Some(token_user) => Http::new(&bare.url(), args.clients, token_user)?,
+                None => Http::new(&bare.url(), args.clients, &credentials)?,
+            };
+            let admin = Http::new(&bare.url(), 1, &credentials)?;
+            variants.push(("without admission".into(), user, admin));
+        }
+        if let Some(open) = &unauthenticated {
+            let user = Http::new(&open.url(), args.clients, &anonymous)?;
+            let admin = Http::new(&open.url(), 1, &credentials)?;
+            variants.push(("without authn/authz".into(), user, admin));
+        }
+        if let Some(none) = &no_pipeline {
+            let user = Http::new(&none.url(), args.clients, &anonymous)?;
+            let admin = Http::new(&none.url(), 1, &credentials)?;
+            variants.push(("without the pipeline".into(), user, admin));
+        }
+        let mut runs: Vec<Vec<CreateResult>> = variants.iter().map(|_| Vec::new()).collect();
+        // Interleaved, A B A B …, so a change in the machine's load hits every configuration.
+        for round in 0..args.rounds {
+            for (i, (label, user, admin)) in variants.iter().enumerate() {
+                let result = creates(&args, &http, user, admin).await?;
+                if args.rounds > 1 || variants.len() > 1 {
+                    eprintln!("round {}, {label}: {}", round + 1, create_line(&result));
+                }
+                runs[i].push(result);
+            }
+        }
+        let mut all = variants.into_iter().zip(runs).map(|((label, _, _), runs)| {
+            let median_of = |f: &dyn Fn(&CreateResult) -> Option<f64>| {
+                median(runs.iter().filter_map(f).collect())
+            };
+            VariantRuns {
+                median_creates_per_sec: median_of(&|r| Some(r.creates_per_sec)).unwrap_or(0.0),
+                median_p50_ms: median_of(&|r| Some(r.latency_ms.p50)).unwrap_or(0.0),
+                median_p99_ms: median_of(&|r| Some(r.latency_ms.p99)).unwrap_or(0.0),
+                median_pipeline_p50_us: median_of(&|r| r.pipeline_us.as_ref().map(|p| p.p50)),
+                label,
+                runs,
+            }
+        });
+        let mut first = all.next().context("no create run")?;
+        if first.runs.len() == 1 && all.len() == 0 {
+            report.creates = first.runs.pop();
+        } else {
+            report.creates = Some(first.runs[0].clone());
+            report.comparison = std::iter::once(first).chain(all).collect();
         }
     }
     if matches!(args.part, Part::Watch | Part::All) {
@@ -286,6 +387,9 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(open) = unauthenticated {
         open.stop().await;
+    }
+    if let Some(none) = no_pipeline {
+        none.stop().await;
     }
     if let Some((store, server)) = spawned {
         server.stop().await;
@@ -301,23 +405,33 @@ pub async fn run(args: ApiBenchArgs) -> anyhow::Result<ExitCode> {
 
 fn print_report(report: &ApiBenchReport) {
     println!("target: {}", report.target);
-    let labelled = [
-        ("", &report.creates),
-        (" without admission", &report.creates_without_admission),
-        (" without authn/authz", &report.creates_without_auth),
-    ];
-    for (label, c) in labelled.iter().filter_map(|(l, c)| Some((l, c.as_ref()?))) {
+    if report.comparison.is_empty() {
+        if let Some(c) = &report.creates {
+            println!("pod creates {}", create_line(c));
+        }
+    }
+    for v in &report.comparison {
+        for (i, c) in v.runs.iter().enumerate() {
+            println!(
+                "pod creates, {}, run {}: {}",
+                v.label,
+                i + 1,
+                create_line(c)
+            );
+        }
+    }
+    for v in &report.comparison {
+        let pipeline = v
+            .median_pipeline_p50_us
+            .map(|p| format!("; server-timed pipeline p50 {p:.1} µs"))
+            .unwrap_or_default();
         println!(
-            "pod creates{label} ({}): {} pods, {} errors, {:.1} s, {:.0} creates/s; latency ms p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}",
-            c.mode,
-            c.pods,
-            c.errors,
-            c.seconds,
-            c.creates_per_sec,
-            c.latency_ms.p50,
-            c.latency_ms.p90,
-            c.latency_ms.p99,
-            c.latency_ms.max
+            "median of {} runs, {}: {:.0} creates/s, p50 {:.2} ms, p99 {:.2} ms{pipeline}",
+            v.runs.len(),
+            v.label,
+            v.median_creates_per_sec,
+            v.median_p50_ms,
+            v.median_p99_ms
         );
     }
     if let Some(w) = &report.watch {
@@ -346,7 +460,50 @@ fn print_report(report: &ApiBenchReport) {
     }
 }
 
-/// The bench user's bearer token (`--compare-auth`).
+/// One create run on a line.
+fn create_line(c: &CreateResult) -> String {
+    let pipeline = match &c.pipeline_us {
+        Some(p) => format!(
+            "; pipeline (server-timed) µs p50 {:.1} p90 {:.1} p99 {:.1} [authn p50 {}, authz p50 {}, admission p50 {}]",
+            p.p50,
+            p.p90,
+            p.p99,
+            optional_us(p.authn_p50),
+            optional_us(p.authz_p50),
+            optional_us(p.admission_p50),
+        ),
+        None => String::new(),
+    };
+    format!(
+        "({}): {} pods, {} errors, {:.1} s, {:.0} creates/s; latency ms p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}{pipeline}",
+        c.mode,
+        c.pods,
+        c.errors,
+        c.seconds,
+        c.creates_per_sec,
+        c.latency_ms.p50,
+        c.latency_ms.p90,
+        c.latency_ms.p99,
+        c.latency_ms.max
+    )
+}
+
+fn optional_us(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+}
+
+/// The median (the mean of the middle two for an even count); `None` for no values.
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+/// The bench user's bearer token (`--compare-auth`, `--compare-pipeline`).
 const BENCH_TOKEN: &str = "kemu-bench-token";
 
 /// A pooled HTTP/1.1 client for one API server: requests in flight each hold a connection;
@@ -452,6 +609,15 @@ impl Http {
         Ok(())
     }
 
+    /// The API server's `/metrics` text.
+    async fn metrics(&self) -> anyhow::Result<String> {
+        let (status, body) = self.send(Method::GET, "/metrics", None).await?;
+        if status != StatusCode::OK {
+            bail!("/metrics: {status}: {}", String::from_utf8_lossy(&body));
+        }
+        Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+
     /// The API server's `apiserver_registered_watchers{resource="pods"}` gauge.
     async fn pod_watchers(&self) -> anyhow::Result<usize> {
         let (_, body) = self.send(Method::GET, "/metrics", None).await?;
@@ -505,8 +671,14 @@ fn run_namespace(prefix: &str) -> String {
     )
 }
 
-/// The creates part: `admin` makes the run's namespace, `http` sends the timed creates.
-async fn creates(args: &ApiBenchArgs, admin: &Http, http: &Http) -> anyhow::Result<CreateResult> {
+/// The creates part: `admin` makes the run's namespace, `http` sends the timed creates, and
+/// `server_admin` (the admin on `http`'s server) reads that server's pipeline timings.
+async fn creates(
+    args: &ApiBenchArgs,
+    admin: &Http,
+    http: &Http,
+    server_admin: &Http,
+) -> anyhow::Result<CreateResult> {
     let namespace = run_namespace("bench-creates");
     admin.ensure_namespace(&namespace).await?;
     // Open the pool's connections before the clock starts: handshakes are not create latency.
@@ -519,6 +691,7 @@ async fn creates(args: &ApiBenchArgs, admin: &Http, http: &Http) -> anyhow::Resu
     for w in warm {
         w.await??;
     }
+    let metrics_before = server_admin.metrics().await?;
     let histogram = Arc::new(Mutex::new(new_histogram()));
     let errors = Arc::new(AtomicU64::new(0));
     let first_error = Arc::new(Mutex::new(None::<String>));
@@ -594,6 +767,7 @@ async fn creates(args: &ApiBenchArgs, admin: &Http, http: &Http) -> anyhow::Resu
         t.await?;
     }
     let seconds = started.elapsed().as_secs_f64();
+    let metrics_after = server_admin.metrics().await?;
     if let Some(e) = first_error.lock().take() {
         eprintln!("first create error: {e}");
     }
@@ -617,6 +791,36 @@ async fn creates(args: &ApiBenchArgs, admin: &Http, http: &Http) -> anyhow::Resu
         seconds,
         creates_per_sec: ok as f64 / seconds,
         latency_ms: percentiles(&h),
+        pipeline_us: pipeline_figures(&metrics_before, &metrics_after),
+    })
+}
+
+/// The pipeline's timings between two scrapes of a server's `/metrics`.
+fn pipeline_figures(before: &str, after: &str) -> Option<PipelineFigures> {
+    use apiserver::pipeline::{quantile_between, scrape_buckets};
+    let us = |name: &str, labels: &str, q: f64| {
+        quantile_between(
+            &scrape_buckets(before, name, labels),
+            &scrape_buckets(after, name, labels),
+            q,
+        )
+        .map(|seconds| seconds * 1e6)
+    };
+    let total = |q| us("kemu_apiserver_create_pipeline_seconds", "", q);
+    let stage = |s: &str| {
+        us(
+            "kemu_apiserver_request_pipeline_seconds",
+            &format!("stage=\"{s}\""),
+            0.5,
+        )
+    };
+    Some(PipelineFigures {
+        p50: total(0.5)?,
+        p90: total(0.9)?,
+        p99: total(0.99)?,
+        authn_p50: stage("authn"),
+        authz_p50: stage("authz"),
+        admission_p50: stage("admission"),
     })
 }
 

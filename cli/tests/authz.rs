@@ -166,6 +166,98 @@ async fn tokens_certificates_rbac_and_can_i() -> anyhow::Result<()> {
         stderr(&out)
     );
 
+    // Escalation prevention: allowed to write Roles and RoleBindings in dev, alice may grant
+    // what she holds there, and nothing more.
+    c.ok(&[
+        "create",
+        "role",
+        "rbac-writer",
+        "--verb=create",
+        "--resource=roles.rbac.authorization.k8s.io,rolebindings.rbac.authorization.k8s.io",
+        "-n",
+        "dev",
+    ]);
+    c.ok(&[
+        "create",
+        "rolebinding",
+        "alice-rbac",
+        "--role=rbac-writer",
+        "--user=alice",
+        "-n",
+        "dev",
+    ]);
+    wait_until(
+        "alice may create roles",
+        Duration::from_secs(20),
+        || async { can_i(&c, &alice, &["create", "roles", "-n", "dev"]) == "yes" },
+    )
+    .await?;
+    let out = c.kubectl_as(
+        &alice,
+        &[
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=pods",
+            "-n",
+            "dev",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = c.kubectl_as(
+        &alice,
+        &[
+            "create",
+            "role",
+            "deleter",
+            "--verb=get,delete",
+            "--resource=pods",
+            "-n",
+            "dev",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "roles.rbac.authorization.k8s.io \"deleter\" is forbidden: user \"alice\" (groups=[\"developers\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"pods\"], Verbs:[\"delete\"]}"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = c.kubectl_as(
+        &alice,
+        &[
+            "create",
+            "rolebinding",
+            "bob-admin",
+            "--clusterrole=admin",
+            "--user=bob",
+            "-n",
+            "dev",
+        ],
+    );
+    assert!(
+        stderr(&out).contains(
+            "rolebindings.rbac.authorization.k8s.io \"bob-admin\" is forbidden: user \"alice\""
+        ) && stderr(&out).contains("is attempting to grant RBAC permissions not currently held"),
+        "{}",
+        stderr(&out)
+    );
+    let out = c.kubectl_as(
+        &alice,
+        &[
+            "create",
+            "rolebinding",
+            "bob-reads",
+            "--role=reader",
+            "--user=bob",
+            "-n",
+            "dev",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
     // The bootstrap policy and the new objects print as kubectl expects.
     let roles = c.ok(&["get", "clusterroles"]);
     for name in [

@@ -30,6 +30,13 @@ fn bench_measures_creates_and_watch_fan_out() {
     assert_eq!(creates["errors"], 0, "{creates}");
     assert!(creates["creates_per_sec"].as_f64().unwrap_or(0.0) > 0.0);
     assert!(creates["latency_ms"]["p99"].as_f64().unwrap_or(0.0) > 0.0);
+    // The server timed its pipeline (authn + authz + admission) on the creates.
+    let pipeline = &creates["pipeline_us"];
+    assert!(pipeline["p50"].as_f64().unwrap_or(0.0) > 0.0, "{creates}");
+    assert!(
+        pipeline["admission_p50"].as_f64().unwrap_or(0.0) > 0.0,
+        "{creates}"
+    );
     let watch = &report["watch"];
     assert_eq!(watch["connections"], 3, "{watch}");
     assert_eq!(watch["errors"], 0, "{watch}");

@@ -6,6 +6,7 @@
 //! 403 with Kubernetes' message ([`forbidden`]).
 
 pub mod bootstrap;
+pub mod escalation;
 pub mod node;
 pub mod rbac;
 

@@ -21,6 +21,7 @@ use serde_json::Value;
 use tracing::{debug, warn};
 
 use super::{Attributes, Target};
+use crate::authn::UserInfo;
 use crate::watch_cache::{Filter, WatchCache};
 
 /// `*` in verbs, apiGroups, resources and nonResourceURLs.
@@ -157,6 +158,10 @@ impl Grants {
 pub struct RbacIndex {
     cluster: Grants,
     namespaces: HashMap<String, Grants>,
+    /// Every ClusterRole's rules (aggregated ones with what they aggregate), by name.
+    cluster_roles: HashMap<String, Arc<[PolicyRule]>>,
+    /// Every Role's rules, by namespace and name.
+    roles: HashMap<(String, String), Arc<[PolicyRule]>>,
     /// Counts for logs and tests.
     pub bindings: usize,
 }
@@ -269,7 +274,44 @@ impl RbacIndex {
             }
             index.bindings += 1;
         }
+        index.cluster_roles = cluster_rules;
+        index.roles = role_rules;
         index
+    }
+
+    /// The rules a role reference names: `kind` `ClusterRole` or `Role` (in `namespace`).
+    pub fn role_rules(&self, kind: &str, namespace: &str, name: &str) -> Option<Arc<[PolicyRule]>> {
+        match kind {
+            "ClusterRole" => self.cluster_roles.get(name).cloned(),
+            "Role" => self
+                .roles
+                .get(&(namespace.to_string(), name.to_string()))
+                .cloned(),
+            _ => None,
+        }
+    }
+
+    /// Every rule `user` holds in `namespace` ("" = cluster-wide only): what the cluster
+    /// bindings grant, plus what the namespace's own bindings grant there.
+    pub fn rules_of(&self, user: &UserInfo, namespace: &str) -> Vec<PolicyRule> {
+        let mut held = Vec::new();
+        let mut collect = |grants: &Grants| {
+            let sets = grants
+                .users
+                .get(&user.name)
+                .into_iter()
+                .chain(user.groups.iter().filter_map(|g| grants.groups.get(g)));
+            for set in sets.flatten() {
+                held.extend(set.iter().cloned());
+            }
+        };
+        collect(&self.cluster);
+        if !namespace.is_empty() {
+            if let Some(grants) = self.namespaces.get(namespace) {
+                collect(grants);
+            }
+        }
+        held
     }
 
     /// Whether some binding allows the request: cluster-wide ones always, a namespace's own
@@ -416,7 +458,6 @@ impl RbacAuthorizer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authn::UserInfo;
     use crate::authz::ResourceAttributes;
     use serde_json::json;
 

@@ -1,0 +1,332 @@
+//! What the request pipeline itself costs: authentication, authorization and admission, timed
+//! inside the server on every request and exposed on `/metrics` as
+//! `kemu_apiserver_request_pipeline_seconds{stage="authn|authz|admission"}`, with buckets fine
+//! enough (from 1 µs) to read a p50 of a few microseconds. Creates over the HTTP front also
+//! record the three stages' sum per request in `kemu_apiserver_create_pipeline_seconds`, which
+//! is the issue's figure ("the pipeline adds ≤ 20 µs per request at p50 on the create path").
+//!
+//! The histograms are atomics, so observing costs two clock reads and three relaxed adds; no
+//! lock is taken on the request path.
+
+use std::cell::Cell;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Upper bounds (seconds) of the pipeline histograms: 1 µs to 10 ms.
+pub const BUCKETS: &[f64] = &[
+    0.000_001,
+    0.000_002,
+    0.000_003,
+    0.000_005,
+    0.000_007_5,
+    0.000_01,
+    0.000_015,
+    0.000_02,
+    0.000_025,
+    0.000_03,
+    0.000_04,
+    0.000_05,
+    0.000_075,
+    0.000_1,
+    0.000_15,
+    0.000_25,
+    0.000_5,
+    0.001,
+    0.002_5,
+    0.005,
+    0.01,
+];
+
+/// The pipeline's stages, as the `stage` label names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Authn,
+    Authz,
+    Admission,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 3] = [Stage::Authn, Stage::Authz, Stage::Admission];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Authn => "authn",
+            Stage::Authz => "authz",
+            Stage::Admission => "admission",
+        }
+    }
+}
+
+/// A lock-free histogram over [`BUCKETS`] (per-bucket counts; cumulated when rendered).
+pub struct AtomicHistogram {
+    counts: [AtomicU64; BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Default for AtomicHistogram {
+    fn default() -> Self {
+        AtomicHistogram {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_nanos: AtomicU64::new(0),
+        }
+    }
+}
+
+impl AtomicHistogram {
+    pub fn observe(&self, took: Duration) {
+        let seconds = took.as_secs_f64();
+        let bucket = BUCKETS
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(BUCKETS.len());
+        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts per bound (the last is `+Inf`, i.e. the total count).
+    pub fn cumulative(&self) -> Vec<u64> {
+        let mut total = 0;
+        self.counts
+            .iter()
+            .map(|c| {
+                total += c.load(Ordering::Relaxed);
+                total
+            })
+            .collect()
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let cumulative = self.cumulative();
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (bound, n) in BUCKETS.iter().zip(&cumulative) {
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {n}");
+        }
+        let count = cumulative.last().copied().unwrap_or(0);
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {sum}");
+        let _ = writeln!(out, "{name}_count{braces} {count}");
+    }
+}
+
+/// The pipeline's histograms, one per stage plus the per-create sum.
+#[derive(Default)]
+pub struct PipelineMetrics {
+    stages: [AtomicHistogram; 3],
+    create_total: AtomicHistogram,
+}
+
+impl PipelineMetrics {
+    pub fn observe(&self, stage: Stage, took: Duration) {
+        self.stages[stage as usize].observe(took);
+    }
+
+    /// One create's authentication + authorization + admission.
+    pub fn observe_create(&self, took: Duration) {
+        self.create_total.observe(took);
+    }
+
+    pub fn stage(&self, stage: Stage) -> &AtomicHistogram {
+        &self.stages[stage as usize]
+    }
+
+    pub fn render(&self, out: &mut String) {
+        out.push_str("# HELP kemu_apiserver_request_pipeline_seconds Time spent in one stage of the request pipeline (authentication, authorization, admission) per request.\n");
+        out.push_str("# TYPE kemu_apiserver_request_pipeline_seconds histogram\n");
+        for stage in Stage::ALL {
+            self.stage(stage).render(
+                out,
+                "kemu_apiserver_request_pipeline_seconds",
+                &format!("stage=\"{}\"", stage.label()),
+            );
+        }
+        out.push_str("# HELP kemu_apiserver_create_pipeline_seconds Authentication, authorization and admission of one create over HTTP, together.\n");
+        out.push_str("# TYPE kemu_apiserver_create_pipeline_seconds histogram\n");
+        self.create_total
+            .render(out, "kemu_apiserver_create_pipeline_seconds", "");
+    }
+}
+
+tokio::task_local! {
+    /// The admission time of the request this task serves, when its front sums the pipeline.
+    static ADMISSION: Cell<Duration>;
+}
+
+/// Runs `request` collecting the admission time the registry spends on it; returns its output
+/// and that time.
+pub async fn with_admission_time<F: std::future::Future>(request: F) -> (F::Output, Duration) {
+    ADMISSION
+        .scope(Cell::new(Duration::ZERO), async {
+            let output = request.await;
+            (output, ADMISSION.with(Cell::get))
+        })
+        .await
+}
+
+/// A running admission timer: [`AdmissionTimer::stop`] adds the time since it started (or
+/// since the last stop) to the request's admission time.
+pub struct AdmissionTimer {
+    started: Instant,
+    spent: Duration,
+}
+
+impl AdmissionTimer {
+    pub fn start() -> AdmissionTimer {
+        AdmissionTimer {
+            started: Instant::now(),
+            spent: Duration::ZERO,
+        }
+    }
+
+    /// Counts the time since [`AdmissionTimer::start`] or the last `resume`.
+    pub fn pause(&mut self) {
+        self.spent += self.started.elapsed();
+    }
+
+    pub fn resume(&mut self) {
+        self.started = Instant::now();
+    }
+
+    /// Records the counted time as this request's admission.
+    pub fn finish(self, metrics: &PipelineMetrics) {
+        metrics.observe(Stage::Admission, self.spent);
+        let _ = ADMISSION.try_with(|spent| spent.set(spent.get() + self.spent));
+    }
+}
+
+/// Parses the text exposition's cumulative buckets of one histogram series (`name` with the
+/// exact `labels`, e.g. `stage="authz"`, or "" for none) into `(upper bound, count)` pairs,
+/// `+Inf` last as `f64::INFINITY`.
+pub fn scrape_buckets(text: &str, name: &str, labels: &str) -> Vec<(f64, u64)> {
+    let prefix = if labels.is_empty() {
+        format!("{name}_bucket{{le=\"")
+    } else {
+        format!("{name}_bucket{{{labels},le=\"")
+    };
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (bound, rest) = rest.split_once("\"}")?;
+            let bound = if bound == "+Inf" {
+                f64::INFINITY
+            } else {
+                bound.parse().ok()?
+            };
+            Some((bound, rest.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The `q` quantile (0–1) of the observations between two scrapes of one histogram, linearly
+/// interpolated inside its bucket as Prometheus' `histogram_quantile` does (an answer in the
+/// `+Inf` bucket is the last finite bound). `None` when nothing was observed in between.
+pub fn quantile_between(before: &[(f64, u64)], after: &[(f64, u64)], q: f64) -> Option<f64> {
+    let delta: Vec<(f64, u64)> = after
+        .iter()
+        .map(|(bound, n)| {
+            let earlier = before
+                .iter()
+                .find(|(b, _)| b == bound)
+                .map(|(_, m)| *m)
+                .unwrap_or(0);
+            (*bound, n.saturating_sub(earlier))
+        })
+        .collect();
+    let total = delta.last()?.1;
+    if total == 0 {
+        return None;
+    }
+    let rank = q * total as f64;
+    let mut lower_bound = 0.0;
+    let mut lower_count = 0u64;
+    for (bound, count) in &delta {
+        if *count as f64 >= rank {
+            if bound.is_infinite() {
+                return Some(lower_bound);
+            }
+            let in_bucket = (count - lower_count) as f64;
+            let fraction = if in_bucket == 0.0 {
+                1.0
+            } else {
+                (rank - lower_count as f64) / in_bucket
+            };
+            return Some(lower_bound + (bound - lower_bound) * fraction);
+        }
+        lower_bound = *bound;
+        lower_count = *count;
+    }
+    Some(lower_bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stages_render_as_prometheus_histograms_and_parse_back() {
+        let m = PipelineMetrics::default();
+        m.observe(Stage::Authz, Duration::from_nanos(800));
+        m.observe(Stage::Authz, Duration::from_micros(4));
+        m.observe(Stage::Authz, Duration::from_millis(20));
+        m.observe_create(Duration::from_micros(12));
+        let mut text = String::new();
+        m.render(&mut text);
+        assert!(text.contains(
+            "kemu_apiserver_request_pipeline_seconds_bucket{stage=\"authz\",le=\"0.000001\"} 1"
+        ));
+        assert!(text.contains(
+            "kemu_apiserver_request_pipeline_seconds_bucket{stage=\"authz\",le=\"0.000005\"} 2"
+        ));
+        assert!(text.contains(
+            "kemu_apiserver_request_pipeline_seconds_bucket{stage=\"authz\",le=\"+Inf\"} 3"
+        ));
+        assert!(text.contains("kemu_apiserver_request_pipeline_seconds_count{stage=\"authn\"} 0"));
+        assert!(text.contains("kemu_apiserver_create_pipeline_seconds_bucket{le=\"0.000015\"} 1"));
+        let authz = scrape_buckets(
+            &text,
+            "kemu_apiserver_request_pipeline_seconds",
+            "stage=\"authz\"",
+        );
+        assert_eq!(authz.len(), BUCKETS.len() + 1);
+        assert_eq!(authz.last(), Some(&(f64::INFINITY, 3)));
+        let total = scrape_buckets(&text, "kemu_apiserver_create_pipeline_seconds", "");
+        assert_eq!(total.last(), Some(&(f64::INFINITY, 1)));
+    }
+
+    #[test]
+    fn quantiles_come_from_the_difference_of_two_scrapes() {
+        let before = vec![(0.000_01, 100), (0.000_02, 100), (f64::INFINITY, 100)];
+        // 10 new observations, all between 10 and 20 µs.
+        let after = vec![(0.000_01, 100), (0.000_02, 110), (f64::INFINITY, 110)];
+        let p50 = quantile_between(&before, &after, 0.5).expect("observations");
+        assert!((p50 - 0.000_015).abs() < 1e-12, "{p50}");
+        assert_eq!(quantile_between(&after, &after, 0.5), None);
+        // Beyond the last bound: the last finite bound.
+        let slow = vec![(0.000_01, 100), (0.000_02, 100), (f64::INFINITY, 110)];
+        assert_eq!(quantile_between(&before, &slow, 0.99), Some(0.000_02));
+    }
+
+    #[tokio::test]
+    async fn admission_time_reaches_the_request_that_spent_it() {
+        let m = PipelineMetrics::default();
+        let ((), spent) = with_admission_time(async {
+            let mut t = AdmissionTimer::start();
+            std::thread::sleep(Duration::from_millis(2));
+            t.pause();
+            t.finish(&m);
+        })
+        .await;
+        assert!(spent >= Duration::from_millis(2), "{spent:?}");
+        assert_eq!(m.stage(Stage::Admission).cumulative().last(), Some(&1));
+        // Outside a scope the stage is still recorded.
+        AdmissionTimer::start().finish(&m);
+        assert_eq!(m.stage(Stage::Admission).cumulative().last(), Some(&2));
+    }
+}
