@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 use crate::authn::{self, Authenticator, UserInfo};
+use crate::authz::impersonation::Impersonation;
 use crate::authz::{self, Attributes, Authorizer, ResourceAttributes, Target};
 use crate::errors::ApiError;
 use crate::https::HttpPeer;
@@ -74,6 +75,26 @@ impl AppState {
             .authenticate(certificate, authorization)
             .map(Some)
     }
+
+    /// The user the request runs as: `user`, or whom its `Impersonate-*` headers name if
+    /// `user` may impersonate them.
+    fn impersonate(
+        &self,
+        user: Option<Arc<UserInfo>>,
+        headers: &HeaderMap,
+    ) -> Result<Option<Arc<UserInfo>>, ApiError> {
+        let Some(real) = user else {
+            return Ok(None);
+        };
+        match Impersonation::from_headers(headers)? {
+            None => Ok(Some(real)),
+            Some(wanted) => {
+                let acting = self.authorizer.impersonate(&real, &wanted)?;
+                debug!(user = %real.name, as_user = %acting.name, "impersonating");
+                Ok(Some(Arc::new(acting)))
+            }
+        }
+    }
 }
 
 /// One request's target after path parsing.
@@ -111,7 +132,9 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
         .map(|c| &c.0);
     let pipeline = state.registry.pipeline();
     let authn_started = Instant::now();
-    let authenticated = state.authenticate(&path, peer, request.headers());
+    let authenticated = state
+        .authenticate(&path, peer, request.headers())
+        .and_then(|user| state.impersonate(user, request.headers()));
     let authn_time = authn_started.elapsed();
     if !authn::is_public_path(&path) {
         pipeline.observe(Stage::Authn, authn_time);
@@ -420,7 +443,13 @@ async fn authorized_resource_request(
             });
         }
         let body = read_object(resource, request).await?;
-        let answered = reviews::answer(resource, &state.authorizer, user, body)?;
+        let answered = reviews::answer(
+            resource,
+            &state.authorizer,
+            user,
+            target.namespace.as_deref(),
+            body,
+        )?;
         return Ok(json_response(StatusCode::CREATED, &answered));
     }
     resource_request(state, user, target, method.clone(), query, request).await

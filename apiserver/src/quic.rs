@@ -230,7 +230,13 @@ impl ComponentFront {
                     Some(&body),
                 )?;
                 if reviews::is_review(resource) {
-                    return object(&reviews::answer(resource, &self.authorizer, user, body)?);
+                    return object(&reviews::answer(
+                        resource,
+                        &self.authorizer,
+                        user,
+                        namespace.as_deref(),
+                        body,
+                    )?);
                 }
                 let created = registry
                     .create(

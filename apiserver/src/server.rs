@@ -179,6 +179,12 @@ pub async fn run(
         }
     });
     registry.guard_rbac_with(authorizer.clone());
+    if let Authorizer::NodeRbac { rbac, .. } = &*authorizer {
+        tokio::spawn(write_back_aggregations(
+            Arc::downgrade(rbac),
+            registry.clone(),
+        ));
+    }
     let tls = TlsIdentity::load(&config.certs_dir, &config.identity)?;
     if !config.compaction_interval.is_zero() {
         tokio::spawn(compactor(client.clone(), config.compaction_interval));
@@ -348,5 +354,52 @@ async fn compactor(client: Client, interval: Duration) {
             }
         }
         previous = Some(current);
+    }
+}
+
+/// The clusterrole-aggregation controller's job, done by the API server: an aggregated
+/// ClusterRole (`admin`, `edit`, `view`, or a user's) gets the rules of the ClusterRoles its
+/// selectors match written into it, so `kubectl get clusterrole view -o yaml` shows them. Every
+/// replica does it; they write the same rules, so a lost race changes nothing.
+async fn write_back_aggregations(
+    rbac: std::sync::Weak<crate::authz::rbac::RbacAuthorizer>,
+    registry: Arc<Registry>,
+) {
+    let Some(cluster_roles) =
+        api::resources::find("rbac.authorization.k8s.io", "v1", "clusterroles")
+    else {
+        return;
+    };
+    loop {
+        // Hold the authorizer only while waiting a while, so this task ends with it.
+        let Some(strong) = rbac.upgrade() else {
+            return;
+        };
+        let waited = tokio::time::timeout(Duration::from_secs(5), strong.next_stale()).await;
+        drop(strong);
+        let Ok(stale) = waited else {
+            continue;
+        };
+        for (name, rules) in stale {
+            let patch = json!({"rules": rules}).to_string();
+            let written = registry
+                .patch(
+                    cluster_roles,
+                    None,
+                    &name,
+                    None,
+                    api::patch::PatchType::Merge,
+                    patch.as_bytes(),
+                    false,
+                    &WriteOptions::default(),
+                )
+                .await;
+            match written {
+                Ok(_) => {
+                    info!(clusterrole = %name, rules = rules.len(), "aggregated rules written")
+                }
+                Err(e) => warn!(clusterrole = %name, error = %e, "cannot write aggregated rules"),
+            }
+        }
     }
 }

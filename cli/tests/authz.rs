@@ -258,6 +258,38 @@ async fn tokens_certificates_rbac_and_can_i() -> anyhow::Result<()> {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 
+    // The admin asks about alice: impersonation (`--as`) and SubjectAccessReviews.
+    assert_eq!(
+        c.ok(&["auth", "can-i", "create", "pods", "-n", "dev", "--as=alice"])
+            .trim(),
+        "yes"
+    );
+    let out = c.kubectl(&["auth", "can-i", "delete", "pods", "-n", "dev", "--as=alice"]);
+    assert_eq!(stdout(&out).trim(), "no");
+    let sar = |kind: &str, namespace: &str, verb: &str| {
+        format!(
+            r#"{{"apiVersion": "authorization.k8s.io/v1", "kind": "{kind}", "metadata": {{"namespace": "{namespace}"}},
+               "spec": {{"user": "alice", "groups": ["developers"], "resourceAttributes": {{"verb": "{verb}", "resource": "pods", "namespace": "{namespace}"}}}}}}"#
+        )
+    };
+    let answered = c.ok_stdin(
+        &["create", "-f", "-", "-o", "jsonpath={.status.allowed}"],
+        &sar("SubjectAccessReview", "dev", "create"),
+    );
+    assert_eq!(answered.trim(), "true");
+    let answered = c.ok_stdin(
+        &["create", "-f", "-", "-o", "jsonpath={.status.allowed}"],
+        &sar("LocalSubjectAccessReview", "dev", "delete"),
+    );
+    assert_eq!(answered.trim(), "false");
+    // alice may not impersonate.
+    let out = c.kubectl_as(&alice, &["get", "pods", "-n", "dev", "--as=bob"]);
+    assert!(
+        stderr(&out).contains(r#"users "bob" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope"#),
+        "{}",
+        stderr(&out)
+    );
+
     // The bootstrap policy and the new objects print as kubectl expects.
     let roles = c.ok(&["get", "clusterroles"]);
     for name in [
@@ -272,6 +304,32 @@ async fn tokens_certificates_rbac_and_can_i() -> anyhow::Result<()> {
             "{name}: {roles}"
         );
     }
+    // Aggregated roles carry the rules they aggregate, as the aggregation controller writes.
+    wait_until(
+        "view's aggregated rules are written",
+        Duration::from_secs(20),
+        || async {
+            let view = c.ok(&["get", "clusterrole", "view", "-o", "json"]);
+            let view: serde_json::Value = serde_json::from_str(&view).unwrap_or_default();
+            view["rules"].as_array().is_some_and(|rules| {
+                rules.iter().any(|r| {
+                    r["resources"]
+                        .as_array()
+                        .is_some_and(|res| res.contains(&"pods".into()))
+                        && r["verbs"]
+                            .as_array()
+                            .is_some_and(|v| v.contains(&"list".into()))
+                })
+            })
+        },
+    )
+    .await?;
+    let view = c.ok(&["get", "clusterrole", "view", "-o", "yaml"]);
+    assert!(
+        view.contains("aggregationRule:") && view.contains("rules:"),
+        "{view}"
+    );
+    assert!(!view.contains("secrets"), "view reads no secrets: {view}");
     let bindings = c.ok(&["get", "rolebindings", "-n", "dev", "-o", "wide"]);
     assert!(
         bindings.contains("Role/pod-writer") && bindings.contains("alice"),

@@ -7,6 +7,7 @@
 
 pub mod bootstrap;
 pub mod escalation;
+pub mod impersonation;
 pub mod node;
 pub mod rbac;
 

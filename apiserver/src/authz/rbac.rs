@@ -153,6 +153,77 @@ impl Grants {
     }
 }
 
+fn object_name(o: &Value) -> &str {
+    o.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The rules of every ClusterRole with an `aggregationRule`, by name: the rules of the other
+/// ClusterRoles its selectors match, in the order of their names, each rule once — what
+/// Kubernetes' clusterrole-aggregation controller writes into it.
+pub fn aggregate(cluster_roles: &[Value]) -> HashMap<String, Vec<Value>> {
+    let mut sorted: Vec<&Value> = cluster_roles.iter().collect();
+    sorted.sort_by(|a, b| object_name(a).cmp(object_name(b)));
+    let mut out = HashMap::new();
+    for role in cluster_roles {
+        let Some(selectors) = role
+            .pointer("/aggregationRule/clusterRoleSelectors")
+            .and_then(Value::as_array)
+        else {
+            continue;
+        };
+        let selectors: Vec<LabelSelector> = selectors
+            .iter()
+            .filter_map(|s| LabelSelector::from_label_selector_json(s).ok())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let mut rules: Vec<Value> = Vec::new();
+        for other in &sorted {
+            if object_name(other) == object_name(role) {
+                continue;
+            }
+            let labels = other.pointer("/metadata/labels").cloned();
+            let probe = serde_json::json!({"metadata": {"labels": labels}});
+            if !selectors.iter().any(|s| s.matches_object(&probe)) {
+                continue;
+            }
+            for rule in other
+                .get("rules")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if !rules.contains(rule) {
+                    rules.push(rule.clone());
+                }
+            }
+        }
+        out.insert(object_name(role).to_string(), rules);
+    }
+    out
+}
+
+/// The aggregated ClusterRoles whose stored rules differ from what they aggregate, with the
+/// rules to write into them.
+pub fn stale_aggregations(cluster_roles: &[Value]) -> Vec<(String, Vec<Value>)> {
+    let mut computed = aggregate(cluster_roles);
+    let mut stale: Vec<(String, Vec<Value>)> = cluster_roles
+        .iter()
+        .filter_map(|role| {
+            let rules = computed.remove(object_name(role))?;
+            let stored = role
+                .get("rules")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            (stored != rules).then(|| (object_name(role).to_string(), rules))
+        })
+        .collect();
+    stale.sort_by(|a, b| a.0.cmp(&b.0));
+    stale
+}
+
 /// Everything RBAC needs for a decision, built from the objects.
 #[derive(Debug, Default)]
 pub struct RbacIndex {
@@ -194,32 +265,17 @@ impl RbacIndex {
                 .to_string()
         };
 
+        let mut aggregated = aggregate(cluster_roles);
         let mut cluster_rules: HashMap<String, Arc<[PolicyRule]>> = HashMap::new();
         for role in cluster_roles {
-            let mut rules = parse_rules(role);
-            if let Some(selectors) = role
-                .pointer("/aggregationRule/clusterRoleSelectors")
-                .and_then(Value::as_array)
-            {
-                let selectors: Vec<LabelSelector> = selectors
-                    .iter()
-                    .filter_map(|s| LabelSelector::from_label_selector_json(s).ok())
-                    .collect();
-                for other in cluster_roles {
-                    if name_of(other) == name_of(role) {
-                        continue;
-                    }
-                    let labels = other.pointer("/metadata/labels").cloned();
-                    let probe = serde_json::json!({"metadata": {"labels": labels}});
-                    if selectors
-                        .iter()
-                        .any(|s| !s.is_empty() && s.matches_object(&probe))
-                    {
-                        rules.extend(parse_rules(other));
-                    }
-                }
-            }
-            cluster_rules.insert(name_of(role), rules.into());
+            let name = name_of(role);
+            // An aggregated role's rules are what it aggregates (whether or not they have been
+            // written back yet), as the aggregation controller keeps them.
+            let rules = match aggregated.remove(&name) {
+                Some(rules) => rules.iter().map(PolicyRule::from_json).collect(),
+                None => parse_rules(role),
+            };
+            cluster_rules.insert(name, rules.into());
         }
         let role_rules: HashMap<(String, String), Arc<[PolicyRule]>> = roles
             .iter()
@@ -333,12 +389,17 @@ impl RbacIndex {
 /// The RBAC authorizer: the current [`RbacIndex`], kept in step with the watch cache.
 pub struct RbacAuthorizer {
     index: RwLock<Arc<RbacIndex>>,
+    /// Aggregated ClusterRoles whose stored rules are behind, for [`RbacAuthorizer::next_stale`].
+    stale: parking_lot::Mutex<Vec<(String, Vec<Value>)>>,
+    stale_changed: tokio::sync::Notify,
 }
 
 impl Default for RbacAuthorizer {
     fn default() -> Self {
         RbacAuthorizer {
             index: RwLock::new(Arc::new(RbacIndex::default())),
+            stale: parking_lot::Mutex::new(Vec::new()),
+            stale_changed: tokio::sync::Notify::new(),
         }
     }
 }
@@ -376,6 +437,18 @@ impl RbacAuthorizer {
         self.index.read().allows(attributes)
     }
 
+    /// Waits until some aggregated ClusterRoles' stored rules are behind what they aggregate,
+    /// and returns them with their rules (the server writes them back).
+    pub async fn next_stale(&self) -> Vec<(String, Vec<Value>)> {
+        loop {
+            let stale = std::mem::take(&mut *self.stale.lock());
+            if !stale.is_empty() {
+                return stale;
+            }
+            self.stale_changed.notified().await;
+        }
+    }
+
     /// The index now in force.
     pub fn index(&self) -> Arc<RbacIndex> {
         self.index.read().clone()
@@ -395,6 +468,11 @@ impl RbacAuthorizer {
                 })
                 .unwrap_or_default();
             lists.push(objects);
+        }
+        let stale = stale_aggregations(&lists[1]);
+        if !stale.is_empty() {
+            *self.stale.lock() = stale;
+            self.stale_changed.notify_one();
         }
         let index = RbacIndex::build(&lists[0], &lists[1], &lists[2], &lists[3]);
         debug!(bindings = index.bindings, "RBAC index rebuilt");
@@ -654,5 +732,25 @@ mod tests {
         let robot = user("system:serviceaccount:qa:robot", &[]);
         assert!(index.allows(&resource(&robot, "get", "", "pods", "", "qa", "p")));
         assert_eq!(index.bindings, 3);
+    }
+
+    #[test]
+    fn aggregated_roles_are_written_the_rules_they_select_once() {
+        let read = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]});
+        let write = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]});
+        let roles = vec![
+            json!({"metadata": {"name": "agg"}, "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"to-agg": "true"}}]}}),
+            json!({"metadata": {"name": "b-writer", "labels": {"to-agg": "true"}}, "rules": [write.clone(), read.clone()]}),
+            json!({"metadata": {"name": "a-reader", "labels": {"to-agg": "true"}}, "rules": [read.clone()]}),
+            json!({"metadata": {"name": "other"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+        ];
+        // By the selected roles' names, each rule once.
+        assert_eq!(
+            stale_aggregations(&roles),
+            vec![("agg".to_string(), vec![read.clone(), write.clone()])]
+        );
+        let mut written = roles.clone();
+        written[0]["rules"] = json!([read, write]);
+        assert!(stale_aggregations(&written).is_empty());
     }
 }
