@@ -112,6 +112,12 @@ pub fn decode(resource: &ResourceInfo, object: &Value) -> Result<Value, StrictEr
         ("authorization.k8s.io", "SelfSubjectAccessReview") => {
             round_trip::<authorization::v1::SelfSubjectAccessReview>(resource, &object)
         }
+        ("authorization.k8s.io", "SubjectAccessReview") => {
+            round_trip::<authorization::v1::SubjectAccessReview>(resource, &object)
+        }
+        ("authorization.k8s.io", "LocalSubjectAccessReview") => {
+            round_trip::<authorization::v1::LocalSubjectAccessReview>(resource, &object)
+        }
         ("authentication.k8s.io", "SelfSubjectReview") => {
             round_trip::<authentication::v1::SelfSubjectReview>(resource, &object)
         }
