@@ -56,15 +56,8 @@ fn spec_subject(kind: &str, object: &Value) -> Result<UserInfo, ApiError> {
             .unwrap_or("")
             .to_string()
     };
-    let groups: Vec<String> = spec
-        .and_then(|s| s.get("groups"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(String::from)
-                .collect()
-        })
+    let groups = spec
+        .map(|s| crate::authz::rbac::strings(s, "groups"))
         .unwrap_or_default();
     let name = text("user");
     if name.is_empty() && groups.is_empty() {

@@ -100,6 +100,17 @@ impl MemberConnection {
     }
 }
 
+impl Inner {
+    /// Prefers the member after `index` for the next calls, if `index` is still preferred. The
+    /// connection to `index` stays open for the calls and watches already on it.
+    fn move_on(&self, index: usize) {
+        let mut slot = self.slot.lock();
+        if slot.preferred == index {
+            slot.preferred = (index + 1) % slot.connections.len();
+        }
+    }
+}
+
 /// A store client; cheap to clone.
 #[derive(Clone)]
 pub struct Client {
@@ -436,10 +447,7 @@ impl Client {
                 warn!(%endpoint, after = ?SUSPECT_AFTER, "store member silent; moving to another");
                 let _ = suspect_tx.send(true);
                 if let Some(inner) = client.upgrade() {
-                    let mut slot = inner.slot.lock();
-                    if slot.preferred == index {
-                        slot.preferred = (index + 1) % slot.connections.len();
-                    }
+                    inner.move_on(index);
                 }
                 if watched.silent_for(DEAD_AFTER - SUSPECT_AFTER).await {
                     warn!(%endpoint, after = ?DEAD_AFTER, "store member still silent; closing its connection");
@@ -453,13 +461,8 @@ impl Client {
         }
     }
 
-    /// Prefers the member after `index` for the next calls, if `index` is still preferred. The
-    /// connection to `index` stays open for the calls and watches already on it.
     fn move_on(&self, index: usize) {
-        let mut slot = self.inner.slot.lock();
-        if slot.preferred == index {
-            slot.preferred = (index + 1) % slot.connections.len();
-        }
+        self.inner.move_on(index);
     }
 
     /// Opens a watch. The stream resumes by itself across member failures and slow-watcher

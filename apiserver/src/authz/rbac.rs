@@ -37,7 +37,7 @@ pub struct PolicyRule {
     pub non_resource_urls: Vec<String>,
 }
 
-fn strings(value: &Value, field: &str) -> Vec<String> {
+pub(crate) fn strings(value: &Value, field: &str) -> Vec<String> {
     value
         .get(field)
         .and_then(Value::as_array)
