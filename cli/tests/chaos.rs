@@ -166,6 +166,33 @@ kind = "kill-store-leader"
         "{}",
         chaos["availability"]
     );
+    // Service recovery: API writes back after every kill (the probes run throughout), and
+    // pods created after the first kill (t = 8 s, mid-create-phase) Running again.
+    let service = &chaos["service"];
+    assert_eq!(service["passed"], true, "{service}");
+    let recoveries = service["recoveries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(recoveries.len(), 3, "{service}");
+    for r in &recoveries {
+        let api = r["measures"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["measure"] == "api_writes"))
+            .cloned()
+            .unwrap_or_default();
+        assert!(api["recover_s"].as_f64().is_some(), "{r}");
+    }
+    let first_pods = recoveries[0]["measures"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["measure"] == "pods_running"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        first_pods["recover_s"].as_f64().is_some(),
+        "{}",
+        recoveries[0]
+    );
     assert_eq!(report["pods"]["unaccounted"], 0, "{}", report["pods"]);
     assert_eq!(chaos["passed"], true);
     assert_eq!(report["passed"], true);

@@ -57,12 +57,60 @@ pub struct AvailabilityReport {
 }
 
 /// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[f64], q: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
+}
+
+/// Probe outcomes per `bucket_s` seconds (by the time each was sent), up to the last answer.
+pub fn timeline<'a>(probes: impl Iterator<Item = &'a Probe> + Clone, bucket_s: f64) -> Vec<Bucket> {
+    let end = probes.clone().map(|p| p.done_s).fold(0.0, f64::max);
+    let buckets = ((end / bucket_s).ceil() as usize).max(1);
+    let mut timeline: Vec<Bucket> = (0..buckets)
+        .map(|i| Bucket {
+            t: i as f64 * bucket_s,
+            sent: 0,
+            ok: 0,
+            failed: 0,
+            error_rate: 0.0,
+        })
+        .collect();
+    for p in probes {
+        let b = &mut timeline[((p.sent_s / bucket_s) as usize).min(buckets - 1)];
+        b.sent += 1;
+        if p.ok {
+            b.ok += 1;
+        } else {
+            b.failed += 1;
+        }
+    }
+    for b in &mut timeline {
+        if b.sent > 0 {
+            b.error_rate = b.failed as f64 / b.sent as f64;
+        }
+    }
+    timeline
+}
+
+/// Whether any probe was sent at or after `at`, and the time from `at` to the answer of the
+/// first successful one (a write sent before `at` says nothing about recovery).
+pub(crate) fn first_ok_after<'a>(
+    probes: impl Iterator<Item = &'a Probe>,
+    at: f64,
+) -> (bool, Option<f64>) {
+    let mut sent_after = false;
+    let mut best: Option<f64> = None;
+    for p in probes.filter(|p| p.sent_s >= at) {
+        sent_after = true;
+        if p.ok {
+            let r = p.done_s - at;
+            best = Some(best.map_or(r, |b: f64| b.min(r)));
+        }
+    }
+    (sent_after, best)
 }
 
 /// Analyses the probe timeline against the actions; `recover_limit_s` makes slow recoveries
@@ -75,43 +123,13 @@ pub fn analyse(
 ) -> AvailabilityReport {
     let mut sorted: Vec<Probe> = probes.to_vec();
     sorted.sort_by(|a, b| a.sent_s.total_cmp(&b.sent_s));
-    let end = sorted.iter().map(|p| p.done_s).fold(0.0, f64::max);
-    let buckets = ((end / bucket_s).ceil() as usize).max(1);
-    let mut timeline: Vec<Bucket> = (0..buckets)
-        .map(|i| Bucket {
-            t: i as f64 * bucket_s,
-            sent: 0,
-            ok: 0,
-            failed: 0,
-            error_rate: 0.0,
-        })
-        .collect();
-    for p in &sorted {
-        let i = ((p.sent_s / bucket_s) as usize).min(buckets - 1);
-        timeline[i].sent += 1;
-        if p.ok {
-            timeline[i].ok += 1;
-        } else {
-            timeline[i].failed += 1;
-        }
-    }
-    for b in &mut timeline {
-        if b.sent > 0 {
-            b.error_rate = b.failed as f64 / b.sent as f64;
-        }
-    }
+    let timeline = timeline(sorted.iter(), bucket_s);
 
     let recoveries: Vec<Recovery> = actions
         .iter()
         .filter(|a| a.disruptive)
         .map(|a| {
-            let recover_s = sorted
-                .iter()
-                .filter(|p| p.ok && p.sent_s >= a.at_s)
-                .map(|p| p.done_s - a.at_s)
-                .fold(None, |best: Option<f64>, r| {
-                    Some(best.map_or(r, |b| b.min(r)))
-                });
+            let (_, recover_s) = first_ok_after(sorted.iter(), a.at_s);
             Recovery {
                 action: a.describe(),
                 at_s: a.at_s,

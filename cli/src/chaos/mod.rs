@@ -8,6 +8,7 @@
 //! - [`convergence`]: every store member at the same revision with the same key-space hash.
 //! - [`accounting`]: the load's acknowledged creates and deletes against the final pods.
 //! - [`availability`]: probe error rate over time and time to recover after each action.
+//! - [`service`]: time until API writes, scheduling and pods Running recover after each action.
 //!
 //! The driver: [`actions`] (kinds and schedule), [`targets`] (what the actions act on: a
 //! `kemu up` cluster directory or a local store), [`executor`] (signals on schedule),
@@ -24,6 +25,7 @@ pub mod linearizability;
 pub mod recorder;
 pub mod report;
 pub mod run;
+pub mod service;
 pub mod targets;
 pub mod watch_check;
 pub mod workload;

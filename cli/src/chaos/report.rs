@@ -14,6 +14,7 @@ use super::availability::AvailabilityReport;
 use super::convergence::ConvergenceReport;
 use super::history::Operation;
 use super::linearizability::{LinearizabilityReport, Verdict};
+use super::service::{ServerProbes, ServiceReport};
 use super::watch_check::WatchCheckReport;
 
 pub const SCHEMA_ID: &str = "kemu.dev/chaos-report/v1";
@@ -73,6 +74,10 @@ pub struct ChaosReport {
     pub acknowledged_writes: AcknowledgedWrites,
     pub convergence: ConvergenceReport,
     pub availability: AvailabilityReport,
+    /// Recovery of API writes (and, with a load, of scheduling and pods Running) after each
+    /// action; absent for a store-only run.
+    #[serde(default)]
+    pub service: Option<ServiceReport>,
     /// The load's pods, when a load ran alongside.
     pub accounting: Option<AccountingReport>,
     /// The load's pod watches (through the API server's watch cache, which its store watch
@@ -83,6 +88,9 @@ pub struct ChaosReport {
     pub checker_ms: BTreeMap<String, f64>,
     #[serde(skip)]
     pub register_history: Vec<Operation>,
+    /// Every API server's probes, for [`ServiceReport`] once the load's pods are known.
+    #[serde(skip)]
+    pub api_probes: Vec<ServerProbes>,
 }
 
 /// The files [`ChaosReport::write`] produced.
@@ -152,6 +160,16 @@ impl ChaosReport {
             mark(self.availability.passed),
             self.availability.error_rate * 100.0
         );
+        if let Some(service) = &self.service {
+            let _ = writeln!(
+                s,
+                "  service           {}  (API probe error rate {:.2}%{}; {})",
+                mark(service.passed),
+                service.api_error_rate * 100.0,
+                service.errors_line(),
+                service.stats_line()
+            );
+        }
         if let Some(a) = &self.accounting {
             let _ = writeln!(
                 s,
@@ -333,11 +351,24 @@ impl ChaosReport {
                 ))
             );
         }
+        if let Some(service) = &self.service {
+            let _ = writeln!(
+                h,
+                "<tr><td>service recovery (API writes, scheduling, pods Running)</td>{}<td>{}</td></tr>",
+                mark(service.passed),
+                escape(&format!(
+                    "API probe error rate {:.2}% over {} writes; {}",
+                    service.api_error_rate * 100.0,
+                    service.api_probes,
+                    service.stats_line()
+                ))
+            );
+        }
         let _ = writeln!(h, "</table>");
         let _ = writeln!(h, "{}", self.timeline_svg());
         let _ = writeln!(
             h,
-            "<h3>Actions</h3><table><tr><th>t (s)</th><th>action</th><th>target</th><th>recovered after (s)</th><th>detail</th></tr>"
+            "<h3>Actions</h3><table><tr><th>t (s)</th><th>action</th><th>target</th><th>store writes back after (s)</th><th>service back after (s)</th><th>detail</th></tr>"
         );
         for a in &self.actions {
             let recovered = self
@@ -348,12 +379,30 @@ impl ChaosReport {
                 .and_then(|r| r.recover_s)
                 .map(|s| format!("{s:.2}"))
                 .unwrap_or_default();
+            let service = self
+                .service
+                .iter()
+                .flat_map(|s| s.recoveries.iter())
+                .find(|r| a.disruptive && (r.at_s - a.at_s).abs() < 1e-9)
+                .map(|r| {
+                    r.measures
+                        .iter()
+                        .map(|m| match (m.recover_s, &m.note) {
+                            (Some(t), _) => format!("{} {t:.2}", m.measure),
+                            (None, Some(note)) => format!("{}: {note}", m.measure),
+                            (None, None) => format!("{}: NEVER", m.measure),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
             let _ = writeln!(
                 h,
-                "<tr><td>{:.2}</td><td>{}</td><td>{}</td><td>{recovered}</td><td>{}</td></tr>",
+                "<tr><td>{:.2}</td><td>{}</td><td>{}</td><td>{recovered}</td><td>{}</td><td>{}</td></tr>",
                 a.at_s,
                 a.kind.as_str(),
                 escape(&a.target),
+                escape(&service),
                 escape(&a.detail)
             );
         }

@@ -18,6 +18,7 @@ use super::history::{Operation, RegisterOutput};
 use super::linearizability::{self, LinearizabilityConfig, Verdict};
 use super::recorder;
 use super::report::{AcknowledgedWrites, ChaosReport, HistorySummary};
+use super::service;
 use super::targets::ChaosCluster;
 use super::watch_check::{self, value_hash, WatchedEvent};
 use super::workload::{self, RegisterWorkload};
@@ -32,6 +33,8 @@ pub struct ChaosRunConfig {
     /// Pause between one register client's operations.
     pub think: Duration,
     pub probe_interval: Duration,
+    /// Pause between one API server's probe writes.
+    pub api_probe_interval: Duration,
     /// How long members may take to agree after the run.
     pub convergence_timeout: Duration,
     /// Recoveries slower than this fail the availability check.
@@ -50,6 +53,7 @@ impl Default for ChaosRunConfig {
             register_keys: 4,
             think: Duration::from_millis(2),
             probe_interval: Duration::from_millis(20),
+            api_probe_interval: Duration::from_millis(100),
             convergence_timeout: Duration::from_secs(30),
             recover_limit_s: None,
             step_budget: LinearizabilityConfig::default().step_budget,
@@ -115,8 +119,22 @@ pub async fn run_until(
         format!("{prefix}probe"),
         config.probe_interval,
         clock,
-        stop_rx,
+        stop_rx.clone(),
     ));
+    let api_probers: Vec<_> = cluster
+        .api_servers()?
+        .into_iter()
+        .map(|(server, api)| {
+            let task = tokio::spawn(workload::run_api_prober(
+                api,
+                format!("kemu-chaos-probe-{server}"),
+                config.api_probe_interval,
+                clock,
+                stop_rx.clone(),
+            ));
+            (server, task)
+        })
+        .collect();
 
     let executor = Executor::new(cluster.clone(), admin.clone(), clock, config.seed);
     let deadline = tokio::time::Instant::now() + config.duration;
@@ -138,6 +156,15 @@ pub async fn run_until(
     let _ = stop_tx.send(true);
     let history = register_task.await??;
     let probes = prober_task.await?;
+    let mut api_probes = Vec::new();
+    for (server, task) in api_probers {
+        let (probes, errors) = task.await?;
+        api_probes.push(service::ServerProbes {
+            server,
+            probes,
+            errors,
+        });
+    }
     let run_s = clock.secs();
     info!(
         operations = history.len(),
@@ -203,6 +230,8 @@ pub async fn run_until(
     let t = Instant::now();
     let availability = availability::analyse(&probes, &actions, 1.0, config.recover_limit_s);
     checker_ms.insert("availability".to_string(), elapsed_ms(t));
+    // Pod measures join under `kemu run`, where the load's pods are known.
+    let service = (!api_probes.is_empty()).then(|| service::analyse(&api_probes, None, &actions));
 
     let violation = |r: &linearizability::LinearizabilityReport| {
         r.keys
@@ -217,7 +246,8 @@ pub async fn run_until(
         && watch.passed
         && acknowledged.passed
         && convergence.passed
-        && availability.passed;
+        && availability.passed
+        && service.as_ref().is_none_or(|s| s.passed);
     Ok(ChaosReport {
         schema: super::report::SCHEMA_ID.into(),
         started_at: started_at.to_rfc3339(),
@@ -233,10 +263,12 @@ pub async fn run_until(
         acknowledged_writes: acknowledged,
         convergence,
         availability,
+        service,
         accounting: None,
         load_watch: None,
         checker_ms,
         register_history: history,
+        api_probes,
     })
 }
 

@@ -13,6 +13,7 @@ use anyhow::{bail, Context};
 use nix::sys::signal::Signal;
 use store::client::{Client, ClientConfig};
 
+use crate::api_access::{ApiAccess, ApiCredentials};
 use crate::cluster_proc::LocalStore;
 use crate::launcher::layout::{Kind, Layout};
 use crate::launcher::netns;
@@ -32,6 +33,10 @@ pub trait ChaosCluster: Send + Sync {
     fn set_link(&self, host: &str, up: bool) -> anyhow::Result<()>;
     /// A store client with the admin identity; `attempt` and `call` bound each attempt and call.
     fn store_client(&self, attempt: Duration, call: Duration) -> anyhow::Result<Client>;
+    /// The API servers, each with the admin credential (none: a store-only target).
+    fn api_servers(&self) -> anyhow::Result<Vec<(String, ApiAccess)>> {
+        Ok(Vec::new())
+    }
 }
 
 fn send(pid: u32, signal: Signal) -> anyhow::Result<()> {
@@ -150,6 +155,17 @@ impl ChaosCluster for ClusterDirTarget {
             attempt,
             call,
         )
+    }
+
+    fn api_servers(&self) -> anyhow::Result<Vec<(String, ApiAccess)>> {
+        let (_, credentials) = ApiCredentials::from_kubeconfig(&self.layout.kubeconfig)?;
+        self.layout
+            .components
+            .iter()
+            .filter(|c| c.kind == Kind::Apiserver)
+            .filter_map(|c| c.addresses.get("http").map(|a| (c.name.clone(), *a)))
+            .map(|(name, addr)| Ok((name, ApiAccess::new(addr, &credentials)?)))
+            .collect()
     }
 }
 

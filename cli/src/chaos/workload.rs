@@ -1,7 +1,9 @@
 //! The register workload run directly against the store during chaos: a few clients doing
 //! reads, writes and compare-and-sets on a handful of keys, recording every operation for the
-//! linearizability checker; and a prober whose writes measure availability.
+//! linearizability checker; and probers whose writes measure availability (of the store, and
+//! of each API server).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +21,7 @@ use tokio::task::JoinSet;
 use super::availability::Probe;
 use super::history::{Operation, RegisterInput, RegisterOutput};
 use super::RunClock;
+use crate::api_access::ApiAccess;
 
 /// Register workload settings.
 #[derive(Clone, Debug)]
@@ -185,8 +188,101 @@ pub async fn run_prober(
     key: String,
     interval: Duration,
     clock: RunClock,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> Vec<Probe> {
+    run_probes(interval, clock, stop, move |n| {
+        let client = client.clone();
+        let key = key.clone();
+        async move {
+            client
+                .put(PutRequest {
+                    key: Bytes::from(key),
+                    value: Bytes::from(n.to_string()),
+                    ..Default::default()
+                })
+                .await
+                .is_ok()
+        }
+    })
+    .await
+}
+
+/// How long one API probe write may take before it counts as failed.
+const API_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// ConfigMaps each API prober writes in turn.
+const API_PROBE_KEYS: u64 = 16;
+
+/// Probe writes through one API server: every `interval` one of [`API_PROBE_KEYS`] ConfigMaps
+/// `name-<k>` in `default` is replaced (created first when missing; several keys, so probes in
+/// flight together rarely conflict), each write on a fresh connection so a restarted server is
+/// reached as soon as it listens again. Returns the probes and why writes failed
+/// (`http 503`, `timeout`, `connection: …`), counted.
+pub async fn run_api_prober(
+    api: ApiAccess,
+    name: String,
+    interval: Duration,
+    clock: RunClock,
+    stop: watch::Receiver<bool>,
+) -> (Vec<Probe>, BTreeMap<String, u64>) {
+    let errors: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+    let counted = errors.clone();
+    let probes = run_probes(interval, clock, stop, move |n| {
+        let api = api.clone();
+        let errors = counted.clone();
+        let key = format!("{name}-{}", n % API_PROBE_KEYS);
+        let path = format!("/api/v1/namespaces/default/configmaps/{key}");
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": key, "namespace": "default"},
+            "data": {"n": n.to_string()},
+        })
+        .to_string();
+        async move {
+            let write = async {
+                let json = Some("application/json");
+                let (code, _) = api.request("PUT", &path, json, body.as_bytes()).await?;
+                if code != 404 {
+                    return anyhow::Ok(code);
+                }
+                let (code, _) = api
+                    .request(
+                        "POST",
+                        "/api/v1/namespaces/default/configmaps",
+                        json,
+                        body.as_bytes(),
+                    )
+                    .await?;
+                Ok(code)
+            };
+            let error = match tokio::time::timeout(API_PROBE_TIMEOUT, write).await {
+                Ok(Ok(200..=299)) => return true,
+                Ok(Ok(code)) => format!("http {code}"),
+                Ok(Err(e)) => format!("connection: {}", e.root_cause()),
+                Err(_) => "timeout".to_string(),
+            };
+            *errors.lock().entry(error).or_default() += 1;
+            false
+        }
+    })
+    .await;
+    let errors = std::mem::take(&mut *errors.lock());
+    (probes, errors)
+}
+
+/// Calls `write(n)` for the `n`-th probe every `interval` (open loop) until `stop` turns
+/// true; every probe, in the order sent.
+async fn run_probes<F, Fut>(
+    interval: Duration,
+    clock: RunClock,
+    mut stop: watch::Receiver<bool>,
+    write: F,
+) -> Vec<Probe>
+where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = bool> + Send + 'static,
+{
     let probes = Arc::new(Mutex::new(Vec::new()));
     let mut in_flight = JoinSet::new();
     let mut ticker = tokio::time::interval(interval);
@@ -202,19 +298,11 @@ pub async fn run_prober(
             break;
         }
         n += 1;
-        let client = client.clone();
         let probes = probes.clone();
-        let key = key.clone();
+        let write = write(n);
         in_flight.spawn(async move {
             let sent_s = clock.secs();
-            let ok = client
-                .put(PutRequest {
-                    key: Bytes::from(key),
-                    value: Bytes::from(n.to_string()),
-                    ..Default::default()
-                })
-                .await
-                .is_ok();
+            let ok = write.await;
             probes.lock().push(Probe {
                 sent_s,
                 done_s: clock.secs(),

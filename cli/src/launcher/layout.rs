@@ -112,6 +112,9 @@ pub struct Layout {
     pub kubeconfig: PathBuf,
 }
 
+/// Node names: node host `k` (in component order) runs `NODE_PREFIX` + `k * per_host` … on.
+pub const NODE_PREFIX: &str = "node-";
+
 /// Fixed ports for netns and remote hosts (local mode takes free ports); a second component of
 /// the same kind on one host adds [`PORT_STEP`].
 const STORE_CLIENT_PORT: u16 = 2379;
@@ -352,7 +355,7 @@ impl Layout {
                         config.nodes.per_host.to_string(),
                         // One name space for the whole cluster: node-0 … node-(N-1).
                         s("--name-prefix"),
-                        s("node-"),
+                        s(NODE_PREFIX),
                         s("--first-index"),
                         ((nodehost_index - 1) * config.nodes.per_host as usize).to_string(),
                         s("--config"),

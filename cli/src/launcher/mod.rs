@@ -607,6 +607,47 @@ fn extra_watch_servers(layout: &Layout) -> Vec<String> {
         .collect()
 }
 
+/// The chaos run's service report with the load's pods: when pods created after each action
+/// were scheduled and reached Running (on the killed host's nodes after a node-host kill).
+fn service_with_pods(
+    chaos: &crate::chaos::report::ChaosReport,
+    outcome: &crate::load::LoadOutcome,
+    config: &ClusterConfig,
+    layout: &Layout,
+) -> crate::chaos::service::ServiceReport {
+    use crate::chaos::service::{self, PodTimes};
+    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
+    // Load clock + offset = chaos clock.
+    let offset = match (parse(&outcome.report.started_at), parse(&chaos.started_at)) {
+        (Some(load), Some(chaos)) => (load - chaos).num_microseconds().unwrap_or(0) as f64 / 1e6,
+        _ => 0.0,
+    };
+    let pods: Vec<PodTimes> = outcome
+        .records
+        .iter()
+        .map(|r| PodTimes {
+            create_sent_s: r.create_sent + offset,
+            created: r.created,
+            scheduled_s: r.scheduled_seen.map(|t| t + offset),
+            running_s: r.running_seen.map(|t| t + offset),
+            node: r.node.clone(),
+        })
+        .collect();
+    // Node hosts own consecutive runs of `per_host` nodes (see `NODE_PREFIX`).
+    let hosts: Vec<String> = layout
+        .components
+        .iter()
+        .filter(|c| c.kind == Kind::Nodehost)
+        .map(|c| c.name.clone())
+        .collect();
+    let per_host = config.nodes.per_host.max(1) as usize;
+    let host_of = |node: &str| -> Option<String> {
+        let i: usize = node.strip_prefix(layout::NODE_PREFIX)?.parse().ok()?;
+        hosts.get(i / per_host).cloned()
+    };
+    service::analyse(&chaos.api_probes, Some((&pods, &host_of)), &chaos.actions)
+}
+
 /// Upper bound on a chaos plan's length under `kemu run`: its repeats stop when the load ends.
 const CHAOS_HORIZON: Duration = Duration::from_secs(6 * 3600);
 
@@ -692,6 +733,9 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<Run
         });
         chaos.passed &= load_watch.passed && chaos.accounting.as_ref().is_some_and(|a| a.passed);
         chaos.load_watch = Some(load_watch);
+        let service = service_with_pods(&chaos, &outcome, config, layout);
+        chaos.passed &= service.passed;
+        chaos.service = Some(service);
         let chaos_files = chaos.write(&report_dir)?;
         files.push(("chaos json", chaos_files.json));
         files.push(("chaos history", chaos_files.history));

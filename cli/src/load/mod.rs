@@ -50,7 +50,7 @@ use client::ApiClient;
 pub use plan::LoadPlan;
 use report::{LoadAccounting, LoadReport, Percentiles, PhaseReport, SloCheck};
 use template::{PodTemplate, RUN_LABEL};
-use tracker::{Counts, Tracker};
+use tracker::{Counts, PodRecord, Tracker};
 use watcher::NamespaceWatch;
 pub use watcher::WatchHistory;
 
@@ -91,6 +91,9 @@ pub struct LoadOutcome {
     pub acks: AckLog,
     /// Per namespace, when `record_watch` was asked for.
     pub watch_histories: Vec<WatchHistory>,
+    /// Every pod of the run, when `record_watch` was asked for (a chaos run times its
+    /// recoveries with them).
+    pub records: Vec<PodRecord>,
 }
 
 /// The namespace of load namespace `i`.
@@ -729,6 +732,11 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
         report,
         acks,
         watch_histories: histories.iter().map(|h| h.lock().clone()).collect(),
+        records: if target.record_watch {
+            tracker.lock().records().to_vec()
+        } else {
+            Vec::new()
+        },
     })
 }
 

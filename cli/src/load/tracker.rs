@@ -92,6 +92,8 @@ pub struct PodRecord {
     pub create_error: Option<u16>,
     pub scheduled_seen: Option<f64>,
     pub running_seen: Option<f64>,
+    /// The node the pod was seen bound to.
+    pub node: Option<String>,
     pub delete_sent: Option<f64>,
     pub delete_failed: bool,
     pub gone_seen: Option<f64>,
@@ -262,6 +264,9 @@ impl Tracker {
         record.coarse_stamps |= coarse;
         record.created_stamp = record.created_stamp.or(created_stamp);
         record.scheduled_stamp = record.scheduled_stamp.or(scheduled_stamp);
+        if bound && record.node.is_none() {
+            record.node = pod.spec.node_name.clone();
+        }
         if (bound || running) && record.scheduled_seen.is_none() {
             record.scheduled_seen = Some(t);
             counts.scheduled += 1;
