@@ -291,20 +291,26 @@ pub async fn run_on_cluster_dir(
         .await?
 }
 
-/// Check 3 for the load: every recorded pod watch (one per namespace and API server) against the store's own history
-/// of the run's pods in that namespace (`/registry/pods/<ns>/load-<run>-…`), over the
-/// revisions after the watch's first list up to the last it is known complete through.
-/// Values are not compared (the store holds the stored encoding, the watch a re-encoding):
-/// revisions, keys and deletions are. A watch that had to re-list lost its place: a failure.
+/// Check 3 for the load: every recorded pod watch (one per namespace and API server) against
+/// the store's own history of the run's pods in that namespace (`/registry/pods/<ns>/load-<run>-…`).
+/// Each unbroken stretch of a watch — from a list to the next list, or to the last revision it
+/// is known complete through — must have every event of its revisions. Values are not
+/// compared (the store holds the stored encoding, the watch a re-encoding): revisions, keys and
+/// deletions are. A watch that had to re-list lost its place: a failure, unless its API server
+/// was killed since the list before (`server_kills`: per server URL, the kills on the load's
+/// clock) — a restarted server's cache starts after the client's resourceVersion, and
+/// Kubernetes answers that with 410 Gone and a re-list too.
 pub async fn check_load_watches(
     dir: &std::path::Path,
     histories: Vec<crate::load::WatchHistory>,
     run_id: &str,
+    server_kills: &HashMap<String, Vec<f64>>,
 ) -> anyhow::Result<watch_check::WatchCheckReport> {
     let target = super::targets::ClusterDirTarget::open(dir)?;
     let net = crate::launcher::netns::NetAccess::for_layout(target.layout())?;
     let client = target.store_client(Duration::from_secs(2), Duration::from_secs(30))?;
     let pod_prefix = format!("load-{run_id}-");
+    let server_kills = server_kills.clone();
     net.run(async move {
         let mut total = watch_check::WatchCheckReport {
             passed: true,
@@ -313,61 +319,92 @@ pub async fn check_load_watches(
         };
         for h in histories {
             let source = format!("{} via {}", h.namespace, h.server);
-            let Some(from_rv) = h.from_rv else {
+            if h.lists.is_empty() {
                 total.passed = false;
                 total
                     .examples
                     .push(format!("the watch of {source} never listed"));
                 total.watches.push(format!("{source}: never listed"));
                 continue;
-            };
-            let (from, to) = (from_rv + 1, h.through_rv);
-            let prefix = format!("/registry/pods/{}/", h.namespace);
-            let reference: Vec<WatchedEvent> =
-                recorder::reference_history(&client, &prefix, from, to, Duration::from_secs(120))
-                    .await?
-                    .into_iter()
-                    .filter(|e| {
-                        e.key
-                            .strip_prefix(&prefix)
-                            .is_some_and(|name| name.starts_with(&pod_prefix))
-                    })
-                    .map(|e| WatchedEvent { value_hash: 0, ..e })
-                    .collect();
-            let recorded: Vec<WatchedEvent> = h
-                .events
-                .iter()
-                .map(|(rv, name, deleted)| WatchedEvent {
-                    revision: *rv,
-                    key: format!("{prefix}{name}"),
-                    deleted: *deleted,
-                    value_hash: 0,
-                })
-                .collect();
-            let r = watch_check::check(&recorded, &reference, from, to);
-            total.watches.push(format!(
-                "{source}: revisions {from}..={to}, {} events, {} missing, {} duplicated, {} out of order, {} phantom",
-                r.recorded_events, r.missing, r.duplicates, r.out_of_order, r.phantom
-            ));
-            total.passed &= r.passed;
-            total.from_revision = total.from_revision.min(r.from_revision);
-            total.to_revision = total.to_revision.max(r.to_revision);
-            total.recorded_events += r.recorded_events;
-            total.reference_events += r.reference_events;
-            total.out_of_order += r.out_of_order;
-            total.duplicates += r.duplicates;
-            total.missing += r.missing;
-            total.phantom += r.phantom;
-            total
-                .examples
-                .extend(r.examples.into_iter().map(|e| format!("{source}: {e}")));
-            if h.relists > 0 {
-                total.passed = false;
-                total.examples.push(format!(
-                    "the watch of {source} lost its place and re-listed {} time(s)",
-                    h.relists
-                ));
             }
+            let kills = server_kills.get(&h.server).map(Vec::as_slice).unwrap_or(&[]);
+            let prefix = format!("/registry/pods/{}/", h.namespace);
+            let mut line = WatchTotals::default();
+            for (k, list) in h.lists.iter().enumerate() {
+                let next = h.lists.get(k + 1);
+                let events = &h.events[list.events_before..next.map_or(h.events.len(), |n| n.events_before)];
+                if k > 0 {
+                    if relist_follows_a_kill(h.lists[k - 1].t, list.t, kills) {
+                        total.relists_after_restarts += 1;
+                    } else {
+                        total.passed = false;
+                        total.examples.push(format!(
+                            "the watch of {source} lost its place and re-listed at {:.1}s without a restart of its API server",
+                            list.t
+                        ));
+                    }
+                }
+                // The last stretch is complete through the last bookmark; an earlier one
+                // only through its last event (what came after it was lost with the server).
+                let to = match next {
+                    None => h.through_rv,
+                    Some(_) => events.iter().map(|e| e.0).max().unwrap_or(list.rv),
+                };
+                let from = list.rv + 1;
+                if from > to {
+                    continue;
+                }
+                let reference: Vec<WatchedEvent> = recorder::reference_history(
+                    &client,
+                    &prefix,
+                    from,
+                    to,
+                    Duration::from_secs(120),
+                )
+                .await?
+                .into_iter()
+                .filter(|e| {
+                    e.key
+                        .strip_prefix(&prefix)
+                        .is_some_and(|name| name.starts_with(&pod_prefix))
+                })
+                .map(|e| WatchedEvent { value_hash: 0, ..e })
+                .collect();
+                let recorded: Vec<WatchedEvent> = events
+                    .iter()
+                    .map(|(rv, name, deleted)| WatchedEvent {
+                        revision: *rv,
+                        key: format!("{prefix}{name}"),
+                        deleted: *deleted,
+                        value_hash: 0,
+                    })
+                    .collect();
+                let r = watch_check::check(&recorded, &reference, from, to);
+                line.add(&r);
+                total.passed &= r.passed;
+                total.from_revision = total.from_revision.min(r.from_revision);
+                total.to_revision = total.to_revision.max(r.to_revision);
+                total.recorded_events += r.recorded_events;
+                total.reference_events += r.reference_events;
+                total.out_of_order += r.out_of_order;
+                total.duplicates += r.duplicates;
+                total.missing += r.missing;
+                total.phantom += r.phantom;
+                total
+                    .examples
+                    .extend(r.examples.into_iter().map(|e| format!("{source}: {e}")));
+            }
+            total.watches.push(format!(
+                "{source}: revisions {}..={}, {} lists, {} events, {} missing, {} duplicated, {} out of order, {} phantom",
+                h.lists[0].rv + 1,
+                h.through_rv,
+                h.lists.len(),
+                line.events,
+                line.missing,
+                line.duplicates,
+                line.out_of_order,
+                line.phantom
+            ));
         }
         if total.from_revision == i64::MAX {
             total.from_revision = 0;
@@ -376,6 +413,32 @@ pub async fn check_load_watches(
         Ok(total)
     })
     .await?
+}
+
+/// Whether the API server of a watch that listed at `previous` and again at `relisted` was
+/// killed in between (`kills`: times on the same clock).
+fn relist_follows_a_kill(previous: f64, relisted: f64, kills: &[f64]) -> bool {
+    kills.iter().any(|&t| t > previous && t <= relisted)
+}
+
+/// One watch's counts over its stretches.
+#[derive(Default)]
+struct WatchTotals {
+    events: usize,
+    missing: usize,
+    duplicates: usize,
+    out_of_order: usize,
+    phantom: usize,
+}
+
+impl WatchTotals {
+    fn add(&mut self, r: &watch_check::WatchCheckReport) {
+        self.events += r.recorded_events;
+        self.missing += r.missing;
+        self.duplicates += r.duplicates;
+        self.out_of_order += r.out_of_order;
+        self.phantom += r.phantom;
+    }
 }
 
 /// The revision after the run, retried while the store is still recovering.
@@ -433,6 +496,16 @@ pub fn acknowledged_writes(
 
 #[cfg(test)]
 mod tests {
+    use super::relist_follows_a_kill;
+
+    #[test]
+    fn only_a_kill_between_two_lists_excuses_the_relist() {
+        assert!(relist_follows_a_kill(1.0, 9.0, &[5.0]));
+        assert!(!relist_follows_a_kill(1.0, 9.0, &[]));
+        // A kill before the first list, or after the relist, says nothing about it.
+        assert!(!relist_follows_a_kill(6.0, 9.0, &[5.0, 9.5]));
+    }
+
     use super::*;
     use crate::chaos::history::RegisterInput;
     use crate::chaos::watch_check::WatchedEvent;

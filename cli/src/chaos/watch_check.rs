@@ -51,6 +51,15 @@ pub struct WatchCheckReport {
     /// their event counts).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub watches: Vec<String>,
+    /// Re-lists forced by a restart of the watch's API server (its new watch cache begins
+    /// after the client's resourceVersion: 410 Gone, as Kubernetes answers). Each unbroken
+    /// stretch of the watch is still checked; these are not failures.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub relists_after_restarts: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 const EXAMPLES: usize = 10;

@@ -607,6 +607,55 @@ fn extra_watch_servers(layout: &Layout) -> Vec<String> {
         .collect()
 }
 
+/// Load clock + this = chaos clock (the two runs start at different moments).
+fn chaos_offset(
+    chaos: &crate::chaos::report::ChaosReport,
+    outcome: &crate::load::LoadOutcome,
+) -> f64 {
+    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
+    match (parse(&outcome.report.started_at), parse(&chaos.started_at)) {
+        (Some(load), Some(chaos)) => (load - chaos).num_microseconds().unwrap_or(0) as f64 / 1e6,
+        _ => 0.0,
+    }
+}
+
+/// When each API server (by the URL the load's watches name it with) was killed, on the
+/// load's clock.
+fn api_server_kills(
+    chaos: &crate::chaos::report::ChaosReport,
+    outcome: &crate::load::LoadOutcome,
+    layout: &Layout,
+) -> std::collections::HashMap<String, Vec<f64>> {
+    use crate::chaos::actions::ActionKind;
+    let offset = chaos_offset(chaos, outcome);
+    let servers: Vec<&str> = layout
+        .components
+        .iter()
+        .filter(|c| c.kind == Kind::Apiserver)
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut kills: std::collections::HashMap<String, Vec<f64>> = Default::default();
+    for a in chaos
+        .actions
+        .iter()
+        .filter(|a| a.disruptive && a.kind == ActionKind::KillApiserver)
+    {
+        let Some(i) = servers.iter().position(|s| *s == a.target) else {
+            continue;
+        };
+        // netns mode: the load reaches the first API server through the forwarder.
+        let url = match (i, layout.api_forward) {
+            (0, Some(_)) => layout.api_url(),
+            _ => match layout.api_http.get(i) {
+                Some(addr) => format!("https://{addr}"),
+                None => continue,
+            },
+        };
+        kills.entry(url).or_default().push(a.at_s - offset);
+    }
+    kills
+}
+
 /// The chaos run's service report with the load's pods: when pods created after each action
 /// were scheduled and reached Running (on the killed host's nodes after a node-host kill).
 fn service_with_pods(
@@ -616,12 +665,7 @@ fn service_with_pods(
     layout: &Layout,
 ) -> crate::chaos::service::ServiceReport {
     use crate::chaos::service::{self, PodTimes};
-    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
-    // Load clock + offset = chaos clock.
-    let offset = match (parse(&outcome.report.started_at), parse(&chaos.started_at)) {
-        (Some(load), Some(chaos)) => (load - chaos).num_microseconds().unwrap_or(0) as f64 / 1e6,
-        _ => 0.0,
-    };
+    let offset = chaos_offset(chaos, outcome);
     let pods: Vec<PodTimes> = outcome
         .records
         .iter()
@@ -720,10 +764,12 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<Run
     if let Some(chaos) = chaos {
         let mut chaos = chaos.context("the chaos run")?;
         chaos.accounting = outcome.report.accounting.combined();
+        let server_kills = api_server_kills(&chaos, &outcome, layout);
         let load_watch = crate::chaos::run::check_load_watches(
             &layout.dir,
             std::mem::take(&mut outcome.watch_histories),
             &outcome.report.run_id,
+            &server_kills,
         )
         .await
         .unwrap_or_else(|e| crate::chaos::watch_check::WatchCheckReport {

@@ -101,8 +101,10 @@ pub fn namespace_name(i: u32) -> String {
     format!("kemu-load-{i}")
 }
 
-/// Attempts of one create or delete before it counts as failed.
-const ATTEMPTS: u32 = 4;
+/// Attempts of one create or delete before it counts as failed: with the doubling pause from
+/// 100 ms, about 6 s — long enough to ride out a restarted API server (retrying a create that
+/// got no answer is safe: 409 AlreadyExists after a retry counts as created).
+const ATTEMPTS: u32 = 7;
 
 /// Live progress bars, one per phase (drawn only when stderr is a terminal).
 struct Progress {

@@ -72,24 +72,34 @@ pub struct WatchHistory {
     pub namespace: String,
     /// The API server the watch went through (its URL).
     pub server: String,
-    /// The resourceVersion of the first list: the history covers the revisions after it.
-    pub from_rv: Option<i64>,
     /// The highest resourceVersion the stream is known complete through (events, bookmarks).
     pub through_rv: i64,
     /// (resourceVersion, pod name, deleted)
     pub events: Vec<(i64, String, bool)>,
-    /// Lists after the first (410 Gone): the watch lost its place, so events may be missing.
-    pub relists: u32,
+    /// Every list; more than one means the watch lost its place (410 Gone) and re-listed.
+    /// The events after one list and before the next are one unbroken watch.
+    pub lists: Vec<ListPoint>,
+}
+
+/// One list of a recorded watch.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ListPoint {
+    /// Seconds since the load's start.
+    pub t: f64,
+    /// The list's resourceVersion.
+    pub rv: i64,
+    /// Events recorded before it.
+    pub events_before: usize,
 }
 
 impl WatchHistory {
-    fn listed(&mut self, rv: &str) {
+    fn listed(&mut self, rv: &str, t: f64) {
         let rv = rv.parse().unwrap_or(0);
-        if self.from_rv.is_none() {
-            self.from_rv = Some(rv);
-        } else {
-            self.relists += 1;
-        }
+        self.lists.push(ListPoint {
+            t,
+            rv,
+            events_before: self.events.len(),
+        });
         self.through_rv = self.through_rv.max(rv);
     }
 
@@ -147,7 +157,7 @@ impl NamespaceWatch {
             .lock()
             .relisted(self.namespace_index, &list.items, t);
         if let Some(h) = &self.history {
-            h.lock().listed(&list.metadata.resource_version);
+            h.lock().listed(&list.metadata.resource_version, t);
         }
         Ok(list.metadata.resource_version)
     }
