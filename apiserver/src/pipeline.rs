@@ -5,6 +5,9 @@
 //! record the three stages' sum per request in `kemu_apiserver_create_pipeline_seconds`, which
 //! is the figure ("the pipeline adds ≤ 20 µs per request at p50 on the create path").
 //!
+//! Admission is also recorded per verb that runs it (`create`, `update`, `patch`, `delete`) in
+//! `kemu_apiserver_admission_seconds{verb}`.
+//!
 //! The histograms are atomics, so observing costs two clock reads and three relaxed adds; no
 //! lock is taken on the request path.
 
@@ -54,6 +57,33 @@ impl Stage {
             Stage::Authn => "authn",
             Stage::Authz => "authz",
             Stage::Admission => "admission",
+        }
+    }
+}
+
+/// The verbs that go through admission, as the `verb` label names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmissionVerb {
+    Create,
+    Update,
+    Patch,
+    Delete,
+}
+
+impl AdmissionVerb {
+    pub const ALL: [AdmissionVerb; 4] = [
+        AdmissionVerb::Create,
+        AdmissionVerb::Update,
+        AdmissionVerb::Patch,
+        AdmissionVerb::Delete,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            AdmissionVerb::Create => "create",
+            AdmissionVerb::Update => "update",
+            AdmissionVerb::Patch => "patch",
+            AdmissionVerb::Delete => "delete",
         }
     }
 }
@@ -116,11 +146,12 @@ impl AtomicHistogram {
     }
 }
 
-/// The pipeline's histograms, one per stage plus the per-create sum.
+/// The pipeline's histograms, one per stage plus the per-create sum and admission per verb.
 #[derive(Default)]
 pub struct PipelineMetrics {
     stages: [AtomicHistogram; 3],
     create_total: AtomicHistogram,
+    admission_by_verb: [AtomicHistogram; 4],
 }
 
 impl PipelineMetrics {
@@ -137,6 +168,16 @@ impl PipelineMetrics {
         &self.stages[stage as usize]
     }
 
+    /// One request's admission, in the stage histogram and in its verb's.
+    pub fn observe_admission(&self, verb: AdmissionVerb, took: Duration) {
+        self.observe(Stage::Admission, took);
+        self.admission_by_verb[verb as usize].observe(took);
+    }
+
+    pub fn admission(&self, verb: AdmissionVerb) -> &AtomicHistogram {
+        &self.admission_by_verb[verb as usize]
+    }
+
     pub fn render(&self, out: &mut String) {
         out.push_str("# HELP kemu_apiserver_request_pipeline_seconds Time spent in one stage of the request pipeline (authentication, authorization, admission) per request.\n");
         out.push_str("# TYPE kemu_apiserver_request_pipeline_seconds histogram\n");
@@ -151,6 +192,15 @@ impl PipelineMetrics {
         out.push_str("# TYPE kemu_apiserver_create_pipeline_seconds histogram\n");
         self.create_total
             .render(out, "kemu_apiserver_create_pipeline_seconds", "");
+        out.push_str("# HELP kemu_apiserver_admission_seconds Time spent in admission per request, by verb.\n");
+        out.push_str("# TYPE kemu_apiserver_admission_seconds histogram\n");
+        for verb in AdmissionVerb::ALL {
+            self.admission(verb).render(
+                out,
+                "kemu_apiserver_admission_seconds",
+                &format!("verb=\"{}\"", verb.label()),
+            );
+        }
     }
 }
 
@@ -170,34 +220,68 @@ pub async fn with_admission_time<F: std::future::Future>(request: F) -> (F::Outp
         .await
 }
 
-/// A running admission timer: [`AdmissionTimer::stop`] adds the time since it started (or
-/// since the last stop) to the request's admission time.
+/// A request's admission timer: [`AdmissionTimer::pause`] adds the time since it started (or
+/// since the last [`AdmissionTimer::resume`]) to the request's admission time. It takes `&self`
+/// so that the closures of a read-modify-write loop can time their share too.
 pub struct AdmissionTimer {
-    started: Instant,
-    spent: Duration,
+    verb: AdmissionVerb,
+    /// The timer's own origin; the two counters are nanoseconds (atomics, so that a request's
+    /// future holding a `&AdmissionTimer` across an await stays `Send`).
+    origin: Instant,
+    started: AtomicU64,
+    spent: AtomicU64,
 }
 
 impl AdmissionTimer {
-    pub fn start() -> AdmissionTimer {
+    /// A timer that is running.
+    pub fn start(verb: AdmissionVerb) -> AdmissionTimer {
         AdmissionTimer {
-            started: Instant::now(),
-            spent: Duration::ZERO,
+            verb,
+            origin: Instant::now(),
+            started: AtomicU64::new(0),
+            spent: AtomicU64::new(0),
         }
     }
 
-    /// Counts the time since [`AdmissionTimer::start`] or the last `resume`.
-    pub fn pause(&mut self) {
-        self.spent += self.started.elapsed();
+    /// A timer for requests whose admission runs in pieces: count each with
+    /// [`AdmissionTimer::time`] (or a `resume`/`pause` pair).
+    pub fn paused(verb: AdmissionVerb) -> AdmissionTimer {
+        AdmissionTimer::start(verb)
     }
 
-    pub fn resume(&mut self) {
-        self.started = Instant::now();
+    fn now(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
+    }
+
+    /// Counts the time since [`AdmissionTimer::start`] or the last `resume`.
+    pub fn pause(&self) {
+        let since = self
+            .now()
+            .saturating_sub(self.started.load(Ordering::Relaxed));
+        self.spent.fetch_add(since, Ordering::Relaxed);
+    }
+
+    pub fn resume(&self) {
+        self.started.store(self.now(), Ordering::Relaxed);
+    }
+
+    /// Runs `f`, counting its time as admission.
+    pub fn time<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.resume();
+        let r = f();
+        self.pause();
+        r
+    }
+
+    pub fn spent(&self) -> Duration {
+        Duration::from_nanos(self.spent.load(Ordering::Relaxed))
     }
 
     /// Records the counted time as this request's admission.
-    pub fn finish(self, metrics: &PipelineMetrics) {
-        metrics.observe(Stage::Admission, self.spent);
-        let _ = ADMISSION.try_with(|spent| spent.set(spent.get() + self.spent));
+    pub fn finish(&self, metrics: &PipelineMetrics) {
+        let spent = self.spent();
+        metrics.observe_admission(self.verb, spent);
+        let _ = ADMISSION.try_with(|total| total.set(total.get() + spent));
     }
 }
 
@@ -317,7 +401,7 @@ mod tests {
     async fn admission_time_reaches_the_request_that_spent_it() {
         let m = PipelineMetrics::default();
         let ((), spent) = with_admission_time(async {
-            let mut t = AdmissionTimer::start();
+            let t = AdmissionTimer::start(AdmissionVerb::Create);
             std::thread::sleep(Duration::from_millis(2));
             t.pause();
             t.finish(&m);
@@ -326,7 +410,31 @@ mod tests {
         assert!(spent >= Duration::from_millis(2), "{spent:?}");
         assert_eq!(m.stage(Stage::Admission).cumulative().last(), Some(&1));
         // Outside a scope the stage is still recorded.
-        AdmissionTimer::start().finish(&m);
+        let t = AdmissionTimer::paused(AdmissionVerb::Patch);
+        let answer = t.time(|| {
+            std::thread::sleep(Duration::from_millis(1));
+            7
+        });
+        assert_eq!(answer, 7);
+        assert!(t.spent() >= Duration::from_millis(1));
+        t.finish(&m);
         assert_eq!(m.stage(Stage::Admission).cumulative().last(), Some(&2));
+        // Each verb has its own series as well.
+        assert_eq!(
+            m.admission(AdmissionVerb::Create).cumulative().last(),
+            Some(&1)
+        );
+        assert_eq!(
+            m.admission(AdmissionVerb::Patch).cumulative().last(),
+            Some(&1)
+        );
+        assert_eq!(
+            m.admission(AdmissionVerb::Delete).cumulative().last(),
+            Some(&0)
+        );
+        let mut text = String::new();
+        m.render(&mut text);
+        assert!(text.contains("kemu_apiserver_admission_seconds_count{verb=\"patch\"} 1"));
+        assert!(text.contains("kemu_apiserver_admission_seconds_count{verb=\"update\"} 0"));
     }
 }

@@ -15,12 +15,13 @@ use parking_lot::Mutex;
 use serde_json::{json, Value};
 use store::types::LeaseId;
 
+use crate::admission::policy::NamespaceFacts;
 use crate::admission::{quota, Admission, AdmissionConfig, CreateRequest, Plugin};
 use crate::authn::UserInfo;
 use crate::authz::Authorizer;
 use crate::errors::ApiError;
 use crate::meta;
-use crate::pipeline::{AdmissionTimer, PipelineMetrics};
+use crate::pipeline::{AdmissionTimer, AdmissionVerb, PipelineMetrics};
 use crate::storage::{Guarded, Storage, Written};
 use crate::strategy;
 use crate::watch_cache::{CachedObject, Filter, Subscription, WatchCache};
@@ -314,13 +315,13 @@ impl Registry {
             None
         };
         // Admission is timed apart from decoding, validation and storage (see `pipeline`).
-        let mut admission_time = AdmissionTimer::start();
-        let namespace_object = match &ns {
+        let admission_time = AdmissionTimer::start(AdmissionVerb::Create);
+        let namespace_facts = match &ns {
             Some(ns)
                 if self.admission.is_enabled(Plugin::NamespaceLifecycle)
                     || self.admission.is_enabled(Plugin::PodSecurity) =>
             {
-                self.namespace_object(ns).await?
+                self.namespace_facts(ns).await?
             }
             _ => None,
         };
@@ -328,7 +329,7 @@ impl Registry {
             resource,
             name: &name,
             namespace: ns.as_deref(),
-            namespace_object: namespace_object.as_ref(),
+            namespace_facts: namespace_facts.as_deref(),
         };
         // Kubernetes' order: mutating admission, the object's validation, validating admission.
         self.admission.mutate_create(&request, &mut object)?;
@@ -356,7 +357,7 @@ impl Registry {
                 &stored,
                 lease,
                 options.dry_run,
-                &mut admission_time,
+                &admission_time,
             )
             .await?
         {
@@ -371,16 +372,23 @@ impl Registry {
         }
     }
 
-    /// The namespace object, from the cache or (when the cache has not seen it yet) the store.
-    async fn namespace_object(&self, namespace: &str) -> Result<Option<Value>, ApiError> {
+    /// What admission reads of a namespace: from the cache (parsed once per resourceVersion)
+    /// or, when the cache has not seen it yet, from the store.
+    async fn namespace_facts(
+        &self,
+        namespace: &str,
+    ) -> Result<Option<Arc<NamespaceFacts>>, ApiError> {
+        if let Some(facts) = self.admission.namespace_facts(namespace) {
+            return Ok(Some(facts));
+        }
         let namespaces = api::resources::find("", "v1", "namespaces")
             .ok_or_else(|| ApiError::internal("no namespaces"))?;
         let key = namespaces.key(None, namespace);
-        let cached = self.cache.resource(namespaces).and_then(|c| c.get(&key));
-        Ok(match cached {
-            Some(o) => Some(o.value()?),
-            None => self.storage.get(&key).await?.map(|(v, _)| v),
-        })
+        Ok(self
+            .storage
+            .get(&key)
+            .await?
+            .map(|(v, _)| Arc::new(NamespaceFacts::from_value(&v))))
     }
 
     /// Writes a new object, charging the namespace's quotas in the same transaction (the
@@ -396,7 +404,7 @@ impl Registry {
         object: &Value,
         lease: LeaseId,
         dry_run: bool,
-        admission_time: &mut AdmissionTimer,
+        admission_time: &AdmissionTimer,
     ) -> Result<Written, ApiError> {
         // The quota's share of admission: the charge, not the store round trips.
         admission_time.resume();
@@ -463,28 +471,38 @@ impl Registry {
         key: &str,
         rv: i64,
         existing: &Value,
+        admission_time: Option<&AdmissionTimer>,
     ) -> Result<Written, ApiError> {
+        // The quota's share of admission: the refund, not the store round trips.
+        let timed = |f: &mut dyn FnMut()| match admission_time {
+            Some(t) => t.time(f),
+            None => f(),
+        };
         let namespace = meta::namespace(existing)
             .filter(|_| resource.namespaced && self.admission.is_enabled(Plugin::ResourceQuota));
-        let delta = match namespace {
-            Some(_) => quota::usage(resource, existing),
-            None => quota::Usage::new(),
-        };
+        let mut delta = quota::Usage::new();
+        if namespace.is_some() {
+            timed(&mut || delta = quota::usage(resource, existing));
+        }
         let Some(namespace) = namespace.filter(|_| !delta.is_empty()) else {
             return self.storage.delete(key, rv).await;
         };
-        let mut quotas = self.admission.cached_quotas(namespace);
+        let mut quotas = Vec::new();
+        timed(&mut || quotas = self.admission.cached_quotas(namespace));
         for _ in 0..UPDATE_RETRIES {
-            let guards: Vec<Guarded> = quotas
-                .iter()
-                .filter_map(|(quota_key, quota_object, revision)| {
-                    Some(Guarded {
-                        key: quota_key.clone(),
-                        object: quota::refund(quota_object, resource, existing, &delta)?,
-                        revision: *revision,
+            let mut guards: Vec<Guarded> = Vec::new();
+            timed(&mut || {
+                guards = quotas
+                    .iter()
+                    .filter_map(|(quota_key, quota_object, revision)| {
+                        Some(Guarded {
+                            key: quota_key.clone(),
+                            object: quota::refund(quota_object, resource, existing, &delta)?,
+                            revision: *revision,
+                        })
                     })
-                })
-                .collect();
+                    .collect();
+            });
             if guards.is_empty() {
                 return self.storage.delete(key, rv).await;
             }
@@ -688,6 +706,7 @@ impl Registry {
         }
         let object = self.admit(resource, &object, options.field_validation)?;
         let pinned = parse_optional_rv(meta::resource_version(&object))?;
+        let admission_time = AdmissionTimer::paused(AdmissionVerb::Update);
         self.guaranteed_update(
             resource,
             namespace,
@@ -695,14 +714,17 @@ impl Registry {
             subresource,
             pinned,
             options,
+            Some(&admission_time),
             |current| {
                 let mut next = from_view(resource, object.clone());
                 strategy::prepare_update(resource, current, &mut next, subresource);
-                self.mutate_update(resource, current, &mut next, subresource);
+                admission_time
+                    .time(|| self.mutate_update(resource, current, &mut next, subresource));
                 Ok(Some(next))
             },
         )
         .await
+        .inspect(|_| admission_time.finish(&self.pipeline))
     }
 
     /// PATCH: applies the patch to the current object, then updates as PUT does.
@@ -736,6 +758,7 @@ impl Registry {
             .map_err(patch_error)?;
             return self.create(resource, namespace, created, options).await;
         }
+        let admission_time = AdmissionTimer::paused(AdmissionVerb::Patch);
         self.guaranteed_update(
             resource,
             namespace,
@@ -743,6 +766,7 @@ impl Registry {
             subresource,
             None,
             options,
+            Some(&admission_time),
             |current| {
                 let shown = view(resource, current.clone());
                 let mut patched =
@@ -763,11 +787,13 @@ impl Registry {
                     self.admit(resource, &patched, options.field_validation)?,
                 );
                 strategy::prepare_update(resource, current, &mut next, subresource);
-                self.mutate_update(resource, current, &mut next, subresource);
+                admission_time
+                    .time(|| self.mutate_update(resource, current, &mut next, subresource));
                 Ok(Some(next))
             },
         )
         .await
+        .inspect(|_| admission_time.finish(&self.pipeline))
     }
 
     /// The mutating admission of an update: a replaced quota's status follows its spec.
@@ -795,6 +821,7 @@ impl Registry {
         subresource: Option<&str>,
         pinned: Option<i64>,
         options: &WriteOptions,
+        admission_time: Option<&AdmissionTimer>,
         mutate: F,
     ) -> Result<Value, ApiError>
     where
@@ -844,7 +871,10 @@ impl Registry {
                         .and_then(Value::as_str)
                         .is_some_and(|n| !n.is_empty()))
             {
-                return match self.remove(resource, &key, rv, &existing).await? {
+                return match self
+                    .remove(resource, &key, rv, &existing, admission_time)
+                    .await?
+                {
                     Written::Ok(delete_rv) => {
                         meta::set_resource_version(&mut next, delete_rv);
                         Ok(next)
@@ -893,6 +923,7 @@ impl Registry {
             Some("binding"),
             None,
             &options,
+            None,
             |current| {
                 if meta::deletion_timestamp(current).is_some() {
                     return Err(ApiError::conflict(
@@ -929,7 +960,27 @@ impl Registry {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Deleted, ApiError> {
+        let admission_time = AdmissionTimer::start(AdmissionVerb::Delete);
         self.admission.validate_delete(resource, name)?;
+        admission_time.pause();
+        let deleted = self
+            .delete_admitted(resource, namespace, name, options, &admission_time)
+            .await;
+        if deleted.is_ok() {
+            admission_time.finish(&self.pipeline);
+        }
+        deleted
+    }
+
+    /// A delete after its admission (the quota refund is timed as admission too).
+    async fn delete_admitted(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+        admission_time: &AdmissionTimer,
+    ) -> Result<Deleted, ApiError> {
         let key = Self::key(resource, namespace, name);
         let mut current = self.current(resource, &key).await?;
         for _ in 0..UPDATE_RETRIES {
@@ -973,7 +1024,10 @@ impl Registry {
                         .update(&key, next, rv, self.event_lease(resource).await?)
                         .await?
                 }
-                None => self.remove(resource, &key, rv, &existing).await?,
+                None => {
+                    self.remove(resource, &key, rv, &existing, Some(admission_time))
+                        .await?
+                }
             };
             match written {
                 Written::Ok(new_rv) => {

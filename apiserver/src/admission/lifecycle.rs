@@ -1,11 +1,9 @@
 //! NamespaceLifecycle: new content only goes into namespaces that exist and are not being
 //! deleted, and the namespaces every cluster relies on cannot be deleted.
 
-use api::ResourceInfo;
-use serde_json::Value;
-
+use super::policy::NamespaceFacts;
 use crate::errors::ApiError;
-use crate::meta;
+use api::ResourceInfo;
 
 /// The namespaces kube-apiserver creates at start-up and never lets go.
 pub const SYSTEM_NAMESPACES: &[&str] =
@@ -17,7 +15,7 @@ pub fn check_create(
     resource: &ResourceInfo,
     name: &str,
     namespace: &str,
-    existing: Option<&Value>,
+    existing: Option<&NamespaceFacts>,
 ) -> Result<(), ApiError> {
     match existing {
         None => Err(ApiError::NotFound {
@@ -26,7 +24,7 @@ pub fn check_create(
             group: String::new(),
             kind: "namespaces".into(),
         }),
-        Some(ns) if resource.kind != "Event" && meta::deletion_timestamp(ns).is_some() => {
+        Some(ns) if resource.kind != "Event" && ns.terminating => {
             Err(ApiError::forbidden(
                 resource,
                 name,
@@ -68,7 +66,9 @@ mod tests {
 
     #[test]
     fn terminating_namespaces_take_only_events() {
-        let ns = json!({"metadata": {"name": "dev", "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        let ns = NamespaceFacts::from_value(
+            &json!({"metadata": {"name": "dev", "deletionTimestamp": "2026-01-01T00:00:00Z"}}),
+        );
         let err =
             check_create(api::resources::pods(), "p", "dev", Some(&ns)).expect_err("terminating");
         assert_eq!(err.code(), 403);
@@ -78,7 +78,7 @@ mod tests {
         );
         let events = api::resources::find("", "v1", "events").expect("events");
         assert!(check_create(events, "e", "dev", Some(&ns)).is_ok());
-        let active = json!({"metadata": {"name": "dev"}});
+        let active = NamespaceFacts::from_value(&json!({"metadata": {"name": "dev"}}));
         assert!(check_create(api::resources::pods(), "p", "dev", Some(&active)).is_ok());
     }
 

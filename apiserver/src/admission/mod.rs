@@ -20,6 +20,7 @@
 pub mod lifecycle;
 pub mod limit_ranger;
 pub mod pod_security;
+pub mod policy;
 pub mod priority;
 pub mod quota;
 pub mod tolerations;
@@ -33,6 +34,7 @@ use serde_json::{json, Value};
 use crate::errors::ApiError;
 use crate::meta;
 use crate::watch_cache::{Filter, WatchCache};
+use policy::{NamespaceFacts, PolicyIndex};
 
 /// An admission plugin kemu implements, by its Kubernetes name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -151,6 +153,8 @@ impl AdmissionConfig {
 pub struct Admission {
     config: AdmissionConfig,
     cache: Arc<WatchCache>,
+    /// Namespaces and PriorityClasses parsed once per resourceVersion.
+    policy: PolicyIndex,
 }
 
 /// One create as the plugins see it.
@@ -159,13 +163,40 @@ pub struct CreateRequest<'a> {
     pub name: &'a str,
     /// The target namespace's name, for namespaced resources.
     pub namespace: Option<&'a str>,
-    /// The namespace object, if it exists.
-    pub namespace_object: Option<&'a Value>,
+    /// What admission reads of the namespace object, if it exists.
+    pub namespace_facts: Option<&'a NamespaceFacts>,
 }
 
 impl Admission {
     pub fn new(config: AdmissionConfig, cache: Arc<WatchCache>) -> Admission {
-        Admission { config, cache }
+        Admission {
+            config,
+            cache,
+            policy: PolicyIndex::default(),
+        }
+    }
+
+    /// The facts of `namespace` as the watch cache has it now (`None` when the cache has not
+    /// seen it: it may not exist, or the cache may not have caught up).
+    pub fn namespace_facts(&self, namespace: &str) -> Option<Arc<NamespaceFacts>> {
+        let namespaces = api::resources::find("", "v1", "namespaces")?;
+        let cache = self.cache.resource(namespaces)?;
+        self.policy
+            .namespace(cache, &namespaces.key(None, namespace))
+    }
+
+    /// Every PriorityClass, parsed (once per change of the set).
+    fn priority_classes(&self) -> Arc<policy::PriorityClasses> {
+        let Some(resource) = api::resources::find("scheduling.k8s.io", "v1", "priorityclasses")
+        else {
+            return Arc::default();
+        };
+        match self.cache.resource(resource) {
+            Some(cache) => self
+                .policy
+                .priority_classes(cache, &resource.namespace_prefix(None)),
+            None => Arc::default(),
+        }
     }
 
     pub fn config(&self) -> &AdmissionConfig {
@@ -226,8 +257,7 @@ impl Admission {
             default_service_account(pod);
         }
         if self.is_enabled(Plugin::Priority) {
-            let classes = self.list("scheduling.k8s.io", "priorityclasses", None);
-            priority::admit(pod, &classes).map_err(forbidden)?;
+            priority::admit(pod, &self.priority_classes()).map_err(forbidden)?;
         }
         if self.is_enabled(Plugin::DefaultTolerationSeconds) {
             if let Some(spec) = pod.get_mut("spec") {
@@ -250,7 +280,7 @@ impl Admission {
                 req.resource,
                 req.name,
                 req.namespace.unwrap_or(""),
-                req.namespace_object,
+                req.namespace_facts,
             )?;
         }
         if !(req.resource.group.is_empty() && req.resource.kind == "Pod") {
@@ -262,7 +292,7 @@ impl Admission {
             limit_ranger::validate(object, &ranges).map_err(forbidden)?;
         }
         if self.is_enabled(Plugin::PodSecurity) {
-            if let Some(ns) = req.namespace_object {
+            if let Some(ns) = req.namespace_facts {
                 pod_security::admit(ns, object).map_err(forbidden)?;
             }
         }

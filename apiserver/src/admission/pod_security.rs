@@ -7,8 +7,10 @@
 
 use serde_json::Value;
 
-const ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
-const ENFORCE_VERSION_LABEL: &str = "pod-security.kubernetes.io/enforce-version";
+use super::policy::NamespaceFacts;
+
+pub(crate) const ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
+pub(crate) const ENFORCE_VERSION_LABEL: &str = "pod-security.kubernetes.io/enforce-version";
 
 /// A Pod Security Standards level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -68,13 +70,11 @@ const RESTRICTED_VOLUME_TYPES: &[&str] = &[
 
 /// Checks the pod against its namespace's enforce level. The error is the reason it is
 /// forbidden.
-pub fn admit(namespace: &Value, pod: &Value) -> Result<(), String> {
-    let labels = namespace.pointer("/metadata/labels");
-    let label = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
-    let Some(level) = label(ENFORCE_LABEL).map(Level::parse) else {
+pub fn admit(namespace: &NamespaceFacts, pod: &Value) -> Result<(), String> {
+    let Some(level) = namespace.enforce.as_deref().map(Level::parse) else {
         return Ok(());
     };
-    let version = label(ENFORCE_VERSION_LABEL).unwrap_or("latest");
+    let version = namespace.enforce_version.as_deref().unwrap_or("latest");
     let violations = evaluate(level, pod);
     if violations.is_empty() {
         return Ok(());
@@ -504,6 +504,11 @@ fn seccomp_restricted(spec: &Value, containers: &[&Value]) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The plugin, given the namespace object as the API holds it.
+    fn admit(namespace: &Value, pod: &Value) -> Result<(), String> {
+        super::admit(&NamespaceFacts::from_value(namespace), pod)
+    }
 
     fn ns(level: &str) -> Value {
         json!({"metadata": {"name": "dev", "labels": {ENFORCE_LABEL: level}}})

@@ -3,6 +3,8 @@
 
 use serde_json::{json, Value};
 
+use super::policy::PriorityClasses;
+
 /// The classes every cluster has (kube-apiserver creates them at start-up).
 pub const SYSTEM_CLASSES: &[(&str, i64, &str)] = &[
     (
@@ -21,23 +23,18 @@ const DEFAULT_PREEMPTION: &str = "PreemptLowerPriority";
 
 /// Sets the pod's priority from `classes` (every PriorityClass). The error is the reason the
 /// pod is forbidden.
-pub fn admit(pod: &mut Value, classes: &[Value]) -> Result<(), String> {
+pub fn admit(pod: &mut Value, classes: &PriorityClasses) -> Result<(), String> {
     let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
         return Ok(());
     };
     let requested = spec
         .get("priorityClassName")
         .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+        .unwrap_or("");
     let class = if requested.is_empty() {
-        classes
-            .iter()
-            .find(|c| c.get("globalDefault").and_then(Value::as_bool) == Some(true))
+        classes.global_default()
     } else {
-        let found = classes
-            .iter()
-            .find(|c| c.pointer("/metadata/name").and_then(Value::as_str) == Some(&requested));
+        let found = classes.named(requested);
         if found.is_none() {
             return Err(format!("no PriorityClass with name {requested} was found"));
         }
@@ -45,17 +42,11 @@ pub fn admit(pod: &mut Value, classes: &[Value]) -> Result<(), String> {
     };
     let (name, value, preemption) = match class {
         Some(c) => (
-            c.pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
-            c.get("value").and_then(Value::as_i64).unwrap_or(0),
-            c.get("preemptionPolicy")
-                .and_then(Value::as_str)
-                .unwrap_or(DEFAULT_PREEMPTION)
-                .to_string(),
+            c.name.as_str(),
+            c.value,
+            c.preemption_policy.as_deref().unwrap_or(DEFAULT_PREEMPTION),
         ),
-        None => (String::new(), 0, DEFAULT_PREEMPTION.to_string()),
+        None => ("", 0, DEFAULT_PREEMPTION),
     };
     if let Some(given) = spec.get("priority").and_then(Value::as_i64) {
         if given != value {
@@ -76,6 +67,10 @@ pub fn admit(pod: &mut Value, classes: &[Value]) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    fn set(classes: &[Value]) -> PriorityClasses {
+        PriorityClasses::from_values(classes)
+    }
+
     fn class(name: &str, value: i64, global: bool) -> Value {
         json!({"metadata": {"name": name}, "value": value, "globalDefault": global})
     }
@@ -83,7 +78,7 @@ mod tests {
     #[test]
     fn no_class_means_zero() {
         let mut pod = json!({"spec": {}});
-        admit(&mut pod, &[class("high", 1000, false)]).expect("admitted");
+        admit(&mut pod, &set(&[class("high", 1000, false)])).expect("admitted");
         assert_eq!(pod["spec"]["priority"], 0);
         assert_eq!(pod["spec"]["preemptionPolicy"], "PreemptLowerPriority");
         assert!(pod["spec"].get("priorityClassName").is_none());
@@ -91,7 +86,7 @@ mod tests {
 
     #[test]
     fn named_and_global_default_classes() {
-        let classes = [class("high", 1000, false), class("normal", 10, true)];
+        let classes = set(&[class("high", 1000, false), class("normal", 10, true)]);
         let mut pod = json!({"spec": {"priorityClassName": "high"}});
         admit(&mut pod, &classes).expect("admitted");
         assert_eq!(pod["spec"]["priority"], 1000);
@@ -105,11 +100,11 @@ mod tests {
     fn unknown_class_and_contradicting_priority_are_refused() {
         let mut pod = json!({"spec": {"priorityClassName": "nope"}});
         assert_eq!(
-            admit(&mut pod, &[]).expect_err("unknown"),
+            admit(&mut pod, &set(&[])).expect_err("unknown"),
             "no PriorityClass with name nope was found"
         );
         let mut pod = json!({"spec": {"priorityClassName": "high", "priority": 5}});
-        let err = admit(&mut pod, &[class("high", 1000, false)]).expect_err("contradicts");
+        let err = admit(&mut pod, &set(&[class("high", 1000, false)])).expect_err("contradicts");
         assert!(
             err.starts_with("the integer value of priority (5) must not be provided"),
             "{err}"
