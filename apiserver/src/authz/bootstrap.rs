@@ -5,7 +5,9 @@
 //! `system:masters`), the user-facing `admin`, `edit` and `view` (aggregated from the
 //! `system:aggregate-to-*` roles, as in Kubernetes), `system:basic-user` (self reviews),
 //! `system:discovery` and `system:public-info-viewer` (bound to every authenticated user),
-//! `system:monitoring` (`/metrics`). And the roles of kemu's own components, matched by the
+//! `system:monitoring` (`/metrics`), `system:auth-delegator` (TokenReview and
+//! SubjectAccessReview create, for servers that delegate authentication and authorization to
+//! the API server; as in Kubernetes it is bound to nobody by default). And the roles of kemu's own components, matched by the
 //! groups of their certificates (`kemu certs`):
 //! - `system:kube-scheduler` (group `system:kube-scheduler`): read everything but secrets,
 //!   bind pods, write pod status (nominations), delete pods (preemption), events, leases.
@@ -314,6 +316,18 @@ pub fn policy() -> (Vec<Value>, Vec<Value>) {
                 &["get"],
             )],
         ),
+        cluster_role(
+            "system:auth-delegator",
+            none.clone(),
+            vec![
+                rule(&["authentication.k8s.io"], &["tokenreviews"], &["create"]),
+                rule(
+                    &["authorization.k8s.io"],
+                    &["subjectaccessreviews"],
+                    &["create"],
+                ),
+            ],
+        ),
         cluster_role("system:kube-scheduler", none.clone(), scheduler_rules),
         cluster_role(
             "system:kemu-controllers",
@@ -481,6 +495,84 @@ mod tests {
         assert!(
             each < std::time::Duration::from_micros(20),
             "{each:?} per decision"
+        );
+    }
+
+    /// Kubernetes' `system:auth-delegator` (bound per server that delegates) and
+    /// `system:basic-user` (bound to every authenticated user).
+    #[test]
+    fn review_permissions_come_from_auth_delegator_and_basic_user() {
+        let (roles, bindings) = policy();
+        let delegating = json!({"metadata": {"name": "metrics-server:system:auth-delegator"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "system:auth-delegator"},
+            "subjects": [{"kind": "User", "name": "metrics-server"}]});
+        let mut with_delegation = bindings.clone();
+        with_delegation.push(delegating);
+        let index = RbacIndex::build(&[], &roles, &[], &with_delegation);
+        let server = UserInfo::new("metrics-server", "", vec![]);
+        let someone = UserInfo::new("someone", "", vec![]);
+        let reviews = [
+            ("authentication.k8s.io", "tokenreviews"),
+            ("authorization.k8s.io", "subjectaccessreviews"),
+        ];
+        for (group, resource) in reviews {
+            assert!(
+                allowed(&index, &server, "create", group, resource, "", ""),
+                "{resource}"
+            );
+            assert!(
+                !allowed(&index, &server, "list", group, resource, "", ""),
+                "{resource}: create only"
+            );
+            // Nobody else: the role is not bound by default.
+            assert!(
+                !allowed(&index, &someone, "create", group, resource, "", ""),
+                "{resource}"
+            );
+        }
+        let default_index = RbacIndex::build(&[], &roles, &[], &bindings);
+        assert!(!allowed(
+            &default_index,
+            &server,
+            "create",
+            "authentication.k8s.io",
+            "tokenreviews",
+            "",
+            ""
+        ));
+        // system:basic-user, through system:authenticated: the self reviews, nothing else.
+        for (group, resource) in [
+            ("authorization.k8s.io", "selfsubjectaccessreviews"),
+            ("authorization.k8s.io", "selfsubjectrulesreviews"),
+            ("authentication.k8s.io", "selfsubjectreviews"),
+        ] {
+            assert!(
+                allowed(&default_index, &someone, "create", group, resource, "", ""),
+                "{resource}"
+            );
+        }
+        let anonymous = UserInfo {
+            name: "system:anonymous".into(),
+            uid: String::new(),
+            groups: vec!["system:unauthenticated".into()],
+        };
+        assert!(!allowed(
+            &default_index,
+            &anonymous,
+            "create",
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            "",
+            ""
+        ));
+        let role = roles
+            .iter()
+            .find(|r| r["metadata"]["name"] == "system:auth-delegator")
+            .expect("system:auth-delegator exists");
+        assert_eq!(
+            role["metadata"]["labels"]["kubernetes.io/bootstrapping"],
+            "rbac-defaults"
         );
     }
 
