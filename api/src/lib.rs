@@ -27,6 +27,7 @@ pub mod printers;
 pub mod protobuf;
 pub mod protocol;
 pub mod quantity;
+pub mod quota;
 pub mod resources;
 pub mod selectors;
 pub mod strict;

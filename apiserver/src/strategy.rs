@@ -279,43 +279,7 @@ fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {
     }
 }
 
-/// The pod's QoS class from its containers' requests and limits.
-pub fn qos_class(spec: &Value) -> &'static str {
-    let containers: Vec<&Value> = ["initContainers", "containers"]
-        .iter()
-        .filter_map(|k| spec.get(*k).and_then(Value::as_array))
-        .flatten()
-        .collect();
-    let mut any = false;
-    let mut guaranteed = true;
-    for c in &containers {
-        let requests = c.pointer("/resources/requests").and_then(Value::as_object);
-        let limits = c.pointer("/resources/limits").and_then(Value::as_object);
-        let has = |m: Option<&Map<String, Value>>, k: &str| m.is_some_and(|m| m.contains_key(k));
-        for resource in ["cpu", "memory"] {
-            if has(requests, resource) || has(limits, resource) {
-                any = true;
-            }
-            if !has(limits, resource) {
-                guaranteed = false;
-            } else if let (Some(r), Some(l)) = (
-                requests.and_then(|m| m.get(resource)),
-                limits.and_then(|m| m.get(resource)),
-            ) {
-                if r != l {
-                    guaranteed = false;
-                }
-            }
-        }
-    }
-    if !any {
-        "BestEffort"
-    } else if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
-}
+pub use api::quota::qos_class;
 
 /// What an update may change depends on the subresource: the main resource keeps the stored
 /// status (for resources with a status subresource), `status` keeps everything but status.

@@ -34,6 +34,10 @@ pub struct ControllersArgs {
     /// Seconds between looks at every node.
     #[arg(long, default_value_t = 5)]
     node_monitor_period_secs: u64,
+    /// Seconds between full recomputations of every ResourceQuota's usage (events trigger
+    /// one as well).
+    #[arg(long, default_value_t = 300)]
+    resource_quota_sync_period_secs: u64,
     /// Run without leader election (a single controller manager).
     #[arg(long)]
     no_leader_elect: bool,
@@ -47,6 +51,7 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<ExitCode> {
     config.leader_elect = !args.no_leader_elect;
     config.node_lifecycle.grace_period = Duration::from_secs(args.node_monitor_grace_secs);
     config.node_lifecycle.monitor_period = Duration::from_secs(args.node_monitor_period_secs);
+    config.quota_resync = Duration::from_secs(args.resource_quota_sync_period_secs);
     controllers::manager::run(config, crate::shutdown::signal())
         .await
         .context("controller manager")?;

@@ -1,7 +1,8 @@
 //! End to end: `kemu controllers` with a real store, API server, scheduler and node hosts,
 //! driven with the real kubectl — Deployments (create, scale, set image within the surge and
 //! unavailability bounds, rollout undo, cascading delete), a Job, Service endpoints following
-//! pods, namespace deletion, and node failure (NotReady, eviction, replacement elsewhere).
+//! pods, namespace deletion, node failure (NotReady, eviction, replacement elsewhere), and a
+//! ResourceQuota whose charge a finished pod releases.
 
 mod common;
 
@@ -515,6 +516,85 @@ async fn jobs_endpoints_namespaces_and_cascades() -> anyhow::Result<()> {
         "name",
     ]);
     assert!(left.trim().is_empty(), "{left}");
+    Ok(())
+}
+
+/// The API server charges a quota when a pod is created; the quota controller gives the charge
+/// back when the pod finishes (Kubernetes does not count Succeeded or Failed pods), so the
+/// next pod fits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_pod_releases_its_quota_charge() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _host = start_node_host(&c, 1, 1, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    let controllers = start_controllers(&c, 40)?;
+    c.ok(&["create", "namespace", "q"]);
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: compute, namespace: q}\nspec:\n  hard: {pods: \"1\", requests.cpu: \"1\", count/pods: \"10\"}\n",
+    );
+    let pod = |name: &str, seconds: u32| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: q}}\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: busybox\n    command: [\"sleep\", \"{seconds}\"]\n    resources: {{requests: {{cpu: 500m}}}}\n"
+        )
+    };
+    // "pods requests.cpu count/pods" as status.used has them.
+    let used = || -> String {
+        let out = c.ok(&["get", "resourcequota", "compute", "-n", "q", "-o", "json"]);
+        let quota: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+        ["pods", "requests.cpu", "count/pods"]
+            .map(|k| {
+                quota["status"]["used"][k]
+                    .as_str()
+                    .unwrap_or("-")
+                    .to_string()
+            })
+            .join(" ")
+    };
+    c.ok_stdin(&["apply", "-f", "-"], &pod("once", 3));
+    assert_eq!(used(), "1 500m 1");
+    // While it runs, it holds the only pod slot.
+    let second = c.file("second.yaml", &pod("second", 30));
+    let refused = c.fails(&["create", "-f", &second]);
+    assert!(
+        refused
+            .contains("exceeded quota: compute, requested: pods=1, used: pods=1, limited: pods=1"),
+        "{refused}"
+    );
+    wait_until("the pod finishes", Duration::from_secs(90), || async {
+        c.ok(&[
+            "get",
+            "pod",
+            "once",
+            "-n",
+            "q",
+            "-o",
+            "jsonpath={.status.phase}",
+        ])
+        .trim()
+            == "Succeeded"
+    })
+    .await?;
+    // The controller recomputes the usage: the finished pod still exists (count/pods) but
+    // no longer counts for pods or requests.cpu.
+    wait_until(
+        "the finished pod's charge is released",
+        Duration::from_secs(60),
+        || async { used() == "0 0 1" },
+    )
+    .await
+    .with_context(|| format!("used: {}; controllers log:\n{}", used(), controllers.log()))?;
+    c.ok(&["create", "-f", &second]);
+    assert_eq!(used(), "1 500m 2");
+    // Deleting the finished pod refunds only what it still counted for.
+    c.ok(&["delete", "pod", "once", "-n", "q", "--wait=false"]);
+    wait_until(
+        "the finished pod is gone",
+        Duration::from_secs(60),
+        || async { used() == "1 500m 1" },
+    )
+    .await
+    .with_context(|| format!("used: {}", used()))?;
     Ok(())
 }
 

@@ -9,7 +9,7 @@
 //! - [`expectations`]: creations/deletions in flight, so a slow watch never causes doubles.
 //! - Controllers, each a pure decision core plus a reconciler doing the I/O: [`replicaset`],
 //!   [`deployment`], [`job`], [`node_lifecycle`], [`endpoints`], [`namespace`],
-//!   [`garbage_collector`].
+//!   [`garbage_collector`], [`resource_quota`].
 //! - [`metrics`]: counters and their HTTP endpoint.
 
 pub mod deployment;
@@ -27,6 +27,7 @@ pub mod owners;
 pub mod pods;
 pub mod queue;
 pub mod replicaset;
+pub mod resource_quota;
 pub mod worker;
 
 #[cfg(test)]

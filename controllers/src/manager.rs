@@ -13,7 +13,7 @@ use api::resources;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, ResourceQuota, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -28,6 +28,7 @@ use crate::namespace::NamespaceController;
 use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleController};
 use crate::queue::WorkQueue;
 use crate::replicaset::ReplicaSetController;
+use crate::resource_quota::{self, ResourceQuotaController};
 use crate::worker::{spawn_workers, stopped, Reconciler, Shutdown};
 
 /// The controller manager's settings; defaults in [`ControllerManagerConfig::new`].
@@ -42,6 +43,9 @@ pub struct ControllerManagerConfig {
     pub workers: usize,
     pub node_lifecycle: NodeLifecycleConfig,
     pub metrics_addr: Option<SocketAddr>,
+    /// How often every ResourceQuota's usage is recomputed even without an event
+    /// (Kubernetes' `--resource-quota-sync-period`).
+    pub quota_resync: Duration,
 }
 
 /// Why the manager stopped.
@@ -71,6 +75,7 @@ impl ControllerManagerConfig {
             workers: 5,
             node_lifecycle: NodeLifecycleConfig::default(),
             metrics_addr: None,
+            quota_resync: resource_quota::DEFAULT_RESYNC,
         }
     }
 
@@ -79,6 +84,12 @@ impl ControllerManagerConfig {
             return Err(ManagerError::Config {
                 field: "workers",
                 reason: "must be at least 1".into(),
+            });
+        }
+        if self.quota_resync.is_zero() {
+            return Err(ManagerError::Config {
+                field: "quota_resync",
+                reason: "must be longer than 0".into(),
             });
         }
         self.client.validate().map_err(ManagerError::Client)?;
@@ -183,6 +194,12 @@ fn start_controllers(
         Informer::<Namespace>::new(client.clone(), find("", "namespaces"), None, all.clone());
     let mut endpoints =
         Informer::<Endpoints>::new(client.clone(), find("", "endpoints"), None, all.clone());
+    let mut quotas = Informer::<ResourceQuota>::new(
+        client.clone(),
+        find("", "resourcequotas"),
+        None,
+        all.clone(),
+    );
     let mut slices = Informer::<EndpointSlice>::new(
         client.clone(),
         find("discovery.k8s.io", "endpointslices"),
@@ -229,6 +246,14 @@ fn start_controllers(
         stop.clone(),
     );
     start("nodelifecycle", nl, q);
+    let (rq, q) = ResourceQuotaController::new(
+        client.clone(),
+        &mut quotas,
+        &mut pods,
+        config.quota_resync,
+        stop.clone(),
+    );
+    start("resourcequota", rq, q);
     let (gc, q) = GarbageCollector::new(client.clone(), stop.clone());
     start("garbagecollector", gc, q);
 
@@ -243,6 +268,7 @@ fn start_controllers(
         spawn_informer(namespaces, stop.clone()),
         spawn_informer(endpoints, stop.clone()),
         spawn_informer(slices, stop.clone()),
+        spawn_informer(quotas, stop.clone()),
     ] {
         drop(run);
     }
