@@ -43,6 +43,53 @@ const CATCH_UP_CHUNK: usize = 2048;
 pub struct PeerBatch {
     pub from: u64,
     pub messages: Vec<Bytes>,
+    /// A piece of one message too large for a frame (a snapshot of a big state): the receiver
+    /// appends pieces until the `last` one and then takes the whole as one message.
+    pub piece: Option<Piece>,
+}
+
+/// One piece of a large raft message.
+#[derive(Serialize, Deserialize)]
+pub struct Piece {
+    pub bytes: Bytes,
+    pub last: bool,
+}
+
+/// Raft messages larger than this travel in pieces of this size (a frame may hold 64 MiB; a
+/// snapshot holds the whole state, which can be GBs).
+const PIECE_BYTES: usize = 8 * 1024 * 1024;
+/// How long one frame on a peer link may take to send before the link counts as stalled.
+const PEER_SEND_TIMEOUT: Duration = Duration::from_secs(2);
+/// The largest message a peer may send in pieces (a sanity bound on what is buffered).
+const MAX_PIECED_MESSAGE: usize = 16 * 1024 * 1024 * 1024;
+
+/// The frames that carry `messages`: the small ones together, each large one in pieces.
+fn peer_frames(from: u64, messages: Vec<Bytes>) -> Vec<PeerBatch> {
+    let (large, small): (Vec<Bytes>, Vec<Bytes>) =
+        messages.into_iter().partition(|m| m.len() > PIECE_BYTES);
+    let mut frames = Vec::new();
+    if !small.is_empty() || large.is_empty() {
+        frames.push(PeerBatch {
+            from,
+            messages: small,
+            piece: None,
+        });
+    }
+    for message in large {
+        let count = message.len().div_ceil(PIECE_BYTES);
+        for i in 0..count {
+            let end = ((i + 1) * PIECE_BYTES).min(message.len());
+            frames.push(PeerBatch {
+                from,
+                messages: Vec::new(),
+                piece: Some(Piece {
+                    bytes: message.slice(i * PIECE_BYTES..end),
+                    last: i + 1 == count,
+                }),
+            });
+        }
+    }
+    frames
 }
 
 /// Runs one member until `shutdown` resolves or the raft driver fails.
@@ -178,11 +225,18 @@ impl PeerLink {
             let Some(stream) = sink.as_mut() else {
                 continue;
             };
-            let frame = PeerBatch {
-                from: self.from,
-                messages: encode_messages(&batch),
+            let frames = peer_frames(self.from, encode_messages(&batch));
+            let sent = async {
+                for frame in &frames {
+                    match tokio::time::timeout(PEER_SEND_TIMEOUT, stream.send(frame)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => return Ok(Err(e)),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(Ok(()))
             };
-            match tokio::time::timeout(Duration::from_secs(2), stream.send(&frame)).await {
+            match sent.await {
                 Ok(Ok(())) => {
                     for m in batch
                         .iter()
@@ -231,6 +285,7 @@ impl PeerLink {
             .client_stream(&PeerBatch {
                 from: self.from,
                 messages: Vec::new(),
+                piece: None,
             })
             .await
     }
@@ -270,8 +325,21 @@ impl Handler for PeerService {
             return;
         }
         let mut next = Some(first);
+        // A large message's pieces so far.
+        let mut assembling: Vec<u8> = Vec::new();
         while let Some(batch) = next {
-            for bytes in batch.messages {
+            let mut whole = Vec::new();
+            if let Some(piece) = batch.piece {
+                if assembling.len() + piece.bytes.len() > MAX_PIECED_MESSAGE {
+                    warn!(peer = %peer.name, "dropping a peer stream whose pieced message exceeds the bound");
+                    return;
+                }
+                assembling.extend_from_slice(&piece.bytes);
+                if piece.last {
+                    whole.push(Bytes::from(std::mem::take(&mut assembling)));
+                }
+            }
+            for bytes in batch.messages.into_iter().chain(whole) {
                 match Message::parse_from_bytes(&bytes) {
                     Ok(msg) => {
                         if self.inbound.send(msg).await.is_err() {
@@ -513,5 +581,33 @@ impl ClientService {
             }
         }
         shared.hub.lock().unregister(watcher_id);
+    }
+}
+
+#[cfg(test)]
+mod piece_tests {
+    use super::*;
+
+    #[test]
+    fn large_messages_travel_in_pieces_that_join_up() {
+        let small = Bytes::from(vec![1u8; 100]);
+        let large = Bytes::from(
+            (0..PIECE_BYTES * 2 + 5)
+                .map(|i| i as u8)
+                .collect::<Vec<u8>>(),
+        );
+        let frames = peer_frames(7, vec![small.clone(), large.clone()]);
+        assert_eq!(frames.len(), 4);
+        assert_eq!(frames[0].messages, vec![small]);
+        let mut joined = Vec::new();
+        for (i, f) in frames[1..].iter().enumerate() {
+            let piece = f.piece.as_ref().expect("a piece");
+            assert_eq!(piece.last, i == 2);
+            joined.extend_from_slice(&piece.bytes);
+        }
+        assert_eq!(Bytes::from(joined), large);
+        // Only a large message: no empty frame before its pieces.
+        assert_eq!(peer_frames(7, vec![large]).len(), 3);
+        assert_eq!(peer_frames(7, Vec::new()).len(), 1);
     }
 }
