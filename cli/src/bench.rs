@@ -85,6 +85,44 @@ pub struct StoreBenchArgs {
     /// Keep the spawned clusters' directories here instead of a temporary one.
     #[arg(long)]
     work_dir: Option<PathBuf>,
+    /// Members of a spawned kemu store take a snapshot every this many applied entries; the
+    /// snapshots they took during the run (size, how long the raft thread paused, serialize and
+    /// disk-write time) are reported from their logs. 0 = the member default, not reported.
+    #[arg(long, default_value_t = 0)]
+    snapshot_entries: u64,
+}
+
+/// One snapshot a spawned member logged ("took a snapshot ...").
+#[derive(Debug, Serialize)]
+pub struct SnapshotTaken {
+    pub member: String,
+    pub bytes: u64,
+    /// How long the raft thread (every write) waited for it.
+    pub pause_ms: u64,
+    pub serialize_ms: u64,
+    pub write_ms: u64,
+}
+
+/// The snapshots in a member log: lines with the snapshot message and `key=value` fields.
+fn snapshots_in_log(member: &str, log: &str) -> Vec<SnapshotTaken> {
+    log.lines()
+        .filter(|line| line.contains("took a snapshot"))
+        .map(|line| {
+            let field = |name: &str| {
+                line.split_whitespace()
+                    .find_map(|token| token.strip_prefix(name)?.strip_prefix('='))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            SnapshotTaken {
+                member: member.to_string(),
+                bytes: field("bytes"),
+                pause_ms: field("pause_ms"),
+                serialize_ms: field("serialize_ms"),
+                write_ms: field("write_ms"),
+            }
+        })
+        .collect()
 }
 
 /// The result of one run against one target.
@@ -102,6 +140,9 @@ pub struct BenchResult {
     /// Time from the leader's SIGKILL to the first acknowledged write sent after it, when a
     /// kill was asked for.
     pub recovery_ms: Option<f64>,
+    /// With `--snapshot-entries`: the snapshots the spawned members took during the run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<SnapshotTaken>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -136,9 +177,18 @@ async fn store_bench(args: StoreBenchArgs) -> anyhow::Result<ExitCode> {
 
     if args.spawn > 0 {
         let dir = work_dir.join("kemu");
-        let cluster = LocalStore::start(&dir, args.spawn).await?;
+        let extra = if args.snapshot_entries > 0 {
+            vec![
+                "--snapshot-entries".to_string(),
+                args.snapshot_entries.to_string(),
+            ]
+        } else {
+            Vec::new()
+        };
+        let cluster =
+            LocalStore::start_with(&std::env::current_exe()?, &dir, args.spawn, &extra).await?;
         let endpoints = cluster.client_endpoints();
-        let result = {
+        let mut result = {
             let target =
                 KemuTarget::connect(&endpoints, &cluster.certs_dir(), args.clients).await?;
             let killer = if args.kill_leader_at > 0.0 {
@@ -155,6 +205,14 @@ async fn store_bench(args: StoreBenchArgs) -> anyhow::Result<ExitCode> {
             .await?
         };
         cluster.stop().await;
+        if args.snapshot_entries > 0 {
+            for i in 1..=args.spawn {
+                let name = format!("s{i}");
+                let log = std::fs::read_to_string(cluster.log_path(&name))
+                    .with_context(|| format!("reading member {name}'s log"))?;
+                result.snapshots.extend(snapshots_in_log(&name, &log));
+            }
+        }
         results.push(result);
     }
     if !args.endpoints.is_empty() {
@@ -232,6 +290,23 @@ fn print_table(results: &[BenchResult]) {
                 .map(|v| format!("{v:.0}"))
                 .unwrap_or_else(|| "-".into()),
         );
+    }
+    for r in results.iter().filter(|r| !r.snapshots.is_empty()) {
+        println!("snapshots taken by {}:", r.target);
+        println!(
+            "  {:<6} {:>12} {:>10} {:>13} {:>9}",
+            "MEMBER", "MB", "PAUSE ms", "SERIALIZE ms", "WRITE ms"
+        );
+        for s in &r.snapshots {
+            println!(
+                "  {:<6} {:>12.1} {:>10} {:>13} {:>9}",
+                s.member,
+                s.bytes as f64 / 1e6,
+                s.pause_ms,
+                s.serialize_ms,
+                s.write_ms
+            );
+        }
     }
     if results.len() == 2 && results[1].ops_per_sec > 0.0 {
         println!(
@@ -534,6 +609,7 @@ async fn drive<T: KvTarget>(
             max: r.histogram.max() as f64 / 1000.0,
         },
         recovery_ms,
+        snapshots: Vec::new(),
     })
 }
 

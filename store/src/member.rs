@@ -14,7 +14,7 @@
 //! the full request timeout, and are never proposed a second time, so nothing is applied twice.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,7 @@ use tracing::{debug, info, warn};
 
 use crate::config::MemberConfig;
 use crate::mvcc::Mvcc;
-use crate::raft_log::{DiskStorage, LogError};
+use crate::raft_log::{DiskStorage, LogError, SnapshotWrite};
 use crate::types::{Command, CommandResult, LeaseId, ResponseHeader, StatusResponse, StoreError};
 use crate::watch_hub::WatchHub;
 
@@ -213,7 +213,7 @@ pub(crate) fn open(config: MemberConfig) -> Result<(MemberHandle, DriverParts), 
         storage.initialize(&voters)?;
         info!(member = %config.name, ?voters, "initialised a new member");
     }
-    let (mvcc, applied) = match storage.snapshot_data() {
+    let (mvcc, applied) = match storage.snapshot_data()? {
         Some((meta, data)) if !data.is_empty() => {
             let mvcc =
                 Mvcc::from_snapshot(&data).map_err(|e| MemberError::Snapshot(e.to_string()))?;
@@ -269,6 +269,15 @@ struct ReadBatch {
     deadline: Instant,
 }
 
+/// A local snapshot being encoded and written by its own thread.
+struct SnapshotTask {
+    index: u64,
+    /// How long the raft thread spent starting it (the state view and the WAL rotation).
+    pause: Duration,
+    cancel: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Result<(SnapshotWrite, bool), LogError>>,
+}
+
 struct LeaseClock {
     deadline: Instant,
     ttl: Duration,
@@ -297,6 +306,7 @@ struct Driver {
     applied: u64,
     applied_term: u64,
     last_snapshot_index: u64,
+    snapshot_task: Option<SnapshotTask>,
     leases: HashMap<LeaseId, LeaseClock>,
     was_leader: bool,
     last_progress: Instant,
@@ -348,6 +358,7 @@ impl Driver {
             applied: parts.applied,
             applied_term: 0,
             last_snapshot_index: parts.applied,
+            snapshot_task: None,
             leases: HashMap::new(),
             was_leader: false,
             last_progress: Instant::now(),
@@ -358,7 +369,17 @@ impl Driver {
         Ok(driver)
     }
 
-    async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), MemberError> {
+    async fn run(mut self, shutdown: watch::Receiver<bool>) -> Result<(), MemberError> {
+        let result = self.run_loop(shutdown).await;
+        if let Some(task) = self.snapshot_task.take() {
+            // Its commit must not race a later open of the same directory.
+            task.cancel.store(true, Ordering::Relaxed);
+            let _ = task.thread.join();
+        }
+        result
+    }
+
+    async fn run_loop(&mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), MemberError> {
         let mut ticker = tokio::time::interval(self.shared.config.tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -373,6 +394,7 @@ impl Driver {
             self.drain();
             self.issue_reads();
             self.process_ready()?;
+            self.finish_snapshot()?;
         }
         self.fail_all(stopping());
         Ok(())
@@ -664,25 +686,89 @@ impl Driver {
         Ok(())
     }
 
+    /// Starts a snapshot at the applied index. The raft thread only takes a copy-on-write view
+    /// of the state and rotates the WAL; encoding, writing, fsyncing and compacting the log run on
+    /// a thread of their own (see [`finish_snapshot`](Self::finish_snapshot)).
     fn take_snapshot(&mut self) -> Result<(), MemberError> {
+        if self.snapshot_task.is_some() {
+            return Ok(());
+        }
         let started = Instant::now();
-        let data = self
-            .shared
-            .mvcc
-            .read()
-            .to_snapshot()
-            .map_err(|e| MemberError::Snapshot(e.to_string()))?;
+        let view = self.shared.mvcc.read().snapshot_view();
         let conf_state: ConfState = self.node.raft.prs().conf().to_conf_state();
-        let size = data.len();
-        self.storage
-            .create_snapshot(self.applied, conf_state, data)?;
-        self.last_snapshot_index = self.applied;
-        info!(
-            index = self.applied,
-            bytes = size,
-            took_ms = started.elapsed().as_millis() as u64,
-            "took a snapshot and compacted the log"
-        );
+        let index = self.applied;
+        self.last_snapshot_index = index;
+        let Some(pending) = self.storage.begin_snapshot(index, conf_state)? else {
+            return Ok(());
+        };
+        let pause = started.elapsed();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stop = cancel.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("snapshot-{}", self.shared.config.name))
+            .spawn(move || {
+                let written = pending.write(&stop, |out| {
+                    view.encode_into(out)
+                        .map(|_| ())
+                        .map_err(std::io::Error::other)
+                })?;
+                // Let go of the old versions the view kept alive before the commit.
+                drop(view);
+                Ok((written, pending.commit()?))
+            })
+            .map_err(|source| LogError::Io {
+                path: "snapshot thread".into(),
+                source,
+            })?;
+        self.snapshot_task = Some(SnapshotTask {
+            index,
+            pause,
+            cancel,
+            thread,
+        });
+        Ok(())
+    }
+
+    /// Reaps a finished snapshot thread. A failed write is retried at the next snapshot; a failed
+    /// commit leaves the storage unusable and stops the member.
+    fn finish_snapshot(&mut self) -> Result<(), MemberError> {
+        if !self
+            .snapshot_task
+            .as_ref()
+            .is_some_and(|task| task.thread.is_finished())
+        {
+            return Ok(());
+        }
+        let Some(task) = self.snapshot_task.take() else {
+            return Ok(());
+        };
+        let outcome = task
+            .thread
+            .join()
+            .map_err(|_| MemberError::Snapshot("the snapshot thread panicked".into()))?;
+        match outcome {
+            Ok((written, true)) => info!(
+                index = task.index,
+                bytes = written.bytes,
+                pause_ms = task.pause.as_millis() as u64,
+                serialize_ms = written.encode.as_millis() as u64,
+                write_ms = written.sync.as_millis() as u64,
+                "took a snapshot and compacted the log"
+            ),
+            Ok((_, false)) => info!(
+                index = task.index,
+                "dropped a local snapshot: a newer one was installed meanwhile"
+            ),
+            Err(LogError::Poisoned(reason)) => {
+                return Err(MemberError::Log(LogError::Poisoned(reason)))
+            }
+            Err(error) if self.storage.is_poisoned() => return Err(MemberError::Log(error)),
+            Err(error) => warn!(
+                index = task.index,
+                %error,
+                "writing a snapshot failed; the log stays uncompacted until the next one"
+            ),
+        }
         Ok(())
     }
 

@@ -11,7 +11,9 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io::Write;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -130,13 +132,13 @@ fn check_key(range: &KeyRange) -> Result<(), StoreError> {
 }
 
 /// The keys written at one revision, in write order; their events are rebuilt from the versions.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct RevisionChanges {
     revision: Revision,
     keys: Vec<Bytes>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Lease {
     /// Granted TTL in seconds; deadlines are the member driver's business (no clocks here).
     ttl: i64,
@@ -168,15 +170,19 @@ struct TxnPlan {
 }
 
 /// etcd's multi-version key-value store, as a pure state machine.
-#[derive(Debug, Serialize, Deserialize)]
+///
+/// Version lists and change-log entries sit behind `Arc`s so that [`Mvcc::snapshot_view`] can take
+/// a point-in-time copy by cloning pointers; a write to a key whose list a view still holds copies
+/// that one list first (`Arc::make_mut`).
+#[derive(Debug)]
 pub struct Mvcc {
     revision: Revision,
     /// Reads and watches below this revision answer [`StoreError::Compacted`]; 0 = never compacted.
     compact_revision: Revision,
     /// Per key, its retained versions in revision order (tombstones included).
-    keys: BTreeMap<Bytes, Vec<Version>>,
+    keys: BTreeMap<Bytes, Arc<Vec<Version>>>,
     /// One entry per revision with changes, oldest first, from the compact revision on.
-    history: VecDeque<RevisionChanges>,
+    history: VecDeque<Arc<RevisionChanges>>,
     leases: BTreeMap<LeaseId, Lease>,
     /// Granted ids are never reused, so a stale keep-alive cannot renew someone else's lease.
     next_lease_id: LeaseId,
@@ -231,14 +237,32 @@ impl Mvcc {
             .collect()
     }
 
+    /// A point-in-time copy of the whole state for a snapshot. It costs a walk of the key index
+    /// and the change log cloning pointers (no value bytes, no version lists are copied), so the
+    /// raft thread can take it and leave the encoding to another thread.
+    pub fn snapshot_view(&self) -> MvccView {
+        MvccView {
+            revision: self.revision,
+            compact_revision: self.compact_revision,
+            keys: self.keys.clone(),
+            history: self.history.clone(),
+            leases: self.leases.clone(),
+            next_lease_id: self.next_lease_id,
+            live_keys: self.live_keys,
+            data_size: self.data_size,
+        }
+    }
+
     pub fn to_snapshot(&self) -> Result<Vec<u8>, MvccError> {
-        bincode::serde::encode_to_vec(self, bincode::config::standard()).map_err(MvccError::Encode)
+        let mut out = Vec::new();
+        self.snapshot_view().encode_into(&mut out)?;
+        Ok(out)
     }
 
     /// Decodes a snapshot and lets the change log and leases share the index's key allocations
     /// again (decoding gives every copy its own).
     pub fn from_snapshot(bytes: &[u8]) -> Result<Mvcc, MvccError> {
-        let (mut mvcc, read): (Mvcc, usize) =
+        let (decoded, read): (SnapshotOwned, usize) =
             bincode::serde::decode_from_slice(bytes, bincode::config::standard())
                 .map_err(MvccError::Decode)?;
         if read != bytes.len() {
@@ -246,19 +270,39 @@ impl Mvcc {
                 trailing: bytes.len() - read,
             });
         }
+        let mut mvcc = Mvcc {
+            revision: decoded.revision,
+            compact_revision: decoded.compact_revision,
+            keys: decoded
+                .keys
+                .into_iter()
+                .map(|(key, versions)| (key, Arc::new(versions)))
+                .collect(),
+            history: VecDeque::new(),
+            leases: decoded.leases,
+            next_lease_id: decoded.next_lease_id,
+            live_keys: decoded.live_keys,
+            data_size: decoded.data_size,
+        };
         let keys = &mvcc.keys;
         let share = |k: &Bytes| {
             keys.get_key_value(&k[..])
                 .map_or_else(|| k.clone(), |(shared, _)| shared.clone())
         };
-        for changes in &mut mvcc.history {
-            for key in &mut changes.keys {
-                *key = share(key);
-            }
-        }
+        let history = decoded
+            .history
+            .into_iter()
+            .map(|mut changes| {
+                for key in &mut changes.keys {
+                    *key = share(key);
+                }
+                Arc::new(changes)
+            })
+            .collect();
         for lease in mvcc.leases.values_mut() {
             lease.keys = lease.keys.iter().map(share).collect();
         }
+        mvcc.history = history;
         Ok(mvcc)
     }
 
@@ -397,10 +441,10 @@ impl Mvcc {
             return batch.events;
         }
         self.revision = batch.revision;
-        self.history.push_back(RevisionChanges {
+        self.history.push_back(Arc::new(RevisionChanges {
             revision: batch.revision,
             keys: batch.keys,
-        });
+        }));
         batch.events
     }
 
@@ -439,7 +483,7 @@ impl Mvcc {
         let entry = self.keys.entry(key.clone());
         // The index's own allocation, so the change log and lease sets share it.
         let key = entry.key().clone();
-        let versions = entry.or_default();
+        let versions = Arc::make_mut(entry.or_default());
         debug_assert!(
             versions.last().is_none_or(|v| v.mod_revision < rev),
             "one write per key per revision"
@@ -494,6 +538,7 @@ impl Mvcc {
     fn delete_key(&mut self, batch: &mut WriteBatch, key: &Bytes) -> Option<KeyValue> {
         let versions = self.keys.get_mut(&key[..])?;
         let prev = versions.last().filter(|v| !v.is_tombstone())?.clone();
+        let versions = Arc::make_mut(versions);
         let tombstone = Version {
             value: Bytes::new(),
             create_revision: 0,
@@ -709,6 +754,7 @@ impl Mvcc {
                     .iter()
                     .map(|v| (key.len() + v.value.len()) as u64)
                     .sum::<u64>();
+                let versions = Arc::make_mut(versions);
                 versions.drain(..keep_from);
                 if versions.capacity() > 2 * versions.len() + 4 {
                     versions.shrink_to_fit();
@@ -849,6 +895,87 @@ impl Mvcc {
             h.write_i64(v.lease);
         }
         h.finish()
+    }
+}
+
+/// A point-in-time copy of an [`Mvcc`] (see [`Mvcc::snapshot_view`]), to be encoded off the raft
+/// thread. It shares version lists, change-log entries and value bytes with the live state.
+pub struct MvccView {
+    revision: Revision,
+    compact_revision: Revision,
+    keys: BTreeMap<Bytes, Arc<Vec<Version>>>,
+    history: VecDeque<Arc<RevisionChanges>>,
+    leases: BTreeMap<LeaseId, Lease>,
+    next_lease_id: LeaseId,
+    live_keys: u64,
+    data_size: u64,
+}
+
+impl MvccView {
+    /// The revision the view was taken at.
+    pub fn revision(&self) -> Revision {
+        self.revision
+    }
+
+    /// Encodes the view (the format [`Mvcc::from_snapshot`] reads) into `out` as it goes, so a
+    /// state of GBs is never held encoded in memory as a whole.
+    pub fn encode_into<W: Write>(&self, mut out: W) -> Result<usize, MvccError> {
+        let encoded = SnapshotRef {
+            revision: self.revision,
+            compact_revision: self.compact_revision,
+            keys: KeysRef(&self.keys),
+            history: HistoryRef(&self.history),
+            leases: &self.leases,
+            next_lease_id: self.next_lease_id,
+            live_keys: self.live_keys,
+            data_size: self.data_size,
+        };
+        bincode::serde::encode_into_std_write(&encoded, &mut out, bincode::config::standard())
+            .map_err(MvccError::Encode)
+    }
+}
+
+/// The snapshot encoding, borrowed from a view. Field order is the format: [`SnapshotOwned`]
+/// decodes the same fields in the same order.
+#[derive(Serialize)]
+struct SnapshotRef<'a> {
+    revision: Revision,
+    compact_revision: Revision,
+    keys: KeysRef<'a>,
+    history: HistoryRef<'a>,
+    leases: &'a BTreeMap<LeaseId, Lease>,
+    next_lease_id: LeaseId,
+    live_keys: u64,
+    data_size: u64,
+}
+
+#[derive(Deserialize)]
+struct SnapshotOwned {
+    revision: Revision,
+    compact_revision: Revision,
+    keys: BTreeMap<Bytes, Vec<Version>>,
+    history: VecDeque<RevisionChanges>,
+    leases: BTreeMap<LeaseId, Lease>,
+    next_lease_id: LeaseId,
+    live_keys: u64,
+    data_size: u64,
+}
+
+/// Encodes the index as a map of key to version list (the `Arc`s are transparent).
+struct KeysRef<'a>(&'a BTreeMap<Bytes, Arc<Vec<Version>>>);
+
+impl Serialize for KeysRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(key, versions)| (key, &**versions)))
+    }
+}
+
+/// Encodes the change log as a sequence of entries (the `Arc`s are transparent).
+struct HistoryRef<'a>(&'a VecDeque<Arc<RevisionChanges>>);
+
+impl Serialize for HistoryRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|changes| &**changes))
     }
 }
 
@@ -1869,6 +1996,35 @@ mod tests {
             Mvcc::from_snapshot(&trailing),
             Err(MvccError::TrailingBytes { trailing: 1 })
         ));
+    }
+
+    #[test]
+    fn a_view_keeps_the_state_it_was_taken_at() {
+        let mut m = Mvcc::new();
+        let commands = workload();
+        let (before, after) = commands.split_at(commands.len() / 2);
+        for cmd in before {
+            m.apply(cmd);
+        }
+        let at_view = Mvcc::from_snapshot(&m.to_snapshot().unwrap()).unwrap();
+        let view = m.snapshot_view();
+        // Writes after the view (puts, deletes, compaction, leases) copy what the view shares.
+        for cmd in after {
+            m.apply(cmd);
+        }
+        assert_ne!(m.hash(), at_view.hash());
+        let mut bytes = Vec::new();
+        view.encode_into(&mut bytes).unwrap();
+        let restored = Mvcc::from_snapshot(&bytes).unwrap();
+        assert_eq!(view.revision(), at_view.current_revision());
+        assert_eq!(
+            restored.to_snapshot().unwrap(),
+            at_view.to_snapshot().unwrap()
+        );
+        // And the live state is untouched by the view.
+        let live = Mvcc::from_snapshot(&m.to_snapshot().unwrap()).unwrap();
+        assert_eq!(live.hash(), m.hash());
+        assert_eq!(live.current_revision(), m.current_revision());
     }
 
     #[test]

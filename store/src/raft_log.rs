@@ -11,29 +11,47 @@
 //! - `wal-<generation as 16 hex digits>.log`: a write-ahead log of records
 //!   `[u32 payload len][u32 crc32 of (kind byte ++ payload)][u8 kind][payload]`. Kinds:
 //!   `1` Entries (a batch: `[u32 len][protobuf Entry]` repeated), `2` HardState (protobuf),
-//!   `3` ConfState (protobuf). Replay applies them in order with the same rules as the live calls
-//!   (an Entries record starting at or below the last index truncates the conflicting suffix).
+//!   `3` ConfState (protobuf), `4` Continue (`[u64 generation]`: the log goes on in that WAL; it is
+//!   always a file's last record). Replay applies them in order with the same rules as the live
+//!   calls (an Entries record starting at or below the last index truncates the conflicting
+//!   suffix) and follows Continue records from one file to the next.
 //! - `snapshot`: `[8 bytes "KEMUSNP1"][u32 crc32 of everything after this field]
 //!   [u64 WAL generation][u32 metadata len][protobuf SnapshotMetadata][state machine data]`.
 //!   Absent until the first snapshot.
 //!
 //! # Crash safety
 //!
-//! The snapshot file is the commit point of every compaction. Installing or creating a snapshot
+//! The snapshot file is the commit point of every compaction. Installing a snapshot from the leader
 //! writes the retained entries, hard state and conf state to a fresh WAL of the next generation and
 //! fsyncs it, then writes `snapshot.tmp` naming that generation, fsyncs it, renames it over
 //! `snapshot` and fsyncs the directory. A crash before the rename leaves the old snapshot and the
-//! old WAL, both intact (the half-written new WAL is deleted on open); a crash after it leaves the
-//! new pair. Recovery opens only the WAL generation the snapshot names.
+//! old WAL chain, both intact (the half-written new WAL is reached by no Continue record and is
+//! deleted on open); a crash after it leaves the new pair.
+//!
+//! A local snapshot is taken in three steps so that the raft thread only does the cheap one
+//! ([`DiskStorage::begin_snapshot`]): it *rotates* the WAL — writes the hard state, conf state and
+//! the entries after the snapshot index to a fresh WAL of the next generation, fsyncs it and the
+//! directory, then appends a Continue record naming it to the current WAL and fsyncs that — and
+//! appends go to the new WAL from then on. The state machine data is then streamed to
+//! `snapshot.local.tmp` (any thread, [`PendingSnapshot::write`]), and
+//! [`PendingSnapshot::commit`] renames it over `snapshot` (which names the rotated generation),
+//! fsyncs the directory and only then drops the compacted entries and the older WALs. Until that
+//! rename, recovery replays the old snapshot's WAL and follows the Continue record into the new
+//! one, so a crash at any point leaves a snapshot and a complete log.
+//!
+//! Recovery opens the WAL generation the snapshot names and every generation reached from it by
+//! Continue records; other WAL files are stale and deleted.
 //!
 //! Appends are buffered and become durable only in [`DiskStorage::sync`] (one fdatasync per
 //! call), so a crash can tear the last record: open cuts such a tail off. A bad record with a valid
 //! record after it cannot be a torn write, so open refuses to start rather than serve wrong data.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -43,6 +61,9 @@ use raft::{GetEntriesContext, RaftState, StorageError};
 
 const SNAPSHOT_FILE: &str = "snapshot";
 const SNAPSHOT_TMP_FILE: &str = "snapshot.tmp";
+/// Where a local snapshot is written off the raft thread (a separate name from the one installs
+/// use under the storage lock, so the two never write the same file).
+const SNAPSHOT_LOCAL_TMP_FILE: &str = "snapshot.local.tmp";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"KEMUSNP1";
 /// Magic, crc, generation and metadata length.
 const SNAPSHOT_HEADER: usize = 8 + 4 + 8 + 4;
@@ -121,8 +142,11 @@ struct Inner {
     dir: PathBuf,
     /// The WAL generation named by the snapshot file (0 before the first snapshot).
     generation: u64,
-    /// The latest snapshot; index 0 means there is none.
-    snapshot: Snapshot,
+    /// The generation of the WAL appends go to: the end of the chain starting at `generation`.
+    wal_generation: u64,
+    /// The latest snapshot's metadata; index 0 means there is none. Its data stays on disk and is
+    /// read when asked for (it can be GBs).
+    snapshot: SnapshotMetadata,
     log: RetainedLog,
     hard_state: HardState,
     conf_state: ConfState,
@@ -142,13 +166,16 @@ impl DiskStorage {
     /// snapshot file that fails its checksum is [`LogError::Corrupt`].
     pub fn open(dir: &Path) -> Result<DiskStorage, LogError> {
         fs::create_dir_all(dir).map_err(io_error(dir))?;
-        let tmp = dir.join(SNAPSHOT_TMP_FILE);
-        if tmp.exists() {
-            fs::remove_file(&tmp).map_err(io_error(&tmp))?;
+        for name in [SNAPSHOT_TMP_FILE, SNAPSHOT_LOCAL_TMP_FILE] {
+            let tmp = dir.join(name);
+            if tmp.exists() {
+                fs::remove_file(&tmp).map_err(io_error(&tmp))?;
+            }
         }
 
-        let (generation, snapshot) =
+        let (generation, mut snapshot) =
             read_snapshot_file(&dir.join(SNAPSHOT_FILE))?.unwrap_or_default();
+        let snapshot = snapshot.take_metadata();
         let wal_files = list_wal_files(dir)?;
         let wal_file = wal_path(dir, generation);
         let wal_exists = wal_files.iter().any(|(g, _)| *g == generation);
@@ -160,15 +187,31 @@ impl DiskStorage {
             ));
         }
 
-        let meta = snapshot.get_metadata();
+        let meta = &snapshot;
         let mut recovered = Recovered {
             log: RetainedLog::new(meta.index, meta.term),
             hard_state: HardState::default(),
             conf_state: meta.get_conf_state().clone(),
         };
+        let mut chain = vec![generation];
+        let mut wal_file = wal_file;
         let wal = if wal_exists {
-            let buf = Bytes::from(fs::read(&wal_file).map_err(io_error(&wal_file))?);
-            let valid = recovered.replay(&wal_file, &buf)?;
+            let (buf, valid) = loop {
+                let buf = Bytes::from(fs::read(&wal_file).map_err(io_error(&wal_file))?);
+                let (valid, next) = recovered.replay(&wal_file, &buf)?;
+                let Some(next) = next else {
+                    break (buf, valid);
+                };
+                if next <= chain[chain.len() - 1] || !wal_files.iter().any(|(g, _)| *g == next) {
+                    return Err(corrupt(
+                        &wal_file,
+                        valid,
+                        format!("the WAL continues in generation {next}, which is missing"),
+                    ));
+                }
+                chain.push(next);
+                wal_file = wal_path(dir, next);
+            };
             if valid < buf.len() {
                 tracing::warn!(
                     file = %wal_file.display(),
@@ -192,9 +235,9 @@ impl DiskStorage {
         recovered.check(&wal_file)?;
 
         for (stale, path) in wal_files {
-            if stale != generation {
-                // Either superseded by the snapshot, or written by a compaction that crashed
-                // before its commit point.
+            if !chain.contains(&stale) {
+                // Either superseded by the snapshot, or written by a snapshot install or a WAL
+                // rotation that crashed before its commit point.
                 if let Err(error) = fs::remove_file(&path) {
                     tracing::warn!(file = %path.display(), %error, "cannot remove a stale WAL file");
                 }
@@ -210,6 +253,7 @@ impl DiskStorage {
             inner: Arc::new(RwLock::new(Inner {
                 dir: dir.to_path_buf(),
                 generation,
+                wal_generation: chain[chain.len() - 1],
                 snapshot,
                 log,
                 hard_state,
@@ -327,6 +371,8 @@ impl DiskStorage {
 
     /// Stores a local snapshot taken at `index` (at most the applied index) with the state machine
     /// `data`, then compacts the log: entries up to `index` are dropped from memory and disk.
+    /// [`begin_snapshot`](Self::begin_snapshot), [`PendingSnapshot::write`] and
+    /// [`PendingSnapshot::commit`] in one call.
     ///
     /// `conf_state` is the conf state as of `index`; it also becomes the current conf state, which
     /// is right when, as the driver does, the snapshot is taken at the applied index.
@@ -336,10 +382,28 @@ impl DiskStorage {
         conf_state: ConfState,
         data: Vec<u8>,
     ) -> Result<(), LogError> {
+        let Some(pending) = self.begin_snapshot(index, conf_state)? else {
+            return Ok(());
+        };
+        pending.write(&AtomicBool::new(false), |out| out.write_all(&data))?;
+        pending.commit()?;
+        Ok(())
+    }
+
+    /// Starts a local snapshot at `index` (at most the applied index): checks the index, rotates
+    /// the WAL (see the module docs) and returns what the state machine data is to be written
+    /// with, off the caller's thread if it likes. `None` when the snapshot is already at `index`.
+    /// Costs two small fsyncs; the log is compacted only by [`PendingSnapshot::commit`].
+    pub fn begin_snapshot(
+        &self,
+        index: u64,
+        conf_state: ConfState,
+    ) -> Result<Option<PendingSnapshot>, LogError> {
         let mut inner = self.inner.write();
+        inner.check_usable()?;
         let current = inner.log.base_index;
         if index == current {
-            return Ok(());
+            return Ok(None);
         }
         if index < current {
             return Err(LogError::SnapshotOutOfDate { index, current });
@@ -356,25 +420,36 @@ impl DiskStorage {
                 reason: format!("beyond the last index {}", inner.log.last_index()),
             });
         };
-        let mut snapshot = Snapshot {
-            data: Bytes::from(data),
-            ..Snapshot::default()
-        };
-        let meta = snapshot.mut_metadata();
+        let generation = inner.wal_generation + 1;
+        let retained = inner.log.entries_after(index);
+        inner.rotate(generation, &retained)?;
+        let mut meta = SnapshotMetadata::default();
         meta.index = index;
         meta.term = term;
-        meta.set_conf_state(conf_state.clone());
-        let retained = inner.log.entries_after(index);
-        let hard_state = inner.hard_state.clone();
-        inner.install(snapshot, retained, hard_state, conf_state)
+        meta.set_conf_state(conf_state);
+        Ok(Some(PendingSnapshot {
+            storage: self.clone(),
+            tmp: inner.dir.join(SNAPSHOT_LOCAL_TMP_FILE),
+            meta,
+            generation,
+        }))
     }
 
-    /// The latest snapshot (what recovery found, or the last one stored), so the driver can restore
-    /// its state machine; `None` before the first snapshot.
-    pub fn snapshot_data(&self) -> Option<(SnapshotMetadata, Vec<u8>)> {
-        let inner = self.inner.read();
-        let meta = inner.snapshot.get_metadata();
-        (meta.index > 0).then(|| (meta.clone(), inner.snapshot.data.to_vec()))
+    /// The latest snapshot (what recovery found, or the last one stored), read from disk, so the
+    /// driver can restore its state machine; `None` before the first snapshot.
+    pub fn snapshot_data(&self) -> Result<Option<(SnapshotMetadata, Vec<u8>)>, LogError> {
+        let (dir, index) = {
+            let inner = self.inner.read();
+            (inner.dir.clone(), inner.snapshot.index)
+        };
+        if index == 0 {
+            return Ok(None);
+        }
+        let path = dir.join(SNAPSHOT_FILE);
+        match read_snapshot_file(&path)? {
+            Some((_, mut snapshot)) => Ok(Some((snapshot.take_metadata(), snapshot.data.to_vec()))),
+            None => Err(corrupt(&path, 0, "the snapshot file is gone")),
+        }
     }
 
     pub fn hard_state(&self) -> HardState {
@@ -391,6 +466,11 @@ impl DiskStorage {
 
     pub fn last_index(&self) -> u64 {
         self.inner.read().log.last_index()
+    }
+
+    /// True once a failed write or fsync made the storage refuse further writes.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.read().poisoned.is_some()
     }
 
     /// Entries held since the last snapshot.
@@ -453,6 +533,42 @@ impl Inner {
         self.write(WalWriter::sync)
     }
 
+    /// Makes `generation` the WAL appends go to: writes the hard state, conf state and `retained`
+    /// to it and fsyncs it and the directory, then links it from the current WAL with a Continue
+    /// record and fsyncs that. A failure before the link leaves the current WAL as it was.
+    fn rotate(&mut self, generation: u64, retained: &[Entry]) -> Result<(), LogError> {
+        self.check_usable()?;
+        let path = wal_path(&self.dir, generation);
+        let fresh = (|| {
+            let mut wal = WalWriter::open(&path, true)?;
+            wal.write_message(RecordKind::HardState, &self.hard_state)?;
+            wal.write_message(RecordKind::ConfState, &self.conf_state)?;
+            if !retained.is_empty() {
+                wal.write_entries(retained)?;
+            }
+            wal.sync()?;
+            sync_dir(&self.dir)?;
+            Ok(wal)
+        })();
+        let wal = match fresh {
+            Ok(wal) => wal,
+            Err(error) => {
+                let _ = fs::remove_file(&path);
+                return Err(error);
+            }
+        };
+        self.write(|old| {
+            old.write_record(RecordKind::Continue, |buf| {
+                buf.extend_from_slice(&generation.to_le_bytes());
+                Ok(())
+            })?;
+            old.sync()
+        })?;
+        self.wal = wal;
+        self.wal_generation = generation;
+        Ok(())
+    }
+
     /// Makes `snapshot` the base of the log with `retained` after it, by writing a new WAL
     /// generation and committing it with the snapshot file (see the module docs).
     fn install(
@@ -477,7 +593,7 @@ impl Inner {
         hard_state: HardState,
         conf_state: ConfState,
     ) -> Result<(), LogError> {
-        let generation = self.generation + 1;
+        let generation = self.wal_generation + 1;
         let mut wal = WalWriter::open(&wal_path(&self.dir, generation), true)?;
         wal.write_message(RecordKind::HardState, &hard_state)?;
         if conf_state != *snapshot.get_metadata().get_conf_state() {
@@ -489,20 +605,17 @@ impl Inner {
         wal.sync()?;
         write_snapshot_file(&self.dir, generation, &snapshot)?;
 
-        let old = std::mem::replace(&mut self.wal, wal);
-        let old_path = old.path.clone();
-        drop(old);
-        if let Err(error) = fs::remove_file(&old_path) {
-            tracing::warn!(file = %old_path.display(), %error, "cannot remove a superseded WAL file");
-        }
+        drop(std::mem::replace(&mut self.wal, wal));
+        remove_wal_files_before(&self.dir, generation);
         let meta = snapshot.get_metadata();
         self.generation = generation;
+        self.wal_generation = generation;
         self.log = RetainedLog {
             base_index: meta.index,
             base_term: meta.term,
             entries: retained,
         };
-        self.snapshot = snapshot;
+        self.snapshot = meta.clone();
         self.hard_state = hard_state;
         self.conf_state = conf_state;
         Ok(())
@@ -562,16 +675,190 @@ impl raft::Storage for DiskStorage {
     }
 
     fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        let inner = self.inner.read();
-        let index = inner.snapshot.get_metadata().index;
+        let (dir, index) = {
+            let inner = self.inner.read();
+            (inner.dir.clone(), inner.snapshot.index)
+        };
         // Raft only asks once the follower needs compacted entries, which implies a snapshot; if
         // the stored one is too old, the driver's next compaction will produce a newer one.
+        let unavailable = || raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable);
         if index == 0 || index < request_index {
-            return Err(raft::Error::Store(
-                StorageError::SnapshotTemporarilyUnavailable,
+            return Err(unavailable());
+        }
+        // Read without the lock: a snapshot committed meanwhile replaces the file atomically, and
+        // whichever one is read is whole and at least as new.
+        match read_snapshot_file(&dir.join(SNAPSHOT_FILE)) {
+            Ok(Some((_, snapshot))) if snapshot.get_metadata().index >= request_index => {
+                Ok(snapshot)
+            }
+            Ok(_) => Err(unavailable()),
+            Err(error) => Err(raft::Error::Store(StorageError::Other(Box::new(error)))),
+        }
+    }
+}
+
+/// A local snapshot begun by [`DiskStorage::begin_snapshot`]: the WAL is rotated, the data is yet
+/// to be written and committed.
+pub struct PendingSnapshot {
+    storage: DiskStorage,
+    tmp: PathBuf,
+    meta: SnapshotMetadata,
+    /// The rotated WAL generation, which the snapshot file names.
+    generation: u64,
+}
+
+/// How a [`PendingSnapshot::write`] went.
+#[derive(Debug, Clone, Copy)]
+pub struct SnapshotWrite {
+    pub bytes: u64,
+    /// Encoding the state machine and writing it out (into the page cache).
+    pub encode: Duration,
+    /// The fsync of the file.
+    pub sync: Duration,
+}
+
+impl PendingSnapshot {
+    pub fn index(&self) -> u64 {
+        self.meta.index
+    }
+
+    /// Writes the snapshot file aside (not yet the snapshot): `encode` streams the state machine
+    /// data into it while the checksum is computed; then it is fsynced. Needs no lock, so it can
+    /// run on any thread while the log goes on. Stops with an error soon after `cancel` is set.
+    pub fn write(
+        &self,
+        cancel: &AtomicBool,
+        encode: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<SnapshotWrite, LogError> {
+        let started = Instant::now();
+        let meta = self
+            .meta
+            .write_to_bytes()
+            .map_err(|e| LogError::Encode(e.to_string()))?;
+        let meta_len = u32::try_from(meta.len())
+            .map_err(|_| LogError::Encode("snapshot metadata is too large".into()))?;
+        let result = (|| -> io::Result<(u64, Duration)> {
+            let mut file = File::create(&self.tmp)?;
+            let mut out = CrcWriter {
+                out: BufWriter::with_capacity(WAL_BUFFER, file.try_clone()?),
+                hasher: crc32fast::Hasher::new(),
+                written: 0,
+                cancel,
+            };
+            out.out.write_all(SNAPSHOT_MAGIC)?;
+            out.out.write_all(&[0; 4])?;
+            out.write_all(&self.generation.to_le_bytes())?;
+            out.write_all(&meta_len.to_le_bytes())?;
+            out.write_all(&meta)?;
+            let header = out.written;
+            encode(&mut out)?;
+            out.out.flush()?;
+            let CrcWriter {
+                out: buffered,
+                hasher,
+                written,
+                ..
+            } = out;
+            drop(buffered);
+            let (crc, bytes) = (hasher.finalize(), written - header);
+            let encoded = started.elapsed();
+            file.seek(io::SeekFrom::Start(SNAPSHOT_MAGIC.len() as u64))?;
+            file.write_all(&crc.to_le_bytes())?;
+            file.sync_all()?;
+            Ok((bytes, encoded))
+        })();
+        match result {
+            Ok((bytes, encode)) => Ok(SnapshotWrite {
+                bytes,
+                encode,
+                sync: started.elapsed() - encode,
+            }),
+            Err(source) => {
+                let _ = fs::remove_file(&self.tmp);
+                Err(LogError::Io {
+                    path: self.tmp.clone(),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Makes the written file the snapshot (rename, fsync of the directory), then compacts the
+    /// log to its index and removes the WALs before the rotated one. Returns false, discarding
+    /// the file, when a newer snapshot (one installed from the leader) got there first.
+    pub fn commit(self) -> Result<bool, LogError> {
+        let mut inner = self.storage.inner.write();
+        inner.check_usable()?;
+        if inner.snapshot.index >= self.meta.index
+            || inner.generation >= self.generation
+            || inner.wal_generation < self.generation
+        {
+            let _ = fs::remove_file(&self.tmp);
+            return Ok(false);
+        }
+        let path = inner.dir.join(SNAPSHOT_FILE);
+        if let Err(error) = fs::rename(&self.tmp, &path).map_err(io_error(&path)) {
+            let _ = fs::remove_file(&self.tmp);
+            return Err(error);
+        }
+        if let Err(error) = sync_dir(&inner.dir) {
+            // Whether the rename is durable is unknown, so which WAL recovery starts from is too.
+            inner.poisoned = Some(error.to_string());
+            return Err(error);
+        }
+        let compacted = (self.meta.index - inner.log.base_index) as usize;
+        let compacted = compacted.min(inner.log.entries.len());
+        inner.log.entries.drain(..compacted);
+        inner.log.base_index = self.meta.index;
+        inner.log.base_term = self.meta.term;
+        inner.generation = self.generation;
+        inner.snapshot = self.meta;
+        remove_wal_files_before(&inner.dir, self.generation);
+        Ok(true)
+    }
+}
+
+/// Passes writes through, checksumming and counting them; fails once `cancel` is set.
+struct CrcWriter<'a, W: Write> {
+    out: W,
+    hasher: crc32fast::Hasher,
+    written: u64,
+    cancel: &'a AtomicBool,
+}
+
+impl<W: Write> Write for CrcWriter<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.cancel.load(Ordering::Relaxed) {
+            return Err(io::Error::other(
+                "snapshot cancelled: the member is stopping",
             ));
         }
-        Ok(inner.snapshot.clone())
+        let n = self.out.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Removes the WAL files of generations before `generation` (superseded by a snapshot).
+fn remove_wal_files_before(dir: &Path, generation: u64) {
+    let files = match list_wal_files(dir) {
+        Ok(files) => files,
+        Err(error) => {
+            tracing::warn!(%error, "cannot list superseded WAL files");
+            return;
+        }
+    };
+    for (old, path) in files {
+        if old < generation {
+            if let Err(error) = fs::remove_file(&path) {
+                tracing::warn!(file = %path.display(), %error, "cannot remove a superseded WAL file");
+            }
+        }
     }
 }
 
@@ -654,11 +941,25 @@ struct Recovered {
 }
 
 impl Recovered {
-    /// Applies the records of `buf` in order and returns the length of its valid prefix.
-    fn replay(&mut self, path: &Path, buf: &Bytes) -> Result<usize, LogError> {
+    /// Applies the records of `buf` in order and returns the length of its valid prefix and, if
+    /// it ends with a Continue record, the generation the log goes on in.
+    fn replay(&mut self, path: &Path, buf: &Bytes) -> Result<(usize, Option<u64>), LogError> {
         let mut at = 0;
         while at < buf.len() {
             let reason = match frame_at(buf, at) {
+                Frame::Record {
+                    kind: RecordKind::Continue,
+                    payload,
+                    end,
+                } => {
+                    let Ok(next) = <[u8; 8]>::try_from(&buf[payload]) else {
+                        return Err(corrupt(path, at, "continue record is not 8 bytes"));
+                    };
+                    if end < buf.len() {
+                        return Err(corrupt(path, end, "data after the WAL's continue record"));
+                    }
+                    return Ok((end, Some(u64::from_le_bytes(next))));
+                }
                 Frame::Record { kind, payload, end } => {
                     self.apply(kind, &buf.slice(payload))
                         .map_err(|reason| corrupt(path, at, reason))?;
@@ -677,9 +978,9 @@ impl Recovered {
                     format!("{reason}, yet a valid record follows at offset {next}"),
                 ));
             }
-            return Ok(at);
+            return Ok((at, None));
         }
-        Ok(at)
+        Ok((at, None))
     }
 
     fn apply(&mut self, kind: RecordKind, payload: &Bytes) -> Result<(), String> {
@@ -700,6 +1001,7 @@ impl Recovered {
                 self.conf_state = ConfState::parse_from_bytes(payload)
                     .map_err(|e| format!("conf state does not decode: {e}"))?;
             }
+            RecordKind::Continue => return Err("misplaced continue record".into()),
         }
         Ok(())
     }
@@ -726,6 +1028,7 @@ enum RecordKind {
     Entries = 1,
     HardState = 2,
     ConfState = 3,
+    Continue = 4,
 }
 
 impl RecordKind {
@@ -734,6 +1037,7 @@ impl RecordKind {
             1 => Some(RecordKind::Entries),
             2 => Some(RecordKind::HardState),
             3 => Some(RecordKind::ConfState),
+            4 => Some(RecordKind::Continue),
             _ => None,
         }
     }
@@ -1091,7 +1395,7 @@ mod tests {
             Err(raft::Error::Store(StorageError::Unavailable))
         );
         assert_eq!(s.entry_count(), 10);
-        assert!(s.snapshot_data().is_none());
+        assert!(s.snapshot_data().unwrap().is_none());
         assert!(s.disk_size() > 0);
     }
 
@@ -1159,7 +1463,7 @@ mod tests {
             assert_eq!(s.term(11), Err(raft::Error::Store(StorageError::Compacted)));
             assert_eq!(s.term(12).unwrap(), 2);
             assert_eq!(all_entries(s), entries(13..=20, 2));
-            let (meta, data) = s.snapshot_data().unwrap();
+            let (meta, data) = s.snapshot_data().unwrap().unwrap();
             assert_eq!((meta.index, meta.term), (12, 2));
             assert_eq!(meta.get_conf_state(), &voters(&[1]));
             assert_eq!(data, b"state@12");
@@ -1186,7 +1490,7 @@ mod tests {
         let s = DiskStorage::open(dir.path()).unwrap();
         assert_eq!((s.first_index(), s.last_index()), (13, 21));
         assert_eq!(s.term(21).unwrap(), 3);
-        assert_eq!(s.snapshot_data().unwrap().1, b"state@12");
+        assert_eq!(s.snapshot_data().unwrap().unwrap().1, b"state@12");
     }
 
     #[test]
@@ -1213,7 +1517,7 @@ mod tests {
             assert_eq!(s.term(8).unwrap(), 4);
             assert_eq!(s.hard_state(), hard_state(4, 0, 8));
             assert_eq!(s.conf_state(), voters(&[1, 2, 3, 4]));
-            let (meta, data) = s.snapshot_data().unwrap();
+            let (meta, data) = s.snapshot_data().unwrap().unwrap();
             assert_eq!((meta.index, meta.term), (8, 4));
             assert_eq!(data, b"leader state");
         };
@@ -1254,6 +1558,127 @@ mod tests {
         assert_eq!(all_entries(&s), entries(1..=10, 1));
         assert_eq!(only_wal(dir.path()), wal_path(dir.path(), 0));
         assert!(!dir.path().join(SNAPSHOT_TMP_FILE).exists());
+    }
+
+    #[test]
+    fn a_rotated_wal_is_followed_until_the_snapshot_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DiskStorage::open(dir.path()).unwrap();
+        s.initialize(&[1]).unwrap();
+        s.append(&entries(1..=10, 1)).unwrap();
+        s.set_hard_state(&hard_state(1, 1, 8)).unwrap();
+        s.sync().unwrap();
+        let pending = s.begin_snapshot(8, voters(&[1])).unwrap().unwrap();
+        // The log goes on in the rotated WAL while the snapshot is being written.
+        s.append(&entries(11..=15, 2)).unwrap();
+        s.set_hard_state(&hard_state(2, 1, 12)).unwrap();
+        s.sync().unwrap();
+        assert_eq!(list_wal_files(dir.path()).unwrap().len(), 2);
+        pending
+            .write(&AtomicBool::new(false), |out| out.write_all(b"state@8"))
+            .unwrap();
+        // A crash here (written, not committed): the old snapshot (none) and the whole log.
+        drop(pending);
+        drop(s);
+        let s = DiskStorage::open(dir.path()).unwrap();
+        assert!(!dir.path().join(SNAPSHOT_LOCAL_TMP_FILE).exists());
+        assert!(s.snapshot_data().unwrap().is_none());
+        assert_eq!(
+            all_entries(&s),
+            [entries(1..=10, 1), entries(11..=15, 2)].concat()
+        );
+        assert_eq!(s.hard_state(), hard_state(2, 1, 12));
+
+        // Rotating again extends the chain; committing drops what lies before the snapshot.
+        let pending = s.begin_snapshot(12, voters(&[1])).unwrap().unwrap();
+        s.append(&entries(16..=16, 2)).unwrap();
+        s.sync().unwrap();
+        let written = pending
+            .write(&AtomicBool::new(false), |out| out.write_all(b"state@12"))
+            .unwrap();
+        assert_eq!(written.bytes, 8);
+        assert!(pending.commit().unwrap());
+        let check = |s: &DiskStorage| {
+            assert_eq!((s.first_index(), s.last_index()), (13, 16));
+            assert_eq!(s.term(12).unwrap(), 2);
+            let (meta, data) = s.snapshot_data().unwrap().unwrap();
+            assert_eq!((meta.index, data), (12, b"state@12".to_vec()));
+            assert_eq!(&Storage::snapshot(s, 12, 2).unwrap().data[..], b"state@12");
+        };
+        check(&s);
+        assert_eq!(list_wal_files(dir.path()).unwrap().len(), 1);
+        drop(s);
+        let s = DiskStorage::open(dir.path()).unwrap();
+        check(&s);
+        assert_eq!(s.hard_state(), hard_state(2, 1, 12));
+    }
+
+    #[test]
+    fn a_rotation_that_crashed_before_its_link_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DiskStorage::open(dir.path()).unwrap();
+        s.append(&entries(1..=10, 1)).unwrap();
+        s.set_hard_state(&hard_state(1, 1, 10)).unwrap();
+        s.sync().unwrap();
+        drop(s);
+        // The next generation written and synced, but no continue record made it into WAL 0.
+        let mut wal = WalWriter::open(&wal_path(dir.path(), 1), true).unwrap();
+        wal.write_message(RecordKind::HardState, &hard_state(1, 1, 10))
+            .unwrap();
+        wal.write_entries(&entries(11..=12, 1)).unwrap();
+        wal.sync().unwrap();
+        drop(wal);
+        let s = DiskStorage::open(dir.path()).unwrap();
+        assert_eq!(all_entries(&s), entries(1..=10, 1));
+        assert_eq!(only_wal(dir.path()), wal_path(dir.path(), 0));
+    }
+
+    #[test]
+    fn a_local_snapshot_overtaken_by_an_install_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DiskStorage::open(dir.path()).unwrap();
+        s.initialize(&[1, 2, 3]).unwrap();
+        s.append(&entries(1..=10, 1)).unwrap();
+        s.set_hard_state(&hard_state(1, 2, 6)).unwrap();
+        s.sync().unwrap();
+        let pending = s.begin_snapshot(6, voters(&[1, 2, 3])).unwrap().unwrap();
+        let mut snap = Snapshot {
+            data: Bytes::from_static(b"leader state"),
+            ..Snapshot::default()
+        };
+        snap.mut_metadata().index = 20;
+        snap.mut_metadata().term = 3;
+        snap.mut_metadata().set_conf_state(voters(&[1, 2, 3]));
+        s.apply_snapshot(snap).unwrap();
+        pending
+            .write(&AtomicBool::new(false), |out| out.write_all(b"old"))
+            .unwrap();
+        assert!(!pending.commit().unwrap());
+        assert_eq!(s.snapshot_data().unwrap().unwrap().1, b"leader state");
+        drop(s);
+        let s = DiskStorage::open(dir.path()).unwrap();
+        assert_eq!(s.snapshot_data().unwrap().unwrap().0.index, 20);
+        assert_eq!(s.first_index(), 21);
+        assert_eq!(only_wal(dir.path()), wal_path(dir.path(), 2));
+    }
+
+    #[test]
+    fn a_cancelled_snapshot_write_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DiskStorage::open(dir.path()).unwrap();
+        s.append(&entries(1..=10, 1)).unwrap();
+        s.set_hard_state(&hard_state(1, 1, 10)).unwrap();
+        s.sync().unwrap();
+        let pending = s.begin_snapshot(10, voters(&[1])).unwrap().unwrap();
+        let cancel = AtomicBool::new(true);
+        assert!(matches!(
+            pending.write(&cancel, |out| out.write_all(&[1; 1000])),
+            Err(LogError::Io { .. })
+        ));
+        assert!(!dir.path().join(SNAPSHOT_LOCAL_TMP_FILE).exists());
+        drop(s);
+        let s = DiskStorage::open(dir.path()).unwrap();
+        assert_eq!(all_entries(&s), entries(1..=10, 1));
     }
 
     /// Counts WARN events, to see that cutting a torn record is reported.
