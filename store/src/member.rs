@@ -747,14 +747,17 @@ impl Driver {
             .join()
             .map_err(|_| MemberError::Snapshot("the snapshot thread panicked".into()))?;
         match outcome {
-            Ok((written, true)) => info!(
-                index = task.index,
-                bytes = written.bytes,
-                pause_ms = task.pause.as_millis() as u64,
-                serialize_ms = written.encode.as_millis() as u64,
-                write_ms = written.sync.as_millis() as u64,
-                "took a snapshot and compacted the log"
-            ),
+            Ok((written, true)) => {
+                self.storage.compact_to_snapshot();
+                info!(
+                    index = task.index,
+                    bytes = written.bytes,
+                    pause_ms = task.pause.as_millis() as u64,
+                    serialize_ms = written.encode.as_millis() as u64,
+                    write_ms = written.sync.as_millis() as u64,
+                    "took a snapshot and compacted the log"
+                )
+            }
             Ok((_, false)) => info!(
                 index = task.index,
                 "dropped a local snapshot: a newer one was installed meanwhile"

@@ -387,7 +387,23 @@ impl DiskStorage {
         };
         pending.write(&AtomicBool::new(false), |out| out.write_all(&data))?;
         pending.commit()?;
+        self.compact_to_snapshot();
         Ok(())
+    }
+
+    /// Drops the entries up to the snapshot's index from memory, once
+    /// [`PendingSnapshot::commit`] made the snapshot durable. The raft thread calls it (between
+    /// steps), so raft never sees the log's first index move in the middle of one.
+    pub fn compact_to_snapshot(&self) {
+        let mut inner = self.inner.write();
+        let (index, term) = (inner.snapshot.index, inner.snapshot.term);
+        if index <= inner.log.base_index || inner.log.term(index) != Some(term) {
+            return;
+        }
+        let compacted = ((index - inner.log.base_index) as usize).min(inner.log.entries.len());
+        inner.log.entries.drain(..compacted);
+        inner.log.base_index = index;
+        inner.log.base_term = term;
     }
 
     /// Starts a local snapshot at `index` (at most the applied index): checks the index, rotates
@@ -783,9 +799,10 @@ impl PendingSnapshot {
         }
     }
 
-    /// Makes the written file the snapshot (rename, fsync of the directory), then compacts the
-    /// log to its index and removes the WALs before the rotated one. Returns false, discarding
-    /// the file, when a newer snapshot (one installed from the leader) got there first.
+    /// Makes the written file the snapshot (rename, fsync of the directory), then removes the
+    /// WALs before the rotated one; [`DiskStorage::compact_to_snapshot`] then drops the entries it
+    /// covers from memory. Returns false, discarding the file, when a newer snapshot (one
+    /// installed from the leader) got there first.
     pub fn commit(self) -> Result<bool, LogError> {
         let mut inner = self.storage.inner.write();
         inner.check_usable()?;
@@ -806,11 +823,6 @@ impl PendingSnapshot {
             inner.poisoned = Some(error.to_string());
             return Err(error);
         }
-        let compacted = (self.meta.index - inner.log.base_index) as usize;
-        let compacted = compacted.min(inner.log.entries.len());
-        inner.log.entries.drain(..compacted);
-        inner.log.base_index = self.meta.index;
-        inner.log.base_term = self.meta.term;
         inner.generation = self.generation;
         inner.snapshot = self.meta;
         remove_wal_files_before(&inner.dir, self.generation);
@@ -1598,6 +1610,7 @@ mod tests {
             .unwrap();
         assert_eq!(written.bytes, 8);
         assert!(pending.commit().unwrap());
+        s.compact_to_snapshot();
         let check = |s: &DiskStorage| {
             assert_eq!((s.first_index(), s.last_index()), (13, 16));
             assert_eq!(s.term(12).unwrap(), 2);
