@@ -439,9 +439,11 @@ impl DiskStorage {
         let generation = inner.wal_generation + 1;
         let retained = inner.log.entries_after(index);
         inner.rotate(generation, &retained)?;
-        let mut meta = SnapshotMetadata::default();
-        meta.index = index;
-        meta.term = term;
+        let mut meta = SnapshotMetadata {
+            index,
+            term,
+            ..SnapshotMetadata::default()
+        };
         meta.set_conf_state(conf_state);
         Ok(Some(PendingSnapshot {
             storage: self.clone(),
