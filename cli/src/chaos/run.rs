@@ -312,11 +312,7 @@ pub async fn check_load_watches(
     let pod_prefix = format!("load-{run_id}-");
     let server_kills = server_kills.clone();
     net.run(async move {
-        let mut total = watch_check::WatchCheckReport {
-            passed: true,
-            from_revision: i64::MAX,
-            ..Default::default()
-        };
+        let mut total = watch_check::WatchCheckReport::accumulator();
         for h in histories {
             let source = format!("{} via {}", h.namespace, h.server);
             if h.lists.is_empty() {
@@ -329,7 +325,7 @@ pub async fn check_load_watches(
             }
             let kills = server_kills.get(&h.server).map(Vec::as_slice).unwrap_or(&[]);
             let prefix = format!("/registry/pods/{}/", h.namespace);
-            let mut line = WatchTotals::default();
+            let mut line = watch_check::WatchCheckReport::accumulator();
             for (k, list) in h.lists.iter().enumerate() {
                 let next = h.lists.get(k + 1);
                 let events = &h.events[list.events_before..next.map_or(h.events.len(), |n| n.events_before)];
@@ -380,16 +376,8 @@ pub async fn check_load_watches(
                     })
                     .collect();
                 let r = watch_check::check(&recorded, &reference, from, to);
-                line.add(&r);
-                total.passed &= r.passed;
-                total.from_revision = total.from_revision.min(r.from_revision);
-                total.to_revision = total.to_revision.max(r.to_revision);
-                total.recorded_events += r.recorded_events;
-                total.reference_events += r.reference_events;
-                total.out_of_order += r.out_of_order;
-                total.duplicates += r.duplicates;
-                total.missing += r.missing;
-                total.phantom += r.phantom;
+                line.absorb(&r);
+                total.absorb(&r);
                 total
                     .examples
                     .extend(r.examples.into_iter().map(|e| format!("{source}: {e}")));
@@ -399,7 +387,7 @@ pub async fn check_load_watches(
                 h.lists[0].rv + 1,
                 h.through_rv,
                 h.lists.len(),
-                line.events,
+                line.recorded_events,
                 line.missing,
                 line.duplicates,
                 line.out_of_order,
@@ -419,26 +407,6 @@ pub async fn check_load_watches(
 /// killed in between (`kills`: times on the same clock).
 fn relist_follows_a_kill(previous: f64, relisted: f64, kills: &[f64]) -> bool {
     kills.iter().any(|&t| t > previous && t <= relisted)
-}
-
-/// One watch's counts over its stretches.
-#[derive(Default)]
-struct WatchTotals {
-    events: usize,
-    missing: usize,
-    duplicates: usize,
-    out_of_order: usize,
-    phantom: usize,
-}
-
-impl WatchTotals {
-    fn add(&mut self, r: &watch_check::WatchCheckReport) {
-        self.events += r.recorded_events;
-        self.missing += r.missing;
-        self.duplicates += r.duplicates;
-        self.out_of_order += r.out_of_order;
-        self.phantom += r.phantom;
-    }
 }
 
 /// The revision after the run, retried while the store is still recovering.

@@ -62,6 +62,30 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+impl WatchCheckReport {
+    /// An empty report to [`absorb`](Self::absorb) others into.
+    pub fn accumulator() -> WatchCheckReport {
+        WatchCheckReport {
+            passed: true,
+            from_revision: i64::MAX,
+            ..Default::default()
+        }
+    }
+
+    /// Adds `r`'s verdict, window and counts (several watches, or stretches of one, as one).
+    pub fn absorb(&mut self, r: &WatchCheckReport) {
+        self.passed &= r.passed;
+        self.from_revision = self.from_revision.min(r.from_revision);
+        self.to_revision = self.to_revision.max(r.to_revision);
+        self.recorded_events += r.recorded_events;
+        self.reference_events += r.reference_events;
+        self.out_of_order += r.out_of_order;
+        self.duplicates += r.duplicates;
+        self.missing += r.missing;
+        self.phantom += r.phantom;
+    }
+}
+
 const EXAMPLES: usize = 10;
 
 /// Compares `recorded` with `reference` over revisions `from..=to`; events outside the window
