@@ -65,61 +65,68 @@ pub fn decode(resource: &ResourceInfo, object: &Value) -> Result<Value, StrictEr
             found_kind: found_kind.to_string(),
         });
     }
-    let mut owned: Map<String, Value> = map.clone();
-    owned.insert("apiVersion".into(), Value::String(api_version));
-    owned.insert("kind".into(), Value::String(resource.kind.to_string()));
-    let object = Value::Object(owned);
+    // The API server fills both in before decoding; only a body missing one is copied.
+    let filled;
+    let object = if map.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str())
+        && map.get("kind").and_then(Value::as_str) == Some(resource.kind)
+    {
+        object
+    } else {
+        let mut owned: Map<String, Value> = map.clone();
+        owned.insert("apiVersion".into(), Value::String(api_version));
+        owned.insert("kind".into(), Value::String(resource.kind.to_string()));
+        filled = Value::Object(owned);
+        &filled
+    };
 
     use k8s_openapi::api::{
         apps, authentication, authorization, batch, coordination, core, discovery, events, rbac,
         scheduling,
     };
     match (resource.group, resource.kind) {
-        ("", "Pod") => round_trip::<core::v1::Pod>(resource, &object),
-        ("", "Node") => round_trip::<core::v1::Node>(resource, &object),
-        ("", "Namespace") => round_trip::<core::v1::Namespace>(resource, &object),
-        ("", "Event") => round_trip::<core::v1::Event>(resource, &object),
-        ("events.k8s.io", "Event") => round_trip::<events::v1::Event>(resource, &object),
-        ("", "ConfigMap") => round_trip::<core::v1::ConfigMap>(resource, &object),
-        ("", "Secret") => round_trip::<core::v1::Secret>(resource, &object),
-        ("", "Service") => round_trip::<core::v1::Service>(resource, &object),
-        ("", "Endpoints") => round_trip::<core::v1::Endpoints>(resource, &object),
+        ("", "Pod") => round_trip::<core::v1::Pod>(resource, object),
+        ("", "Node") => round_trip::<core::v1::Node>(resource, object),
+        ("", "Namespace") => round_trip::<core::v1::Namespace>(resource, object),
+        ("", "Event") => round_trip::<core::v1::Event>(resource, object),
+        ("events.k8s.io", "Event") => round_trip::<events::v1::Event>(resource, object),
+        ("", "ConfigMap") => round_trip::<core::v1::ConfigMap>(resource, object),
+        ("", "Secret") => round_trip::<core::v1::Secret>(resource, object),
+        ("", "Service") => round_trip::<core::v1::Service>(resource, object),
+        ("", "Endpoints") => round_trip::<core::v1::Endpoints>(resource, object),
         ("discovery.k8s.io", "EndpointSlice") => {
-            round_trip::<discovery::v1::EndpointSlice>(resource, &object)
+            round_trip::<discovery::v1::EndpointSlice>(resource, object)
         }
-        ("", "ServiceAccount") => round_trip::<core::v1::ServiceAccount>(resource, &object),
-        ("", "ResourceQuota") => round_trip::<core::v1::ResourceQuota>(resource, &object),
-        ("", "LimitRange") => round_trip::<core::v1::LimitRange>(resource, &object),
-        ("apps", "Deployment") => round_trip::<apps::v1::Deployment>(resource, &object),
-        ("apps", "ReplicaSet") => round_trip::<apps::v1::ReplicaSet>(resource, &object),
-        ("batch", "Job") => round_trip::<batch::v1::Job>(resource, &object),
-        ("coordination.k8s.io", "Lease") => {
-            round_trip::<coordination::v1::Lease>(resource, &object)
-        }
+        ("", "ServiceAccount") => round_trip::<core::v1::ServiceAccount>(resource, object),
+        ("", "ResourceQuota") => round_trip::<core::v1::ResourceQuota>(resource, object),
+        ("", "LimitRange") => round_trip::<core::v1::LimitRange>(resource, object),
+        ("apps", "Deployment") => round_trip::<apps::v1::Deployment>(resource, object),
+        ("apps", "ReplicaSet") => round_trip::<apps::v1::ReplicaSet>(resource, object),
+        ("batch", "Job") => round_trip::<batch::v1::Job>(resource, object),
+        ("coordination.k8s.io", "Lease") => round_trip::<coordination::v1::Lease>(resource, object),
         ("scheduling.k8s.io", "PriorityClass") => {
-            round_trip::<scheduling::v1::PriorityClass>(resource, &object)
+            round_trip::<scheduling::v1::PriorityClass>(resource, object)
         }
-        ("rbac.authorization.k8s.io", "Role") => round_trip::<rbac::v1::Role>(resource, &object),
+        ("rbac.authorization.k8s.io", "Role") => round_trip::<rbac::v1::Role>(resource, object),
         ("rbac.authorization.k8s.io", "ClusterRole") => {
-            round_trip::<rbac::v1::ClusterRole>(resource, &object)
+            round_trip::<rbac::v1::ClusterRole>(resource, object)
         }
         ("rbac.authorization.k8s.io", "RoleBinding") => {
-            round_trip::<rbac::v1::RoleBinding>(resource, &object)
+            round_trip::<rbac::v1::RoleBinding>(resource, object)
         }
         ("rbac.authorization.k8s.io", "ClusterRoleBinding") => {
-            round_trip::<rbac::v1::ClusterRoleBinding>(resource, &object)
+            round_trip::<rbac::v1::ClusterRoleBinding>(resource, object)
         }
         ("authorization.k8s.io", "SelfSubjectAccessReview") => {
-            round_trip::<authorization::v1::SelfSubjectAccessReview>(resource, &object)
+            round_trip::<authorization::v1::SelfSubjectAccessReview>(resource, object)
         }
         ("authorization.k8s.io", "SubjectAccessReview") => {
-            round_trip::<authorization::v1::SubjectAccessReview>(resource, &object)
+            round_trip::<authorization::v1::SubjectAccessReview>(resource, object)
         }
         ("authorization.k8s.io", "LocalSubjectAccessReview") => {
-            round_trip::<authorization::v1::LocalSubjectAccessReview>(resource, &object)
+            round_trip::<authorization::v1::LocalSubjectAccessReview>(resource, object)
         }
         ("authentication.k8s.io", "SelfSubjectReview") => {
-            round_trip::<authentication::v1::SelfSubjectReview>(resource, &object)
+            round_trip::<authentication::v1::SelfSubjectReview>(resource, object)
         }
         (group, kind) => Err(StrictError::UnsupportedKind {
             group: group.to_string(),

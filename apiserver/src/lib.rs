@@ -34,5 +34,6 @@ pub mod reviews;
 pub mod scale;
 pub mod server;
 pub mod storage;
+pub mod stored;
 pub mod strategy;
 pub mod watch_cache;

@@ -348,13 +348,19 @@ impl Registry {
         } else {
             self.event_lease(resource).await?
         };
-        let stored = from_view(resource, object.clone());
+        let converted;
+        let stored = if resource.group == "events.k8s.io" {
+            converted = from_view(resource, object.clone());
+            &converted
+        } else {
+            &object
+        };
         match self
             .store_new(
                 resource,
                 ns.as_deref(),
                 &key,
-                &stored,
+                stored,
                 lease,
                 options.dry_run,
                 &admission_time,

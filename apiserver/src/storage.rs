@@ -3,7 +3,8 @@
 //! Get)`, delete likewise. An object's resourceVersion is its key's mod revision.
 
 use bytes::Bytes;
-use serde_json::Value;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
 use store::client::Client;
 use store::types::{
     Compare, CompareResult, CompareTarget, DeleteRangeRequest, KeyRange, LeaseId, PutRequest,
@@ -36,12 +37,10 @@ impl Storage {
     }
 
     /// Serializes an object for storage: without resourceVersion, which is the key's revision.
+    /// Written straight from `object`, leaving `metadata.resourceVersion` out as it goes (no
+    /// copy of the object).
     pub fn encode(object: &Value) -> Result<Bytes, ApiError> {
-        let mut stored = object.clone();
-        if let Some(meta) = stored.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("resourceVersion");
-        }
-        serde_json::to_vec(&stored)
+        serde_json::to_vec(&WithoutResourceVersion(object))
             .map(Bytes::from)
             .map_err(|e| ApiError::internal(format!("cannot encode: {e}")))
     }
@@ -225,6 +224,42 @@ impl Storage {
     }
 }
 
+/// An object serialized as if its `metadata.resourceVersion` had been removed.
+struct WithoutResourceVersion<'a>(&'a Value);
+
+impl Serialize for WithoutResourceVersion<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Value::Object(top) = self.0 else {
+            return self.0.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(top.len()))?;
+        for (key, value) in top {
+            match value {
+                Value::Object(metadata) if key == "metadata" => {
+                    map.serialize_entry(key, &MetadataWithoutResourceVersion(metadata))?
+                }
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        map.end()
+    }
+}
+
+struct MetadataWithoutResourceVersion<'a>(&'a Map<String, Value>);
+
+impl Serialize for MetadataWithoutResourceVersion<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let len = self.0.len() - usize::from(self.0.contains_key("resourceVersion"));
+        let mut map = serializer.serialize_map(Some(len))?;
+        for (key, value) in self.0 {
+            if key != "resourceVersion" {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
 /// An object written alongside another only if it has not changed since it was read.
 pub struct Guarded {
     pub key: String,
@@ -258,4 +293,33 @@ pub fn decode(value: &[u8], revision: i64) -> Result<Value, ApiError> {
         .map_err(|e| ApiError::internal(format!("stored object is not JSON: {e}")))?;
     meta::set_resource_version(&mut object, revision);
     Ok(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn stored_form_leaves_out_only_the_resource_version() {
+        for object in [
+            json!({"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "5", "uid": "u"}, "spec": {"resourceVersion": "x"}}),
+            json!({"metadata": {"resourceVersion": "5"}}),
+            json!({"metadata": {"name": "a"}}),
+            json!({"metadata": "odd"}),
+            json!({"kind": "X"}),
+            json!([1, 2]),
+        ] {
+            let mut expected = object.clone();
+            if let Some(meta) = expected.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+            }
+            let encoded = Storage::encode(&object).expect("encodes");
+            assert_eq!(
+                encoded,
+                serde_json::to_vec(&expected).expect("encodes"),
+                "{object}"
+            );
+        }
+    }
 }

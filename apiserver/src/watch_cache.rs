@@ -29,6 +29,7 @@ use tracing::{info, warn};
 
 use crate::errors::ApiError;
 use crate::meta;
+use crate::stored;
 
 /// Fields kept per object for field selectors, by storage segment.
 fn selectable_fields(storage: &str) -> &'static [&'static str] {
@@ -82,9 +83,57 @@ impl CachedObject {
         value: &[u8],
         rv: i64,
     ) -> Result<CachedObject, serde_json::Error> {
+        if let Some(object) = CachedObject::from_stored(storage, key, value, rv) {
+            return Ok(object);
+        }
         let mut object: Value = serde_json::from_slice(value)?;
         meta::set_resource_version(&mut object, rv);
         Ok(CachedObject::from_value(storage, key, &object, rv))
+    }
+
+    /// [`CachedObject::decode`] without decoding the whole object (see [`stored`]); `None` when
+    /// the bytes are not the compact, keyed-by-metadata JSON the API server writes.
+    fn from_stored(storage: &str, key: &str, value: &[u8], rv: i64) -> Option<CachedObject> {
+        let text = std::str::from_utf8(value).ok()?;
+        let top = stored::Members::parse(text)?;
+        let json = stored::stamp_parsed(text, &top, rv)?;
+        let metadata = stored::Members::parse(top.get("metadata")?)?;
+        let string = |raw: Option<&str>| match raw.map(stored::decode_raw) {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let name = string(metadata.get("name")).unwrap_or_default();
+        let namespace = string(metadata.get("namespace")).filter(|s| !s.is_empty());
+        let labels = match metadata.get("labels").map(stored::decode_raw) {
+            Some(Value::Object(m)) => m
+                .into_iter()
+                .filter_map(|(k, v)| match v {
+                    Value::String(v) => Some((k, v)),
+                    _ => None,
+                })
+                .collect(),
+            _ => BTreeMap::new(),
+        };
+        let fields = selectable_object(storage, &name, namespace.as_deref(), |path| {
+            let path = if path == "source" {
+                "source.component"
+            } else {
+                path
+            };
+            match stored::raw_at(&top, path).map(stored::decode_raw) {
+                Some(v) => render_field(&v, path == "source.component"),
+                None => String::new(),
+            }
+        });
+        Some(CachedObject {
+            key: key.to_string(),
+            name,
+            namespace,
+            rv,
+            json: Bytes::from(json),
+            labels,
+            fields,
+        })
     }
 
     pub fn from_value(storage: &str, key: &str, object: &Value, rv: i64) -> CachedObject {
@@ -95,16 +144,12 @@ impl CachedObject {
                     .collect()
             })
             .unwrap_or_default();
-        let mut fields = json!({"metadata": {"name": meta::name(object), "namespace": meta::namespace(object).unwrap_or("")}});
-        for path in selectable_fields(storage) {
-            let value = field_value(object, path);
-            let mut target = &mut fields;
-            let parts: Vec<&str> = path.split('.').collect();
-            for part in &parts[..parts.len() - 1] {
-                target = &mut target[*part];
-            }
-            target[parts[parts.len() - 1]] = Value::String(value);
-        }
+        let fields = selectable_object(
+            storage,
+            meta::name(object),
+            meta::namespace(object),
+            |path| field_value(object, path),
+        );
         CachedObject {
             key: key.to_string(),
             name: meta::name(object).to_string(),
@@ -118,14 +163,20 @@ impl CachedObject {
 
     /// The same object stamped with another resourceVersion (a deletion's).
     fn restamped(&self, rv: i64) -> CachedObject {
-        let mut object: Value = serde_json::from_slice(&self.json).unwrap_or(Value::Null);
-        meta::set_resource_version(&mut object, rv);
+        let json = match stored::stamp(&self.json, rv) {
+            Some(json) => json,
+            None => {
+                let mut object: Value = serde_json::from_slice(&self.json).unwrap_or(Value::Null);
+                meta::set_resource_version(&mut object, rv);
+                serde_json::to_vec(&object).unwrap_or_default()
+            }
+        };
         CachedObject {
             key: self.key.clone(),
             name: self.name.clone(),
             namespace: self.namespace.clone(),
             rv,
-            json: Bytes::from(serde_json::to_vec(&object).unwrap_or_default()),
+            json: Bytes::from(json),
             labels: self.labels.clone(),
             fields: self.fields.clone(),
         }
@@ -144,6 +195,27 @@ impl CachedObject {
     }
 }
 
+/// The small object [`FieldSelector::matches`] reads: name, namespace and the storage's
+/// selectable fields, each as `value(path)` renders it.
+fn selectable_object(
+    storage: &str,
+    name: &str,
+    namespace: Option<&str>,
+    value: impl Fn(&str) -> String,
+) -> Value {
+    let mut fields = json!({"metadata": {"name": name, "namespace": namespace.unwrap_or("")}});
+    for path in selectable_fields(storage) {
+        let rendered = value(path);
+        let mut target = &mut fields;
+        let parts: Vec<&str> = path.split('.').collect();
+        for part in &parts[..parts.len() - 1] {
+            target = &mut target[*part];
+        }
+        target[parts[parts.len() - 1]] = Value::String(rendered);
+    }
+    fields
+}
+
 /// A selectable field's value as Kubernetes' field sets render it.
 fn field_value(object: &Value, path: &str) -> String {
     if path == "source" {
@@ -158,10 +230,15 @@ fn field_value(object: &Value, path: &str) -> String {
             None => return String::new(),
         }
     }
-    match current {
+    render_field(current, false)
+}
+
+/// A scalar as a field set shows it; `only_strings` for fields read as strings only.
+fn render_field(value: &Value, only_strings: bool) -> String {
+    match value {
         Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
+        Value::Bool(b) if !only_strings => b.to_string(),
+        Value::Number(n) if !only_strings => n.to_string(),
         _ => String::new(),
     }
 }
@@ -412,10 +489,15 @@ impl ResourceCache {
     fn apply(&self, kind: EventKind, kv: &KeyValue) {
         let key = String::from_utf8_lossy(&kv.key).into_owned();
         let rv = kv.mod_revision;
+        // Decoded before taking the lock, so readers wait only for the bookkeeping.
+        let decoded = match kind {
+            EventKind::Put => Some(CachedObject::decode(self.storage, &key, &kv.value, rv)),
+            EventKind::Delete => None,
+        };
         let mut state = self.state.write();
         let prev = state.objects.get(&key).cloned();
-        let event = match kind {
-            EventKind::Put => match CachedObject::decode(self.storage, &key, &kv.value, rv) {
+        let event = match decoded {
+            Some(decoded) => match decoded {
                 Ok(object) => {
                     let object = Arc::new(object);
                     state.objects.insert(key, object.clone());
@@ -436,7 +518,7 @@ impl ResourceCache {
                     return;
                 }
             },
-            EventKind::Delete => {
+            None => {
                 state.objects.remove(&key);
                 let Some(prev) = prev else { return };
                 CacheEvent {
@@ -727,5 +809,83 @@ impl WatchCache {
 
     pub fn caches(&self) -> &[Arc<ResourceCache>] {
         &self.caches
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn by_value(storage: &str, object: &Value, rv: i64) -> CachedObject {
+        let mut object = object.clone();
+        meta::set_resource_version(&mut object, rv);
+        CachedObject::from_value(storage, "k", &object, rv)
+    }
+
+    fn same(a: &CachedObject, b: &CachedObject) {
+        assert_eq!(a.json, b.json);
+        assert_eq!(a.name, b.name);
+        assert_eq!(a.namespace, b.namespace);
+        assert_eq!(a.rv, b.rv);
+        assert_eq!(a.labels, b.labels);
+        assert_eq!(a.fields, b.fields);
+    }
+
+    #[test]
+    fn stored_objects_decode_as_their_values_do() {
+        let cases = [
+            (
+                "pods",
+                json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "n", "labels": {"app": "a", "bad": 1}, "uid": "u"},
+                "spec": {"nodeName": "node-1", "restartPolicy": "Always", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running", "podIP": "10.0.0.1"}}),
+            ),
+            (
+                "pods",
+                json!({"metadata": {"name": "p", "namespace": ""}, "spec": {"nodeName": 5}}),
+            ),
+            (
+                "minions",
+                json!({"metadata": {"name": "n"}, "spec": {"unschedulable": true}}),
+            ),
+            (
+                "minions",
+                json!({"metadata": {"name": "n", "labels": []}, "spec": []}),
+            ),
+            (
+                "events",
+                json!({"metadata": {"name": "e", "namespace": "n"},
+                "involvedObject": {"kind": "Pod", "name": "p", "resourceVersion": "3"},
+                "reason": "Scheduled", "source": {"component": "sched", "host": "h"}, "type": "Normal"}),
+            ),
+            (
+                "events",
+                json!({"metadata": {"name": "e"}, "source": {"component": 1}, "type": true}),
+            ),
+            (
+                "configmaps",
+                json!({"metadata": {"name": "c", "namespace": "n"}, "data": {"a": "b"}}),
+            ),
+        ];
+        for (storage, object) in &cases {
+            let stored = serde_json::to_vec(object).expect("encodes");
+            let fast = CachedObject::from_stored(storage, "k", &stored, 9).expect("fast path");
+            same(&fast, &by_value(storage, object, 9));
+            same(&fast.restamped(12), &by_value(storage, object, 12));
+        }
+    }
+
+    #[test]
+    fn odd_stored_bytes_still_decode() {
+        let spaced =
+            br#"{ "metadata" : { "name" : "p", "namespace":"n" }, "spec": {"nodeName": "x"} }"#;
+        let decoded = CachedObject::decode("pods", "k", spaced, 4).expect("decodes");
+        assert_eq!(decoded.node_name(), "x");
+        assert_eq!(
+            decoded.value().expect("json")["metadata"]["resourceVersion"],
+            "4"
+        );
+        assert!(CachedObject::decode("pods", "k", b"nope", 4).is_err());
     }
 }
