@@ -17,6 +17,10 @@ pub struct AckLog {
     pub created: Vec<(String, String, String)>,
     /// (namespace, name)
     pub deleted: Vec<(String, String)>,
+    /// Deletes that failed every attempt, some without an answer: they may or may not have
+    /// happened (namespace, name).
+    #[serde(default)]
+    pub delete_unanswered: Vec<(String, String)>,
 }
 
 /// A pod as the final listing shows it.
@@ -46,6 +50,10 @@ pub struct AccountingReport {
     /// Pods listed that were never acknowledged (a create whose answer was lost): reported, not
     /// a violation.
     pub unacknowledged: usize,
+    /// Acknowledged creates whose delete failed every attempt and that are gone: the delete
+    /// went through unanswered (as an ambiguous write may). Reported, not a violation.
+    #[serde(default)]
+    pub deleted_unanswered: usize,
     pub examples: Vec<String>,
 }
 
@@ -101,11 +109,17 @@ pub fn check(acks: &AckLog, observed: &[ObservedPod]) -> AccountingReport {
             }
         }
     }
+    let maybe_deleted: HashSet<(&str, &str)> = acks
+        .delete_unanswered
+        .iter()
+        .map(|(ns, n)| (ns.as_str(), n.as_str()))
+        .collect();
     for (&(ns, name), &uid) in &acked_uid {
         if deleted.contains(&(ns, name)) {
             continue;
         }
         match listed.get(&(ns, name)) {
+            None if maybe_deleted.contains(&(ns, name)) => report.deleted_unanswered += 1,
             None => {
                 report.lost += 1;
                 note(format!(
@@ -215,6 +229,7 @@ mod tests {
                 .iter()
                 .map(|n| ("ns".into(), n.to_string()))
                 .collect(),
+            delete_unanswered: Vec::new(),
         }
     }
 
@@ -234,6 +249,22 @@ mod tests {
         assert!(!r.passed);
         assert_eq!(r.lost, 1);
         assert!(r.examples[0].contains("ns/b"), "{r:?}");
+    }
+
+    #[test]
+    fn a_delete_without_an_answer_may_have_happened() {
+        // b's delete failed every attempt without an answer, and b is gone: not lost.
+        let mut a = acks(&[("a", "1"), ("b", "2"), ("c", "3")], &[]);
+        a.delete_unanswered = vec![("ns".into(), "b".into()), ("ns".into(), "c".into())];
+        let r = check(&a, &[pod("a", "1", "Running"), pod("c", "3", "Running")]);
+        assert!(r.passed, "{r:?}");
+        assert_eq!((r.lost, r.deleted_unanswered), (0, 1));
+        // Without that attempt, the same listing is a lost write.
+        let r = check(
+            &acks(&[("a", "1"), ("b", "2")], &[]),
+            &[pod("a", "1", "Running")],
+        );
+        assert_eq!(r.lost, 1);
     }
 
     #[test]

@@ -328,7 +328,9 @@ impl Run {
                         tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
                     }
                     let t = start.elapsed().as_secs_f64();
-                    if !failed {
+                    if failed {
+                        acks.lock().delete_unanswered.push((namespace, name));
+                    } else {
                         acks.lock().deleted.push((namespace, name));
                     }
                     tracker.lock().delete_answered(index, failed, gone, t);

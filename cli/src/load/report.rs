@@ -228,6 +228,7 @@ impl LoadAccounting {
             out.duplicated += r.duplicated;
             out.not_running += r.not_running;
             out.unacknowledged = out.unacknowledged.max(r.unacknowledged);
+            out.deleted_unanswered = out.deleted_unanswered.max(r.deleted_unanswered);
             out.examples.extend(r.examples.iter().take(10).cloned());
         }
         out.examples.truncate(10);
