@@ -39,6 +39,8 @@ pub struct ChaosRunConfig {
     pub convergence_timeout: Duration,
     /// Recoveries slower than this fail the availability check.
     pub recover_limit_s: Option<f64>,
+    /// How long the probes may go on after the run's end while an action has not recovered.
+    pub recovery_tail: Duration,
     pub step_budget: u64,
     pub seed: u64,
     /// Every key of the run lives under it; unique per run.
@@ -56,6 +58,7 @@ impl Default for ChaosRunConfig {
             api_probe_interval: Duration::from_millis(100),
             convergence_timeout: Duration::from_secs(30),
             recover_limit_s: None,
+            recovery_tail: Duration::from_secs(30),
             step_budget: LinearizabilityConfig::default().step_budget,
             seed: 1,
             prefix: format!("/kemu-chaos/{:08x}/", rand::random::<u32>()),
@@ -114,23 +117,29 @@ pub async fn run_until(
         clock,
         stop_rx.clone(),
     ));
+    let store_log = workload::ProbeLog::default();
     let prober_task = tokio::spawn(workload::run_prober(
         cluster.store_client(Duration::from_secs(1), Duration::from_secs(3))?,
         format!("{prefix}probe"),
         config.probe_interval,
         clock,
         stop_rx.clone(),
+        store_log.clone(),
     ));
+    let mut api_logs = Vec::new();
     let api_probers: Vec<_> = cluster
         .api_servers()?
         .into_iter()
         .map(|(server, api)| {
+            let log = workload::ProbeLog::default();
+            api_logs.push((server.clone(), log.clone()));
             let task = tokio::spawn(workload::run_api_prober(
                 api,
                 format!("kemu-chaos-probe-{server}"),
                 config.api_probe_interval,
                 clock,
                 stop_rx.clone(),
+                log,
             ));
             (server, task)
         })
@@ -153,6 +162,15 @@ pub async fn run_until(
         .run(schedule.clone(), 0.0, ended(end_rx.clone()))
         .await;
     ended(end_rx).await;
+    // An action just before the end is measured too: the probes go on until every disruptive
+    // action has a successful write sent after it, for at most `recovery_tail`.
+    let tail = Instant::now();
+    let recovered = wait_for_recovery(&actions, &store_log, &api_logs, config.recovery_tail).await;
+    info!(
+        recovered,
+        waited_ms = elapsed_ms(tail) as u64,
+        "chaos: actions done; probes stopped"
+    );
     let _ = stop_tx.send(true);
     let history = register_task.await??;
     let probes = prober_task.await?;
@@ -409,6 +427,44 @@ fn relist_follows_a_kill(previous: f64, relisted: f64, kills: &[f64]) -> bool {
     kills.iter().any(|&t| t > previous && t <= relisted)
 }
 
+/// Waits until every disruptive action in `actions` has a successful store probe and API probe
+/// sent after it (on the killed server itself after `kill-apiserver`, as
+/// [`service::api_measure`] measures), or `limit` passed. Whether everything recovered.
+async fn wait_for_recovery(
+    actions: &[super::actions::ActionRecord],
+    store: &workload::ProbeLog,
+    api: &[(String, workload::ProbeLog)],
+    limit: Duration,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut pending: Vec<_> = actions.iter().filter(|a| a.disruptive).collect();
+    loop {
+        let servers: Vec<service::ServerProbes> = api
+            .iter()
+            .map(|(server, log)| service::ServerProbes {
+                server: server.clone(),
+                probes: log.lock().clone(),
+                ..Default::default()
+            })
+            .collect();
+        let store_probes = store.lock().clone();
+        pending.retain(|a| {
+            let store_ok = availability::first_ok_after(store_probes.iter(), a.at_s)
+                .1
+                .is_some();
+            let api_ok = service::api_measure(&servers, a).is_none_or(|m| m.recover_s.is_some());
+            !(store_ok && api_ok)
+        });
+        if pending.is_empty() {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The revision after the run, retried while the store is still recovering.
 async fn final_revision(client: &Client, prefix: &str) -> anyhow::Result<i64> {
     let mut last = None;
@@ -475,8 +531,50 @@ mod tests {
     }
 
     use super::*;
+    use crate::chaos::actions::{ActionKind, ActionRecord};
+    use crate::chaos::availability::Probe;
     use crate::chaos::history::RegisterInput;
     use crate::chaos::watch_check::WatchedEvent;
+
+    #[tokio::test]
+    async fn probes_go_on_until_the_last_action_recovered() {
+        let kill = |kind, target: &str, at| ActionRecord {
+            at_s: at,
+            kind,
+            target: target.into(),
+            detail: String::new(),
+            disruptive: true,
+        };
+        let actions = vec![
+            kill(ActionKind::KillStoreLeader, "s1", 10.0),
+            kill(ActionKind::KillApiserver, "apiserver-1", 20.0),
+        ];
+        let ok = |sent: f64| Probe {
+            sent_s: sent,
+            done_s: sent + 0.1,
+            ok: true,
+        };
+        let store = workload::ProbeLog::default();
+        let api: Vec<(String, workload::ProbeLog)> = ["apiserver-0", "apiserver-1"]
+            .iter()
+            .map(|s| (s.to_string(), workload::ProbeLog::default()))
+            .collect();
+        store.lock().extend([ok(11.0), ok(21.0)]);
+        // Writes on the other server say nothing about the killed one.
+        api[0].1.lock().extend([ok(11.0), ok(21.0)]);
+        let limit = Duration::from_millis(300);
+        assert!(!wait_for_recovery(&actions, &store, &api, limit).await);
+
+        // The killed server answers while the tail waits.
+        let late = api[1].1.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            late.lock().push(ok(22.0));
+        });
+        let t = Instant::now();
+        assert!(wait_for_recovery(&actions, &store, &api, Duration::from_secs(10)).await);
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
 
     #[test]
     fn a_lost_acknowledged_write_is_found() {

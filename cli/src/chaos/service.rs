@@ -97,7 +97,7 @@ pub struct ServiceReport {
     pub stats: Vec<ServiceStats>,
 }
 
-fn api_measure(servers: &[ServerProbes], action: &ActionRecord) -> Option<Measure> {
+pub(crate) fn api_measure(servers: &[ServerProbes], action: &ActionRecord) -> Option<Measure> {
     if servers.is_empty() {
         return None;
     }

@@ -19,6 +19,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::availability::Probe;
+
+/// The probes one prober has answered so far, shared with whoever waits for recovery while it
+/// runs; the prober returns them sorted when it stops.
+pub type ProbeLog = Arc<Mutex<Vec<Probe>>>;
 use super::history::{Operation, RegisterInput, RegisterOutput};
 use super::RunClock;
 use crate::api_access::ApiAccess;
@@ -189,8 +193,9 @@ pub async fn run_prober(
     interval: Duration,
     clock: RunClock,
     stop: watch::Receiver<bool>,
+    log: ProbeLog,
 ) -> Vec<Probe> {
-    run_probes(interval, clock, stop, move |n| {
+    run_probes(interval, clock, stop, log, move |n| {
         let client = client.clone();
         let key = key.clone();
         async move {
@@ -224,10 +229,11 @@ pub async fn run_api_prober(
     interval: Duration,
     clock: RunClock,
     stop: watch::Receiver<bool>,
+    log: ProbeLog,
 ) -> (Vec<Probe>, BTreeMap<String, u64>) {
     let errors: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
     let counted = errors.clone();
-    let probes = run_probes(interval, clock, stop, move |n| {
+    let probes = run_probes(interval, clock, stop, log, move |n| {
         let api = api.clone();
         let errors = counted.clone();
         let key = format!("{name}-{}", n % API_PROBE_KEYS);
@@ -272,18 +278,18 @@ pub async fn run_api_prober(
 }
 
 /// Calls `write(n)` for the `n`-th probe every `interval` (open loop) until `stop` turns
-/// true; every probe, in the order sent.
+/// true; every probe, in the order sent. Each answered probe also lands in `probes` at once.
 async fn run_probes<F, Fut>(
     interval: Duration,
     clock: RunClock,
     mut stop: watch::Receiver<bool>,
+    probes: ProbeLog,
     write: F,
 ) -> Vec<Probe>
 where
     F: Fn(u64) -> Fut,
     Fut: std::future::Future<Output = bool> + Send + 'static,
 {
-    let probes = Arc::new(Mutex::new(Vec::new()));
     let mut in_flight = JoinSet::new();
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -312,7 +318,7 @@ where
         while in_flight.try_join_next().is_some() {}
     }
     while in_flight.join_next().await.is_some() {}
-    let mut probes = std::mem::take(&mut *probes.lock());
+    let mut probes = probes.lock().clone();
     probes.sort_by(|a, b| a.sent_s.total_cmp(&b.sent_s));
     probes
 }
