@@ -33,6 +33,11 @@ use crate::resources::ResourceInfo;
 /// with other API servers to choose from closes the connection and moves on.
 pub const SILENT_AFTER: Duration = Duration::from_secs(2);
 
+/// The same for a client with one API server: it reconnects to the same address (a restarted
+/// server listens there again). Longer, as there is nowhere else to go: a server starved of CPU
+/// for a moment keeps its connection.
+pub const SOLE_SILENT_AFTER: Duration = Duration::from_secs(5);
+
 /// How a call can fail. Only [`Api`](ClientError::Api) is the server's answer; the others say
 /// the answer never arrived.
 #[derive(Debug, thiserror::Error)]
@@ -706,9 +711,13 @@ impl Client {
                     debug!(%endpoint, "connected to the API server");
                     *lock(&self.inner.current) = Some(connection.clone());
                     if endpoints.len() > 1 {
-                        self.close_when_silent(&connection);
+                        self.close_when_silent(&connection, SILENT_AFTER);
                         // When this connection is lost, try the other API servers first.
                         *next = next.wrapping_add(1);
+                    } else {
+                        // A killed server sends no close (QUIC runs over UDP), so without this
+                        // the client would wait out QUIC's idle timeout (30 s).
+                        self.close_when_silent(&connection, SOLE_SILENT_AFTER);
                     }
                     return connection;
                 }
@@ -723,15 +732,15 @@ impl Client {
         }
     }
 
-    /// Closes `connection` if its API server goes silent for [`SILENT_AFTER`] (killed or cut
-    /// off: no close ever arrives), so calls and watches move to another API server in seconds
-    /// rather than after QUIC's idle timeout.
-    fn close_when_silent(&self, connection: &Connection) {
+    /// Closes `connection` if its API server goes silent for `after` (killed or cut off: no
+    /// close ever arrives), so calls and watches reconnect — to another API server if there is
+    /// one — in seconds rather than after QUIC's idle timeout.
+    fn close_when_silent(&self, connection: &Connection, after: Duration) {
         let connection = connection.clone();
         tokio::spawn(async move {
-            if connection.silent_for(SILENT_AFTER).await {
-                warn!(endpoint = %connection.remote_address(), after = ?SILENT_AFTER,
-                    "API server silent; closing the connection to move to another");
+            if connection.silent_for(after).await {
+                warn!(endpoint = %connection.remote_address(), ?after,
+                    "API server silent; closing the connection to reconnect");
                 connection.close_silent();
             }
         });

@@ -175,6 +175,7 @@ impl LoadArgs {
             processes,
             record_watch: false,
             extra_watch_servers: Vec::new(),
+            spread_servers: Vec::new(),
         })
     }
 }

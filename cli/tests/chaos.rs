@@ -77,13 +77,15 @@ async fn three_leader_kills_pass_every_check() -> anyhow::Result<()> {
 }
 
 /// Issue [7/9]'s CI run through `kemu run`: 2,400 pods created and deleted at 100/s on 50
-/// nodes while the store leader is SIGKILLed at 8, 24 and 40 s (the supervisor restarts it a
-/// second later). Every check must pass: the load's pods accounted for (every acknowledged
-/// create Running, every acknowledged delete gone, none twice), the load's watches gap-free
-/// against the store's history, the register workload linearizable, members converged.
+/// nodes and two API servers (the load's requests spread over both) while the store leader is
+/// SIGKILLed at 8, 24 and 40 s and an API server at 16 s (the supervisor restarts each a second
+/// later). Every check must pass: the load's pods accounted for (every acknowledged create
+/// Running, every acknowledged delete gone, none twice), the load's watches gap-free against
+/// the store's history (re-lists only after a kill of their API server), the register workload
+/// linearizable, members converged, writes back on the killed API server.
 /// Timeouts are generous: a debug build on a loaded 2-core machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kemu_run_with_three_leader_kills_passes_every_check() -> anyhow::Result<()> {
+async fn kemu_run_with_leader_and_api_server_kills_passes_every_check() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join("chaos-ci");
     let config = tmp.path().join("chaos-ci.toml");
@@ -91,6 +93,8 @@ async fn kemu_run_with_three_leader_kills_passes_every_check() -> anyhow::Result
         &config,
         r#"
 name = "chaos-ci"
+[apiserver]
+replicas = 2
 [controllers]
 replicas = 1
 [nodes]
@@ -109,6 +113,9 @@ seed = 7
 [[chaos.action]]
 at = 8.0
 kind = "kill-store-leader"
+[[chaos.action]]
+at = 16.0
+kind = "kill-apiserver"
 [[chaos.action]]
 at = 24.0
 kind = "kill-store-leader"
@@ -135,7 +142,17 @@ kind = "kill-store-leader"
         .as_array()
         .map(|a| a.iter().filter(|a| a["disruptive"] == true).count())
         .unwrap_or(0);
-    assert_eq!(kills, 3, "three leader kills: {}", chaos["actions"]);
+    assert_eq!(
+        kills, 4,
+        "three leader kills, one API server kill: {}",
+        chaos["actions"]
+    );
+    let servers = report["api_servers"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        servers, 2,
+        "the load spreads over both API servers: {}",
+        report["api_servers"]
+    );
     for check in [
         "linearizability",
         "linearizability_narrowed",
@@ -162,19 +179,27 @@ kind = "kill-store-leader"
         "{load_watch}"
     );
     assert_eq!(
-        chaos["availability"]["recover"]["count"], 3,
+        chaos["availability"]["recover"]["count"], 4,
         "{}",
         chaos["availability"]
     );
-    // Service recovery: API writes back after every kill (the probes run throughout), and
-    // pods created after the first kill (t = 8 s, mid-create-phase) Running again.
+    // Service recovery: API writes back after every kill (the probes run throughout; on the
+    // killed server itself after the API server kill), and pods created after the first kill
+    // (t = 8 s, mid-create-phase) Running again.
     let service = &chaos["service"];
     assert_eq!(service["passed"], true, "{service}");
     let recoveries = service["recoveries"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(recoveries.len(), 3, "{service}");
+    assert_eq!(recoveries.len(), 4, "{service}");
+    assert!(
+        recoveries.iter().any(|r| r["kind"] == "kill-apiserver"
+            && r["measures"][0]["scope"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("apiserver-"))),
+        "{service}"
+    );
     for r in &recoveries {
         let api = r["measures"]
             .as_array()

@@ -341,12 +341,18 @@ impl Layout {
                     a["metrics"].to_string(),
                 ]),
                 Kind::Nodehost => {
-                    // Node hosts spread over the API servers.
-                    let api = api_quic[nodehost_index % api_quic.len()];
+                    // Node hosts spread over the API servers: each starts on its own and moves
+                    // to the others in turn when that one is lost.
+                    let first = nodehost_index % api_quic.len();
+                    let apis: Vec<SocketAddr> = api_quic[first..]
+                        .iter()
+                        .chain(&api_quic[..first])
+                        .copied()
+                        .collect();
                     nodehost_index += 1;
                     args.extend([
                         s("--apiserver"),
-                        api.to_string(),
+                        join(&apis),
                         s("--certs"),
                         certs_arg.clone(),
                         s("--identity"),

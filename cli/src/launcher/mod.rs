@@ -592,8 +592,9 @@ struct RunOutcome {
 }
 
 /// The API servers the load's watches do not go through (the kubeconfig names the first, or
-/// in netns mode a forwarder): the chaos check records a pod watch through each of them too.
-/// In netns mode they are inside the hosts' namespaces, out of the load's reach: none.
+/// in netns mode a forwarder): the chaos check records a pod watch through each of them too,
+/// and the load spreads its requests over them with the first. In netns mode they are inside
+/// the hosts' namespaces, out of the load's reach: none.
 fn extra_watch_servers(layout: &Layout) -> Vec<String> {
     if layout.api_forward.is_some() {
         return Vec::new();
@@ -749,6 +750,7 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<Run
         processes,
         record_watch: chaos.is_some(),
         extra_watch_servers: extra_watch_servers(layout),
+        spread_servers: extra_watch_servers(layout),
     };
     let outcome = crate::load::run(plan, &target).await;
     let _ = load_done.send(());

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -138,10 +139,53 @@ impl ApiStats {
     }
 }
 
-/// A cloneable handle to one connection pool against one API server.
+/// The API servers a client's calls go to, in turn (as through a load balancer); a server
+/// that gave no answer is passed over for [`PASS_OVER`].
+struct Servers {
+    bases: Vec<String>,
+    next: AtomicUsize,
+    down_until: Mutex<Vec<Option<Instant>>>,
+}
+
+/// How long a server that gave no answer (refused, reset, timed out) gets no new calls.
+const PASS_OVER: Duration = Duration::from_secs(1);
+
+impl Servers {
+    fn new(bases: Vec<String>) -> Servers {
+        let n = bases.len();
+        Servers {
+            bases,
+            next: AtomicUsize::new(0),
+            down_until: Mutex::new(vec![None; n]),
+        }
+    }
+
+    /// The next server in turn that is not passed over; the next in turn if all are.
+    fn pick(&self) -> usize {
+        let n = self.bases.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        if n == 1 {
+            return 0;
+        }
+        let now = Instant::now();
+        let down = self.down_until.lock();
+        (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&i| down[i].is_none_or(|until| until <= now))
+            .unwrap_or(start)
+    }
+
+    fn no_answer(&self, i: usize) {
+        if self.bases.len() > 1 {
+            self.down_until.lock()[i] = Some(Instant::now() + PASS_OVER);
+        }
+    }
+}
+
+/// A cloneable handle to a connection pool against one API server, or several in turn.
 #[derive(Clone)]
 pub struct ApiClient {
-    base: String,
+    servers: Arc<Servers>,
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// `Authorization` header value, when authenticating with a bearer token.
     authorization: Option<String>,
@@ -185,7 +229,7 @@ impl ApiClient {
             .pool_max_idle_per_host(1024)
             .http2_only(http2);
         Ok(ApiClient {
-            base: server.trim_end_matches('/').to_string(),
+            servers: Arc::new(Servers::new(vec![server.trim_end_matches('/').to_string()])),
             http: builder.build(connector),
             authorization: credentials.token.as_ref().map(|t| format!("Bearer {t}")),
             stats: Arc::new(ApiStats::default()),
@@ -193,8 +237,29 @@ impl ApiClient {
         })
     }
 
+    /// Spreads calls over `more` servers as well (same CA and credentials), in turn; a server
+    /// that gives no answer gets no calls for a second. Watches ([`ApiClient::stream`]) stay on
+    /// the first server.
+    pub fn spread_over(mut self, more: &[String]) -> ApiClient {
+        let mut bases = self.servers.bases.clone();
+        for m in more {
+            let m = m.trim_end_matches('/').to_string();
+            if !bases.contains(&m) {
+                bases.push(m);
+            }
+        }
+        self.servers = Arc::new(Servers::new(bases));
+        self
+    }
+
+    /// The first server: the one watches go to.
     pub fn server(&self) -> &str {
-        &self.base
+        &self.servers.bases[0]
+    }
+
+    /// Every server calls go to.
+    pub fn servers(&self) -> &[String] {
+        &self.servers.bases
     }
 
     pub fn stats(&self) -> &Arc<ApiStats> {
@@ -203,6 +268,7 @@ impl ApiClient {
 
     fn build(
         &self,
+        server: usize,
         method: Method,
         path: &str,
         content_type: Option<&str>,
@@ -210,7 +276,7 @@ impl ApiClient {
     ) -> anyhow::Result<Request<Full<Bytes>>> {
         let mut request = Request::builder()
             .method(method)
-            .uri(format!("{}{}", self.base, path))
+            .uri(format!("{}{}", self.servers.bases[server], path))
             .header("accept", "application/json")
             .header("user-agent", "kemu-load/0.1");
         if let Some(ct) = content_type {
@@ -233,7 +299,8 @@ impl ApiClient {
         content_type: Option<&str>,
         body: Bytes,
     ) -> anyhow::Result<ApiResponse> {
-        let request = self.build(method, path, content_type, body)?;
+        let server = self.servers.pick();
+        let request = self.build(server, method, path, content_type, body)?;
         let started = Instant::now();
         let result = tokio::time::timeout(self.timeout, async {
             let response = self.http.request(request).await?;
@@ -247,6 +314,9 @@ impl ApiClient {
             Err(_) => Err(anyhow::anyhow!("no answer within {:?}", self.timeout)),
         };
         let code = result.as_ref().map(|r| r.status.as_u16()).unwrap_or(0);
+        if code == 0 {
+            self.servers.no_answer(server);
+        }
         self.stats.record(verb, resource, code, started.elapsed());
         result.with_context(|| format!("{verb} {resource} ({path})"))
     }
@@ -283,7 +353,7 @@ impl ApiClient {
         resource: &str,
         path: &str,
     ) -> anyhow::Result<(StatusCode, Incoming)> {
-        let request = self.build(Method::GET, path, None, Bytes::new())?;
+        let request = self.build(0, Method::GET, path, None, Bytes::new())?;
         let started = Instant::now();
         let result = tokio::time::timeout(self.timeout, self.http.request(request)).await;
         let result = match result {
@@ -358,6 +428,26 @@ mod tests {
             server_from_kubeconfig(&path).unwrap(),
             "http://127.0.0.1:6443"
         );
+    }
+
+    #[test]
+    fn calls_go_round_and_pass_over_a_server_that_gave_no_answer() {
+        let servers = Servers::new(vec!["a".into(), "b".into(), "c".into()]);
+        let picks: Vec<usize> = (0..6).map(|_| servers.pick()).collect();
+        assert_eq!(picks, [0, 1, 2, 0, 1, 2]);
+        servers.no_answer(1);
+        let picks: Vec<usize> = (0..6).map(|_| servers.pick()).collect();
+        assert!(!picks.contains(&1), "{picks:?}");
+        assert!(picks.contains(&0) && picks.contains(&2), "{picks:?}");
+        // With every server passed over, calls still go somewhere.
+        servers.no_answer(0);
+        servers.no_answer(2);
+        let picks: Vec<usize> = (0..3).map(|_| servers.pick()).collect();
+        assert_eq!(picks.len(), 3);
+        // A single server is never passed over.
+        let one = Servers::new(vec!["a".into()]);
+        one.no_answer(0);
+        assert_eq!(one.pick(), 0);
     }
 
     #[test]

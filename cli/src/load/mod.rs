@@ -75,6 +75,9 @@ pub struct LoadTarget {
     /// through as well, one watch per namespace each, only to record what they deliver (each
     /// API server's watch cache is fed by its own store watch; the chaos check compares each).
     pub extra_watch_servers: Vec<String>,
+    /// Other API servers (URLs, same credentials) the load's requests are spread over, in turn
+    /// with the kubeconfig's, as through a load balancer; watches stay on the kubeconfig's.
+    pub spread_servers: Vec<String>,
 }
 
 /// What a finished run produced.
@@ -504,7 +507,8 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
     plan.validate()?;
     let (server, credentials) =
         crate::api_access::ApiCredentials::from_kubeconfig(&target.kubeconfig)?;
-    let client = ApiClient::new(&server, &credentials, plan.http2)?;
+    let client =
+        ApiClient::new(&server, &credentials, plan.http2)?.spread_over(&target.spread_servers);
     let run_id = new_run_id();
     let template = PodTemplate::from_plan(plan, &run_id)?;
     std::fs::create_dir_all(&target.report_dir)
@@ -512,7 +516,7 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
     let start = Instant::now();
     let wall_start = chrono::Utc::now();
     let tracker = Arc::new(Mutex::new(Tracker::new(wall_start)));
-    tracing::info!("load: run {run_id} against {server}");
+    tracing::info!("load: run {run_id} against {}", client.servers().join(", "));
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut processes = target.processes.clone();
@@ -708,6 +712,7 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
             schema: report::SCHEMA_ID.into(),
             run_id: run_id.clone(),
             server: server.clone(),
+            api_servers: client.servers().to_vec(),
             started_at: wall_start.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             finished_at: finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             duration_s,

@@ -163,6 +163,9 @@ pub struct LoadReport {
     pub schema: String,
     pub run_id: String,
     pub server: String,
+    /// Every API server the load's requests went to, in turn (the kubeconfig's first).
+    #[serde(default)]
+    pub api_servers: Vec<String>,
     pub started_at: String,
     pub finished_at: String,
     pub duration_s: f64,
