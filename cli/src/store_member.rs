@@ -37,6 +37,10 @@ pub struct StoreArgs {
     /// Snapshot and compact the raft log after this many entries.
     #[arg(long, default_value_t = 100_000)]
     snapshot_entries: u64,
+    /// Entries kept before a snapshot's index when the log is compacted, so a member that fell
+    /// a little behind catches up from the log rather than through a whole snapshot.
+    #[arg(long, default_value_t = 20_000)]
+    snapshot_catch_up_entries: u64,
 }
 
 pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
@@ -52,6 +56,7 @@ pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
     config.tick = Duration::from_millis(args.tick_ms);
     config.election_ticks = args.election_ticks;
     config.snapshot_entries = args.snapshot_entries;
+    config.snapshot_catch_up_entries = args.snapshot_catch_up_entries;
     config.validate()?;
     store::service::run_member(config, crate::shutdown::signal())
         .await

@@ -363,21 +363,35 @@ async fn compaction_transactions_and_leases_behave_as_in_etcd() -> anyhow::Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_restarted_after_log_compaction_catches_up_from_a_snapshot() -> anyhow::Result<()>
 {
-    catches_up_from_a_snapshot(600, 512).await
+    catches_up(600, 512, 0).await
+}
+
+/// The same gap within the catch-up entries the leader keeps: the member catches up from the
+/// log, without a snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_a_little_behind_catches_up_from_the_kept_log() -> anyhow::Result<()> {
+    catches_up(600, 512, 2000).await
 }
 
 /// A snapshot of 72 MB: larger than a transport frame (64 MiB), so the leader sends it in
 /// pieces. Before pieces, such a member never caught up (every send failed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_larger_than_a_frame_reaches_a_lagging_member() -> anyhow::Result<()> {
-    catches_up_from_a_snapshot(1100, 64 * 1024).await
+    catches_up(1100, 64 * 1024, 0).await
 }
 
 /// Kills a follower, writes `puts` values of `value_bytes` (the log is compacted every 100
-/// entries), restarts it: it must catch up from the leader's snapshot and agree with the rest.
-async fn catches_up_from_a_snapshot(puts: usize, value_bytes: usize) -> anyhow::Result<()> {
+/// entries, keeping `catch_up` entries before each snapshot), restarts it: it must catch up —
+/// through the leader's snapshot when the gap is more than `catch_up` entries, else from the
+/// log — and agree with the rest.
+async fn catches_up(puts: usize, value_bytes: usize, catch_up: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let extra = ["--snapshot-entries".to_string(), "100".to_string()];
+    let extra = [
+        "--snapshot-entries".to_string(),
+        "100".to_string(),
+        "--snapshot-catch-up-entries".to_string(),
+        catch_up.to_string(),
+    ];
     let cluster = LocalStore::start_with(kemu_exe(), dir.path(), 3, &extra).await?;
     let leader = cluster.wait_for_leader(Duration::from_secs(10)).await?;
     let follower = cluster
@@ -417,9 +431,11 @@ async fn catches_up_from_a_snapshot(puts: usize, value_bytes: usize) -> anyhow::
     )
     .await?;
     let log = std::fs::read_to_string(cluster.log_path(&follower))?;
-    assert!(
+    let from_snapshot = puts > catch_up;
+    assert_eq!(
         log.contains("installed a snapshot"),
-        "{follower} did not catch up from a snapshot:\n{log}"
+        from_snapshot,
+        "{follower} should catch up from a snapshot: {from_snapshot}\n{log}"
     );
     let mut hashes = Vec::new();
     for endpoint in cluster.client_endpoints() {

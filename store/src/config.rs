@@ -28,6 +28,10 @@ pub struct MemberConfig {
     pub heartbeat_ticks: usize,
     /// Take a snapshot and compact the log after this many applied entries.
     pub snapshot_entries: u64,
+    /// Entries kept in memory before a local snapshot's index when the log is compacted, so a
+    /// follower that fell behind by fewer catches up from the log instead of the whole snapshot
+    /// (etcd: `SnapshotCatchUpEntries`).
+    pub snapshot_catch_up_entries: u64,
     /// How long a proposal or a read may wait before answering `Timeout`.
     pub request_timeout: Duration,
     /// Largest accepted request (key + value + overhead), as etcd's `--max-request-bytes`.
@@ -64,6 +68,7 @@ impl MemberConfig {
             election_ticks: 10,
             heartbeat_ticks: 1,
             snapshot_entries: 100_000,
+            snapshot_catch_up_entries: 20_000,
             request_timeout: Duration::from_secs(5),
             max_request_bytes: 3 * 1024 * 1024 + 512 * 1024,
             progress_interval: Duration::from_secs(1),

@@ -748,7 +748,8 @@ impl Driver {
             .map_err(|_| MemberError::Snapshot("the snapshot thread panicked".into()))?;
         match outcome {
             Ok((written, true)) => {
-                self.storage.compact_to_snapshot();
+                self.storage
+                    .compact_to_snapshot(self.shared.config.snapshot_catch_up_entries);
                 info!(
                     index = task.index,
                     bytes = written.bytes,

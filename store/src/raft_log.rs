@@ -1,8 +1,9 @@
 //! The durable raft state of one member: log entries, hard state, conf state and the latest
 //! snapshot, all under one directory, served to raft-rs through [`raft::Storage`].
 //!
-//! Reads never touch the disk: the retained log (every entry after the snapshot index) is held in
-//! memory, and the disk is only read back by [`DiskStorage::open`].
+//! Reads never touch the disk: the retained log (every entry after the snapshot index, and after
+//! a local snapshot a tail of catch-up entries before it) is held in memory, and the disk is only
+//! read back by [`DiskStorage::open`].
 //!
 //! # On-disk format
 //!
@@ -347,10 +348,11 @@ impl DiskStorage {
     pub fn apply_snapshot(&self, snapshot: Snapshot) -> Result<(), LogError> {
         let mut inner = self.inner.write();
         let meta = snapshot.get_metadata();
-        if meta.index < inner.log.base_index {
+        let current = inner.snapshot.index.max(inner.log.base_index);
+        if meta.index < current {
             return Err(LogError::SnapshotOutOfDate {
                 index: meta.index,
-                current: inner.log.base_index,
+                current,
             });
         }
         let retained = if inner.log.term(meta.index) == Some(meta.term) {
@@ -387,23 +389,36 @@ impl DiskStorage {
         };
         pending.write(&AtomicBool::new(false), |out| out.write_all(&data))?;
         pending.commit()?;
-        self.compact_to_snapshot();
+        self.compact_to_snapshot(0);
         Ok(())
     }
 
-    /// Drops the entries up to the snapshot's index from memory, once
-    /// [`PendingSnapshot::commit`] made the snapshot durable. The raft thread calls it (between
-    /// steps), so raft never sees the log's first index move in the middle of one.
-    pub fn compact_to_snapshot(&self) {
+    /// Drops the entries up to the snapshot's index from memory but the last `catch_up` of them,
+    /// once [`PendingSnapshot::commit`] made the snapshot durable. The raft thread calls it
+    /// (between steps), so raft never sees the log's first index move in the middle of one.
+    ///
+    /// The kept entries let a follower that fell behind by fewer than `catch_up` entries (a
+    /// member restarted while the others took a snapshot) catch up from the log rather than
+    /// through the whole snapshot, as etcd keeps `SnapshotCatchUpEntries`. They live in memory
+    /// only: the rotated WAL starts after the snapshot index, so after a restart the log does
+    /// too.
+    pub fn compact_to_snapshot(&self, catch_up: u64) {
         let mut inner = self.inner.write();
         let (index, term) = (inner.snapshot.index, inner.snapshot.term);
-        if index <= inner.log.base_index || inner.log.term(index) != Some(term) {
+        if inner.log.term(index) != Some(term) {
             return;
         }
-        let compacted = ((index - inner.log.base_index) as usize).min(inner.log.entries.len());
+        let to = index.saturating_sub(catch_up);
+        if to <= inner.log.base_index {
+            return;
+        }
+        let Some(to_term) = inner.log.term(to) else {
+            return;
+        };
+        let compacted = ((to - inner.log.base_index) as usize).min(inner.log.entries.len());
         inner.log.entries.drain(..compacted);
-        inner.log.base_index = index;
-        inner.log.base_term = term;
+        inner.log.base_index = to;
+        inner.log.base_term = to_term;
     }
 
     /// Starts a local snapshot at `index` (at most the applied index): checks the index, rotates
@@ -417,7 +432,7 @@ impl DiskStorage {
     ) -> Result<Option<PendingSnapshot>, LogError> {
         let mut inner = self.inner.write();
         inner.check_usable()?;
-        let current = inner.log.base_index;
+        let current = inner.snapshot.index.max(inner.log.base_index);
         if index == current {
             return Ok(None);
         }
@@ -491,7 +506,7 @@ impl DiskStorage {
         self.inner.read().poisoned.is_some()
     }
 
-    /// Entries held since the last snapshot.
+    /// Entries held in memory: those after the last snapshot and the catch-up entries before it.
     pub fn entry_count(&self) -> u64 {
         self.inner.read().log.entries.len() as u64
     }
@@ -1612,7 +1627,7 @@ mod tests {
             .unwrap();
         assert_eq!(written.bytes, 8);
         assert!(pending.commit().unwrap());
-        s.compact_to_snapshot();
+        s.compact_to_snapshot(0);
         let check = |s: &DiskStorage| {
             assert_eq!((s.first_index(), s.last_index()), (13, 16));
             assert_eq!(s.term(12).unwrap(), 2);
@@ -1626,6 +1641,48 @@ mod tests {
         let s = DiskStorage::open(dir.path()).unwrap();
         check(&s);
         assert_eq!(s.hard_state(), hard_state(2, 1, 12));
+    }
+
+    #[test]
+    fn catch_up_entries_stay_readable_after_a_local_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DiskStorage::open(dir.path()).unwrap();
+        s.initialize(&[1]).unwrap();
+        s.append(&entries(1..=16, 1)).unwrap();
+        s.set_hard_state(&hard_state(1, 1, 14)).unwrap();
+        s.sync().unwrap();
+        let pending = s.begin_snapshot(12, voters(&[1])).unwrap().unwrap();
+        pending
+            .write(&AtomicBool::new(false), |out| out.write_all(b"state@12"))
+            .unwrap();
+        assert!(pending.commit().unwrap());
+        s.compact_to_snapshot(5);
+        // Entries 8..=12 before the snapshot stay, for a follower that is a little behind.
+        assert_eq!((s.first_index(), s.last_index()), (8, 16));
+        assert_eq!(
+            Storage::entries(&s, 8, 17, None, GetEntriesContext::empty(false)).unwrap(),
+            entries(8..=16, 1)
+        );
+        assert_eq!(Storage::term(&s, 7).unwrap(), 1);
+        assert!(matches!(
+            Storage::term(&s, 6),
+            Err(raft::Error::Store(StorageError::Compacted))
+        ));
+        // The snapshot, not the log's base, says what is out of date.
+        assert!(s.begin_snapshot(12, voters(&[1])).unwrap().is_none());
+        assert!(matches!(
+            s.begin_snapshot(10, voters(&[1])),
+            Err(LogError::SnapshotOutOfDate { current: 12, .. })
+        ));
+        // A longer catch-up than the log holds keeps what there is; a shorter one drops more.
+        s.compact_to_snapshot(50);
+        assert_eq!(s.first_index(), 8);
+        s.compact_to_snapshot(2);
+        assert_eq!(s.first_index(), 11);
+        drop(s);
+        // On disk the log starts after the snapshot.
+        let s = DiskStorage::open(dir.path()).unwrap();
+        assert_eq!((s.first_index(), s.last_index()), (13, 16));
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub struct StoreSection {
     pub election_ticks: u32,
     /// Snapshot and compact the raft log after this many entries.
     pub snapshot_entries: u64,
+    /// Entries kept before a snapshot's index when the log is compacted: a member behind by
+    /// fewer catches up from the log, not through a whole snapshot.
+    pub snapshot_catch_up_entries: u64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -250,6 +253,7 @@ impl Default for StoreSection {
             tick_ms: 50,
             election_ticks: 10,
             snapshot_entries: 100_000,
+            snapshot_catch_up_entries: 20_000,
         }
     }
 }
