@@ -613,11 +613,7 @@ fn chaos_offset(
     chaos: &crate::chaos::report::ChaosReport,
     outcome: &crate::load::LoadOutcome,
 ) -> f64 {
-    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
-    match (parse(&outcome.report.started_at), parse(&chaos.started_at)) {
-        (Some(load), Some(chaos)) => (load - chaos).num_microseconds().unwrap_or(0) as f64 / 1e6,
-        _ => 0.0,
-    }
+    crate::load::report::seconds_between(&chaos.started_at, &outcome.report.started_at)
 }
 
 /// When each API server (by the URL the load's watches name it with) was killed, on the

@@ -2,7 +2,6 @@
 //! prior knowledge), many requests in flight, every call timed per verb and resource.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,65 +17,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use parking_lot::Mutex;
-use serde::Deserialize;
 
 use crate::api_access::ApiCredentials;
-
-/// The server URL of a kubeconfig's current context.
-pub fn server_from_kubeconfig(path: &Path) -> anyhow::Result<String> {
-    #[derive(Deserialize)]
-    struct Named<T> {
-        name: String,
-        #[serde(flatten)]
-        inner: T,
-    }
-    #[derive(Deserialize)]
-    struct ClusterEntry {
-        cluster: ClusterInfo,
-    }
-    #[derive(Deserialize)]
-    struct ClusterInfo {
-        server: String,
-    }
-    #[derive(Deserialize)]
-    struct ContextEntry {
-        context: ContextInfo,
-    }
-    #[derive(Deserialize)]
-    struct ContextInfo {
-        cluster: String,
-    }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "kebab-case")]
-    struct KubeConfig {
-        #[serde(default)]
-        clusters: Vec<Named<ClusterEntry>>,
-        #[serde(default)]
-        contexts: Vec<Named<ContextEntry>>,
-        #[serde(default)]
-        current_context: String,
-    }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-    let config: KubeConfig = serde_yaml::from_str(&text)
-        .with_context(|| format!("parsing kubeconfig {}", path.display()))?;
-    let cluster_name = config
-        .contexts
-        .iter()
-        .find(|c| c.name == config.current_context)
-        .map(|c| c.inner.context.cluster.clone());
-    let cluster = match cluster_name {
-        Some(name) => config.clusters.iter().find(|c| c.name == name),
-        None => config.clusters.first(),
-    }
-    .with_context(|| format!("kubeconfig {} names no cluster", path.display()))?;
-    Ok(cluster
-        .inner
-        .cluster
-        .server
-        .trim_end_matches('/')
-        .to_string())
-}
 
 /// A call's outcome as the caller sees it.
 #[derive(Debug)]
@@ -414,21 +356,6 @@ impl LineReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reads_the_current_contexts_server() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("kubeconfig");
-        std::fs::write(
-            &path,
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: other\n  cluster:\n    server: http://127.0.0.1:1\n- name: kemu\n  cluster:\n    server: http://127.0.0.1:6443/\nusers:\n- name: admin\n  user: {}\ncontexts:\n- name: kemu\n  context:\n    cluster: kemu\n    user: admin\ncurrent-context: kemu\n",
-        )
-        .unwrap();
-        assert_eq!(
-            server_from_kubeconfig(&path).unwrap(),
-            "http://127.0.0.1:6443"
-        );
-    }
 
     #[test]
     fn calls_go_round_and_pass_over_a_server_that_gave_no_answer() {

@@ -565,11 +565,7 @@ fn chaos_markers(report: &LoadReport) -> Vec<(f64, String)> {
     let Some(chaos) = &report.chaos else {
         return Vec::new();
     };
-    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
-    let offset = match (parse(&chaos.started_at), parse(&report.started_at)) {
-        (Some(c), Some(l)) => (c - l).num_microseconds().unwrap_or(0) as f64 / 1e6,
-        _ => 0.0,
-    };
+    let offset = super::report::seconds_between(&report.started_at, &chaos.started_at);
     chaos
         .actions
         .iter()

@@ -552,6 +552,16 @@ pub fn summary(report: &LoadReport) -> String {
     s
 }
 
+/// Seconds from `earlier` to `later` (RFC 3339 times: two reports' clocks); 0 when either does
+/// not parse.
+pub fn seconds_between(earlier: &str, later: &str) -> f64 {
+    let parse = |s: &str| chrono::DateTime::parse_from_rfc3339(s).ok();
+    match (parse(earlier), parse(later)) {
+        (Some(e), Some(l)) => (l - e).num_microseconds().unwrap_or(0) as f64 / 1e6,
+        _ => 0.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
