@@ -5,6 +5,7 @@
 //! update that loses a race re-reads the object and tries again when the caller did not pin a
 //! resourceVersion (Kubernetes' GuaranteedUpdate).
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -252,21 +253,28 @@ impl Registry {
         Ok(granted.id)
     }
 
-    /// Decodes, checks and normalises a body for `resource`.
+    /// Decodes, checks and normalises a body for `resource`. The body is consumed: unless
+    /// unknown fields must be looked for (`Strict`), it is decoded without a copy.
     fn admit(
         &self,
         resource: &ResourceInfo,
-        object: &Value,
+        mut object: Value,
         validation: FieldValidation,
     ) -> Result<Value, ApiError> {
-        let canonical = api::strict::decode(resource, object).map_err(|e| {
+        let strict = validation == FieldValidation::Strict;
+        let decoded = if strict {
+            api::strict::decode(resource, &object)
+        } else {
+            api::strict::decode_owned(resource, object.take())
+        };
+        let canonical = decoded.map_err(|e| {
             ApiError::bad_request(format!(
                 "{} in version \"{}\" cannot be handled as a {}: {}",
                 resource.kind, resource.version, resource.kind, e
             ))
         })?;
-        if validation == FieldValidation::Strict {
-            let unknown = api::strict::unknown_fields(object, &canonical);
+        if strict {
+            let unknown = api::strict::unknown_fields(&object, &canonical);
             if !unknown.is_empty() {
                 let list: Vec<String> = unknown
                     .iter()
@@ -293,7 +301,7 @@ impl Registry {
     ) -> Result<Value, ApiError> {
         check_kind(resource, &mut object)?;
         strategy::prepare_create(resource, namespace, &mut object)?;
-        let mut object = self.admit(resource, &object, options.field_validation)?;
+        let mut object = self.admit(resource, object, options.field_validation)?;
         let name = meta::name(&object).to_string();
         if name.is_empty() {
             return Err(ApiError::invalid(
@@ -710,7 +718,7 @@ impl Registry {
                 }
             }
         }
-        let object = self.admit(resource, &object, options.field_validation)?;
+        let object = self.admit(resource, object, options.field_validation)?;
         let pinned = parse_optional_rv(meta::resource_version(&object))?;
         let admission_time = AdmissionTimer::paused(AdmissionVerb::Update);
         self.guaranteed_update(
@@ -774,7 +782,7 @@ impl Registry {
             options,
             Some(&admission_time),
             |current| {
-                let shown = view(resource, current.clone());
+                let shown = view_of(resource, current);
                 let mut patched =
                     api::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
                         .map_err(patch_error)?;
@@ -790,7 +798,7 @@ impl Registry {
                 }
                 let mut next = from_view(
                     resource,
-                    self.admit(resource, &patched, options.field_validation)?,
+                    self.admit(resource, patched, options.field_validation)?,
                 );
                 strategy::prepare_update(resource, current, &mut next, subresource);
                 admission_time
@@ -1274,6 +1282,19 @@ pub fn view(resource: &ResourceInfo, mut object: Value) -> Value {
         map.insert("kind".into(), json!(resource.kind));
     }
     object
+}
+
+/// [`view`] of a borrowed object, copied only when the view differs from it (a stored object
+/// normally has its resource's apiVersion and kind already).
+fn view_of<'a>(resource: &ResourceInfo, object: &'a Value) -> Cow<'a, Value> {
+    if resource.group != "events.k8s.io"
+        && object.get("kind").and_then(Value::as_str) == Some(resource.kind)
+        && object.get("apiVersion").and_then(Value::as_str) == Some(resource.api_version().as_str())
+    {
+        Cow::Borrowed(object)
+    } else {
+        Cow::Owned(view(resource, object.clone()))
+    }
 }
 
 /// The stored (core) shape of an object given in this resource's view.

@@ -292,7 +292,12 @@ pub fn prepare_update(
 ) {
     match subresource {
         Some("status") => {
-            let status = new.get("status").cloned();
+            // The new status and resourceVersion are moved out of `new` (it is replaced).
+            let status = new.as_object_mut().and_then(|m| m.remove("status"));
+            let rv = new
+                .get_mut("metadata")
+                .and_then(Value::as_object_mut)
+                .and_then(|m| m.remove("resourceVersion"));
             let mut merged = old.clone();
             match status {
                 Some(s) => merged["status"] = s,
@@ -303,7 +308,7 @@ pub fn prepare_update(
                 }
             }
             // A status writer's resourceVersion precondition is honoured by the caller.
-            if let Some(rv) = new.pointer("/metadata/resourceVersion").cloned() {
+            if let Some(rv) = rv {
                 meta::metadata_mut(&mut merged).insert("resourceVersion".into(), rv);
             }
             *new = merged;
@@ -321,7 +326,7 @@ pub fn prepare_update(
             }
         }
     }
-    let old_meta = old.get("metadata").cloned().unwrap_or(Value::Null);
+    let old_meta = old.get("metadata").unwrap_or(&Value::Null);
     let metadata = meta::metadata_mut(new);
     for key in [
         "uid",
@@ -356,17 +361,22 @@ pub fn prepare_update(
     }
 }
 
-/// Whether anything but metadata and status differs.
+/// Whether anything but metadata and status differs (compared in place: no copies).
 fn spec_changed(old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| -> Value {
-        let mut v = v.clone();
-        if let Some(m) = v.as_object_mut() {
-            m.remove("metadata");
-            m.remove("status");
-        }
-        v
+    let (Value::Object(old), Value::Object(new)) = (old, new) else {
+        return old != new;
     };
-    strip(old) != strip(new)
+    let rest = |m: &'_ serde_json::Map<String, Value>| {
+        m.iter()
+            .filter(|(k, _)| k.as_str() != "metadata" && k.as_str() != "status")
+            .count()
+    };
+    if rest(old) != rest(new) {
+        return true;
+    }
+    old.iter()
+        .filter(|(k, _)| k.as_str() != "metadata" && k.as_str() != "status")
+        .any(|(k, v)| new.get(k) != Some(v))
 }
 
 #[cfg(test)]
