@@ -384,6 +384,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn spec_changes_ignore_only_metadata_and_status() {
+        // What the in-place comparison must agree with: both objects without metadata and status.
+        let stripped = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("metadata");
+                m.remove("status");
+            }
+            v
+        };
+        let base = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"p": 1}});
+        let cases = [
+            json!({"metadata": {"name": "b"}, "spec": {"x": 1}, "status": {"p": 2}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 2}, "status": {"p": 1}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}}),
+            json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "data": {}}),
+            json!({"metadata": {"name": "a"}}),
+            json!({"spec": {"x": 1}, "status": {"p": 1}, "other": null}),
+            json!({"spec": {"x": 1}}),
+            json!(null),
+            json!([1]),
+        ];
+        for case in &cases {
+            for (old, new) in [(&base, case), (case, &base), (case, case)] {
+                assert_eq!(
+                    spec_changed(old, new),
+                    stripped(old) != stripped(new),
+                    "{old} -> {new}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn pull_policy_defaults() {
         assert_eq!(default_pull_policy("nginx"), "Always");
         assert_eq!(default_pull_policy("nginx:latest"), "Always");
