@@ -422,12 +422,6 @@ impl Registry {
     ) -> Result<Written, ApiError> {
         // The quota's share of admission: the charge, not the store round trips.
         admission_time.resume();
-        let delta = match namespace {
-            Some(_) if self.admission.is_enabled(Plugin::ResourceQuota) => {
-                quota::usage(resource, object)
-            }
-            _ => quota::Usage::new(),
-        };
         let plain = || async {
             if dry_run {
                 Ok(Written::Ok(0))
@@ -435,12 +429,24 @@ impl Registry {
                 self.storage.create(key, object, lease).await
             }
         };
-        let Some(namespace) = namespace.filter(|_| !delta.is_empty()) else {
+        // The quotas the cache holds for the namespace are charged; the object's usage is
+        // computed only when there is one (most namespaces have none).
+        let (namespace, mut quotas) = match namespace {
+            Some(ns) if self.admission.is_enabled(Plugin::ResourceQuota) => {
+                (ns, self.admission.cached_quotas(ns))
+            }
+            _ => ("", Vec::new()),
+        };
+        let delta = if quotas.is_empty() {
+            quota::Usage::new()
+        } else {
+            quota::usage(resource, object)
+        };
+        if delta.is_empty() {
             admission_time.pause();
             return plain().await;
-        };
+        }
         let name = meta::name(object);
-        let mut quotas = self.admission.cached_quotas(namespace);
         for _ in 0..UPDATE_RETRIES {
             let mut guards = Vec::new();
             for (quota_key, quota_object, revision) in &quotas {
@@ -494,15 +500,21 @@ impl Registry {
         };
         let namespace = meta::namespace(existing)
             .filter(|_| resource.namespaced && self.admission.is_enabled(Plugin::ResourceQuota));
+        // As for a create: only the quotas the cache knows are refunded, and the object's
+        // usage is computed only when there are some.
+        let mut quotas = Vec::new();
         let mut delta = quota::Usage::new();
-        if namespace.is_some() {
-            timed(&mut || delta = quota::usage(resource, existing));
+        if let Some(namespace) = namespace {
+            timed(&mut || {
+                quotas = self.admission.cached_quotas(namespace);
+                if !quotas.is_empty() {
+                    delta = quota::usage(resource, existing);
+                }
+            });
         }
         let Some(namespace) = namespace.filter(|_| !delta.is_empty()) else {
             return self.storage.delete(key, rv).await;
         };
-        let mut quotas = Vec::new();
-        timed(&mut || quotas = self.admission.cached_quotas(namespace));
         for _ in 0..UPDATE_RETRIES {
             let mut guards: Vec<Guarded> = Vec::new();
             timed(&mut || {

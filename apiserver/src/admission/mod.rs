@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 
 use crate::errors::ApiError;
 use crate::meta;
-use crate::watch_cache::{Filter, WatchCache};
+use crate::watch_cache::{CachedObject, Filter, ResourceCache, WatchCache};
 use policy::{NamespaceFacts, PolicyIndex};
 
 /// An admission plugin kemu implements, by its Kubernetes name.
@@ -155,6 +155,40 @@ pub struct Admission {
     cache: Arc<WatchCache>,
     /// Namespaces and PriorityClasses parsed once per resourceVersion.
     policy: PolicyIndex,
+    /// The caches every pod create reads, found once (the watch cache's set of resources is
+    /// fixed when it is built).
+    namespaces: Option<Source>,
+    limit_ranges: Option<Source>,
+    quotas: Option<Source>,
+    priority_classes: Option<Source>,
+}
+
+/// One resource's cache.
+struct Source {
+    resource: &'static ResourceInfo,
+    cache: Arc<ResourceCache>,
+}
+
+impl Source {
+    fn find(cache: &WatchCache, group: &str, plural: &str) -> Option<Source> {
+        let resource = api::resources::find(group, "v1", plural)?;
+        Some(Source {
+            resource,
+            cache: cache.resource(resource)?.clone(),
+        })
+    }
+
+    /// Every cached object in `namespace` (all of them for a cluster-scoped resource).
+    fn list(&self, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
+        self.cache
+            .list(
+                &self.resource.namespace_prefix(namespace),
+                &Filter::default(),
+                None,
+                0,
+            )
+            .0
+    }
 }
 
 /// One create as the plugins see it.
@@ -171,6 +205,10 @@ impl Admission {
     pub fn new(config: AdmissionConfig, cache: Arc<WatchCache>) -> Admission {
         Admission {
             config,
+            namespaces: Source::find(&cache, "", "namespaces"),
+            limit_ranges: Source::find(&cache, "", "limitranges"),
+            quotas: Source::find(&cache, "", "resourcequotas"),
+            priority_classes: Source::find(&cache, "scheduling.k8s.io", "priorityclasses"),
             cache,
             policy: PolicyIndex::default(),
         }
@@ -179,23 +217,30 @@ impl Admission {
     /// The facts of `namespace` as the watch cache has it now (`None` when the cache has not
     /// seen it: it may not exist, or the cache may not have caught up).
     pub fn namespace_facts(&self, namespace: &str) -> Option<Arc<NamespaceFacts>> {
-        let namespaces = api::resources::find("", "v1", "namespaces")?;
-        let cache = self.cache.resource(namespaces)?;
+        let source = self.namespaces.as_ref()?;
         self.policy
-            .namespace(cache, &namespaces.key(None, namespace))
+            .namespace(&source.cache, &source.resource.key(None, namespace))
     }
 
     /// Every PriorityClass, parsed (once per change of the set).
     fn priority_classes(&self) -> Arc<policy::PriorityClasses> {
-        let Some(resource) = api::resources::find("scheduling.k8s.io", "v1", "priorityclasses")
-        else {
-            return Arc::default();
-        };
-        match self.cache.resource(resource) {
-            Some(cache) => self
+        match &self.priority_classes {
+            Some(source) => self
                 .policy
-                .priority_classes(cache, &resource.namespace_prefix(None)),
+                .priority_classes(&source.cache, &source.resource.namespace_prefix(None)),
             None => Arc::default(),
+        }
+    }
+
+    /// The LimitRanges of `namespace`, decoded (none are decoded when it has none).
+    fn limit_ranges(&self, namespace: Option<&str>) -> Vec<Value> {
+        match &self.limit_ranges {
+            Some(source) => source
+                .list(namespace)
+                .iter()
+                .filter_map(|o| o.value().ok())
+                .collect(),
+            None => Vec::new(),
         }
     }
 
@@ -248,7 +293,7 @@ impl Admission {
     fn mutate_pod(&self, req: &CreateRequest<'_>, pod: &mut Value) -> Result<(), ApiError> {
         let forbidden = |why: String| ApiError::forbidden(req.resource, req.name, &why);
         if self.is_enabled(Plugin::LimitRanger) {
-            let ranges = self.list("", "limitranges", req.namespace);
+            let ranges = self.limit_ranges(req.namespace);
             if !ranges.is_empty() {
                 limit_ranger::apply_defaults(pod, &ranges);
             }
@@ -288,8 +333,10 @@ impl Admission {
         }
         let forbidden = |why: String| ApiError::forbidden(req.resource, req.name, &why);
         if self.is_enabled(Plugin::LimitRanger) {
-            let ranges = self.list("", "limitranges", req.namespace);
-            limit_ranger::validate(object, &ranges).map_err(forbidden)?;
+            let ranges = self.limit_ranges(req.namespace);
+            if !ranges.is_empty() {
+                limit_ranger::validate(object, &ranges).map_err(forbidden)?;
+            }
         }
         if self.is_enabled(Plugin::PodSecurity) {
             if let Some(ns) = req.namespace_facts {
@@ -337,19 +384,11 @@ impl Admission {
 
     /// The quotas of a namespace as the cache has them: (key, object, resourceVersion).
     pub fn cached_quotas(&self, namespace: &str) -> Vec<(String, Value, i64)> {
-        let Some(resource) = api::resources::find("", "v1", "resourcequotas") else {
+        let Some(source) = &self.quotas else {
             return Vec::new();
         };
-        let Some(cache) = self.cache.resource(resource) else {
-            return Vec::new();
-        };
-        let (items, _) = cache.list(
-            &resource.namespace_prefix(Some(namespace)),
-            &Filter::default(),
-            None,
-            0,
-        );
-        items
+        source
+            .list(Some(namespace))
             .iter()
             .filter_map(|o| Some((o.key.clone(), o.value().ok()?, o.rv)))
             .collect()
