@@ -163,10 +163,12 @@ pub struct Admission {
     priority_classes: Option<Source>,
 }
 
-/// One resource's cache.
+/// One resource's cache, with its key prefix (`/registry/<storage>/`) built once: keys are
+/// built by appending, without `format!`.
 struct Source {
     resource: &'static ResourceInfo,
     cache: Arc<ResourceCache>,
+    prefix: String,
 }
 
 impl Source {
@@ -175,19 +177,32 @@ impl Source {
         Some(Source {
             resource,
             cache: cache.resource(resource)?.clone(),
+            prefix: resource.prefix(),
         })
     }
 
-    /// Every cached object in `namespace` (all of them for a cluster-scoped resource).
+    /// The key of a cluster-scoped object (as [`ResourceInfo::key`] with no namespace).
+    fn cluster_key(&self, name: &str) -> String {
+        let mut key = String::with_capacity(self.prefix.len() + name.len());
+        key.push_str(&self.prefix);
+        key.push_str(name);
+        key
+    }
+
+    /// Every cached object in `namespace` (all of them for a cluster-scoped resource or
+    /// `None`), as [`ResourceInfo::namespace_prefix`] selects them.
     fn list(&self, namespace: Option<&str>) -> Vec<Arc<CachedObject>> {
-        self.cache
-            .list(
-                &self.resource.namespace_prefix(namespace),
-                &Filter::default(),
-                None,
-                0,
-            )
-            .0
+        let list = |prefix: &str| self.cache.list(prefix, &Filter::default(), None, 0).0;
+        match namespace {
+            Some(ns) if self.resource.namespaced => {
+                let mut prefix = String::with_capacity(self.prefix.len() + ns.len() + 1);
+                prefix.push_str(&self.prefix);
+                prefix.push_str(ns);
+                prefix.push('/');
+                list(&prefix)
+            }
+            _ => list(&self.prefix),
+        }
     }
 }
 
@@ -219,15 +234,13 @@ impl Admission {
     pub fn namespace_facts(&self, namespace: &str) -> Option<Arc<NamespaceFacts>> {
         let source = self.namespaces.as_ref()?;
         self.policy
-            .namespace(&source.cache, &source.resource.key(None, namespace))
+            .namespace(&source.cache, &source.cluster_key(namespace))
     }
 
     /// Every PriorityClass, parsed (once per change of the set).
     fn priority_classes(&self) -> Arc<policy::PriorityClasses> {
         match &self.priority_classes {
-            Some(source) => self
-                .policy
-                .priority_classes(&source.cache, &source.resource.namespace_prefix(None)),
+            Some(source) => self.policy.classes_at(&source.list(None)),
             None => Arc::default(),
         }
     }

@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 use serde_json::Value;
 
 use crate::meta;
-use crate::watch_cache::{CachedObject, Filter, ResourceCache};
+use crate::watch_cache::{CachedObject, ResourceCache};
 
 use super::pod_security::{ENFORCE_LABEL, ENFORCE_VERSION_LABEL};
 
@@ -102,9 +102,9 @@ impl PriorityClasses {
     }
 }
 
-/// The classes parsed at a set of (key, resourceVersion) pairs.
+/// The classes parsed from a set of cached objects.
 struct ParsedClasses {
-    versions: Vec<(String, i64)>,
+    objects: Vec<Arc<CachedObject>>,
     classes: Arc<PriorityClasses>,
 }
 
@@ -120,10 +120,10 @@ impl PolicyIndex {
     /// The facts of the namespace the cache holds under `key`, or `None` when the cache has no
     /// such namespace.
     pub fn namespace(&self, cache: &ResourceCache, key: &str) -> Option<Arc<NamespaceFacts>> {
-        let facts = self.namespace_at(key, cache.get(key));
+        let (facts, parsed) = self.namespace_at(key, cache.get(key));
         // Namespaces deleted without being looked up again are dropped once the map outgrows
-        // the cache.
-        if self.namespaces.read().len() > 2 * cache.object_count() + 64 {
+        // the cache (checked when the map grows, i.e. when a namespace was parsed).
+        if parsed && self.namespaces.read().len() > 2 * cache.object_count() + 64 {
             self.namespaces
                 .write()
                 .retain(|k, _| cache.get(k).is_some());
@@ -131,54 +131,55 @@ impl PolicyIndex {
         facts
     }
 
-    /// The facts of `current`, the object the cache holds under `key` now.
+    /// The facts of `current`, the object the cache holds under `key` now, and whether they
+    /// were parsed (rather than found).
     fn namespace_at(
         &self,
         key: &str,
         current: Option<Arc<CachedObject>>,
-    ) -> Option<Arc<NamespaceFacts>> {
+    ) -> (Option<Arc<NamespaceFacts>>, bool) {
         let Some(object) = current else {
             // Gone (or not yet seen): forget what was parsed for it.
             if self.namespaces.read().contains_key(key) {
                 self.namespaces.write().remove(key);
             }
-            return None;
+            return (None, false);
         };
         if let Some((rv, facts)) = self.namespaces.read().get(key) {
             if *rv == object.rv {
-                return Some(facts.clone());
+                return (Some(facts.clone()), false);
             }
         }
-        let facts = Arc::new(NamespaceFacts::from_value(&object.value().ok()?));
+        let Ok(value) = object.value() else {
+            return (None, false);
+        };
+        let facts = Arc::new(NamespaceFacts::from_value(&value));
         self.namespaces
             .write()
             .insert(key.to_string(), (object.rv, facts.clone()));
-        Some(facts)
-    }
-
-    /// Every PriorityClass the cache holds.
-    pub fn priority_classes(&self, cache: &ResourceCache, prefix: &str) -> Arc<PriorityClasses> {
-        let (objects, _) = cache.list(prefix, &Filter::default(), None, 0);
-        self.classes_at(&objects)
+        (Some(facts), true)
     }
 
     /// The classes parsed from `objects`, every PriorityClass the cache holds now.
-    fn classes_at(&self, objects: &[Arc<CachedObject>]) -> Arc<PriorityClasses> {
-        let same = |versions: &[(String, i64)]| {
-            versions.len() == objects.len()
-                && versions
+    pub fn classes_at(&self, objects: &[Arc<CachedObject>]) -> Arc<PriorityClasses> {
+        // The cache replaces an object's `Arc` whenever it changes, and the parsed set holds
+        // the ones it was parsed from (so their addresses are not reused): the same pointers
+        // are the same objects, key and resourceVersion.
+        let same = |parsed_from: &[Arc<CachedObject>]| {
+            parsed_from.len() == objects.len()
+                && parsed_from
                     .iter()
                     .zip(objects)
-                    .all(|((key, rv), o)| *rv == o.rv && *key == o.key)
+                    .all(|(a, b)| Arc::ptr_eq(a, b))
         };
         if let Some(parsed) = self.classes.read().as_ref() {
-            if same(&parsed.versions) {
+            if same(&parsed.objects) {
                 return parsed.classes.clone();
             }
         }
         let classes = Arc::new(parse_classes(objects));
         *self.classes.write() = Some(ParsedClasses {
-            versions: objects.iter().map(|o| (o.key.clone(), o.rv)).collect(),
+            objects: objects.to_vec(),
             classes: classes.clone(),
         });
         classes
@@ -230,22 +231,22 @@ mod tests {
                 "labels": {"pod-security.kubernetes.io/enforce": level}}})
         };
         let v1 = cached("namespaces", key, labelled("baseline"), 10);
-        let first = index.namespace_at(key, Some(v1.clone())).expect("exists");
+        let first = index.namespace_at(key, Some(v1.clone())).0.expect("exists");
         assert_eq!(first.enforce.as_deref(), Some("baseline"));
         // Same resourceVersion: the parsed facts are reused, not parsed again.
-        let again = index.namespace_at(key, Some(v1)).expect("exists");
+        let again = index.namespace_at(key, Some(v1)).0.expect("exists");
         assert!(Arc::ptr_eq(&first, &again));
         // Relabelled: a new resourceVersion, new facts.
         let v2 = cached("namespaces", key, labelled("restricted"), 11);
-        let relabelled = index.namespace_at(key, Some(v2)).expect("exists");
+        let relabelled = index.namespace_at(key, Some(v2)).0.expect("exists");
         assert_eq!(relabelled.enforce.as_deref(), Some("restricted"));
         // Deleted: nothing, and nothing kept.
-        assert_eq!(index.namespace_at(key, None), None);
+        assert_eq!(index.namespace_at(key, None), (None, false));
         assert!(index.namespaces.read().is_empty());
         // Re-created at a later revision without labels: no PodSecurity level is left over.
         let v3 = cached("namespaces", key, json!({"metadata": {"name": "dev"}}), 12);
         assert_eq!(
-            index.namespace_at(key, Some(v3)).expect("exists").enforce,
+            index.namespace_at(key, Some(v3)).0.expect("exists").enforce,
             None
         );
     }
