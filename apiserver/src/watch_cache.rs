@@ -114,16 +114,42 @@ impl CachedObject {
                 .collect(),
             _ => BTreeMap::new(),
         };
-        let fields = selectable_object(storage, &name, namespace.as_deref(), |path| {
-            let path = if path == "source" {
+        // Each selectable field's parent (`spec`, `status`, `involvedObject`) is split into its
+        // members once, not once per field.
+        let paths = selectable_fields(storage);
+        let mut parents: Vec<(&str, Option<stored::Members<'_>>)> = Vec::new();
+        let mut rendered = Vec::with_capacity(paths.len());
+        for path in paths {
+            let path = if *path == "source" {
                 "source.component"
             } else {
                 path
             };
-            match stored::raw_at(&top, path).map(stored::decode_raw) {
+            let raw = match path.split_once('.') {
+                Some((parent, rest)) if !rest.contains('.') => {
+                    let at = match parents.iter().position(|(p, _)| *p == parent) {
+                        Some(at) => at,
+                        None => {
+                            let members = top.get(parent).and_then(stored::Members::parse);
+                            parents.push((parent, members));
+                            parents.len() - 1
+                        }
+                    };
+                    parents[at].1.as_ref().and_then(|m| m.get(rest))
+                }
+                _ => stored::raw_at(&top, path),
+            };
+            rendered.push(match raw.map(stored::decode_raw) {
                 Some(v) => render_field(&v, path == "source.component"),
                 None => String::new(),
-            }
+            });
+        }
+        let fields = selectable_object(storage, &name, namespace.as_deref(), |path| {
+            paths
+                .iter()
+                .position(|p| *p == path)
+                .map(|at| rendered[at].clone())
+                .unwrap_or_default()
         });
         Some(CachedObject {
             key: key.to_string(),
