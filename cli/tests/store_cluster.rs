@@ -620,3 +620,60 @@ async fn a_client_on_a_killed_leader_moves_on_within_seconds() -> anyhow::Result
     cluster.stop().await;
     Ok(())
 }
+
+/// Issue [7/9]'s convergence check while writes go on (as node leases do under `kemu run`): the
+/// members never stand still at one revision, yet they agree on the hash at a revision all have
+/// applied; a revision a member has not applied yet is refused, not hashed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_converge_while_writes_go_on() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cluster = LocalStore::start_with(kemu_exe(), dir.path(), 3, &[]).await?;
+    cluster.wait_for_leader(Duration::from_secs(10)).await?;
+    let admin = cluster.admin()?;
+    let writer = admin.clone();
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let writes = tokio::spawn(async move {
+        let mut n = 0u64;
+        while !*stopped.borrow() {
+            let put = PutRequest {
+                key: Bytes::from(format!("busy/{}", n % 50)),
+                value: Bytes::from(n.to_string()),
+                ..Default::default()
+            };
+            writer.put(put).await?;
+            n += 1;
+            tokio::select! {
+                _ = stopped.changed() => {}
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            }
+        }
+        anyhow::Ok(n)
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let endpoints = cluster.client_endpoints();
+    let report =
+        kemu::chaos::convergence::wait_for_convergence(&admin, &endpoints, Duration::from_secs(30))
+            .await;
+    let _ = stop.send(true);
+    let written = writes.await??;
+    assert!(report.passed, "{report:?}");
+    assert_eq!(report.members.len(), 3);
+    assert!(written > 50, "the writer wrote {written} times");
+    let ahead = cluster_revision(&admin).await? + 1_000;
+    match admin.hash_at(endpoints[0], ahead).await {
+        Err(ClientError::Store(StoreError::FutureRevision { .. })) => {}
+        other => bail!("hash at a revision not applied: {other:?}"),
+    }
+    cluster.stop().await;
+    Ok(())
+}
+
+async fn cluster_revision(client: &Client) -> anyhow::Result<i64> {
+    let r = client
+        .range(RangeRequest {
+            range: KeyRange::single("busy/0"),
+            ..Default::default()
+        })
+        .await?;
+    Ok(r.header.revision)
+}

@@ -272,6 +272,22 @@ impl Client {
         }
     }
 
+    /// The key-space hash of the member at `endpoint` as of `revision`, which it must have
+    /// applied (else `FutureRevision`); no barrier.
+    pub async fn hash_at(
+        &self,
+        endpoint: SocketAddr,
+        revision: Revision,
+    ) -> Result<HashResponse, ClientError> {
+        match self
+            .call_at(endpoint, ClientRequest::HashAt { revision })
+            .await?
+        {
+            ClientResponse::Hash(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
     async fn call_at(
         &self,
         endpoint: SocketAddr,

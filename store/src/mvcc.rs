@@ -881,10 +881,33 @@ impl Mvcc {
     /// value, create and mod revision, version and lease. Equal on replicas that applied the same
     /// commands.
     pub fn hash(&self) -> u64 {
+        self.hash_of_state_at(self.revision)
+    }
+
+    /// [`hash`](Self::hash) of the key space as it was at `rev` (etcd's HashKV with a revision):
+    /// members that applied the same commands agree on it even while writes go on, as long as
+    /// each has applied `rev` and none compacted past it.
+    pub fn hash_at(&self, rev: Revision) -> Result<u64, StoreError> {
+        if rev < self.compact_revision {
+            return Err(StoreError::Compacted {
+                requested: rev,
+                compact_revision: self.compact_revision,
+            });
+        }
+        if rev > self.revision {
+            return Err(StoreError::FutureRevision {
+                requested: rev,
+                current: self.revision,
+            });
+        }
+        Ok(self.hash_of_state_at(rev))
+    }
+
+    fn hash_of_state_at(&self, rev: Revision) -> u64 {
         let mut h = Fnv1a64::new();
-        h.write_i64(self.revision);
+        h.write_i64(rev);
         for (key, versions) in &self.keys {
-            let Some(v) = versions.last().filter(|v| !v.is_tombstone()) else {
+            let Some(v) = live_at(versions, rev) else {
                 continue;
             };
             h.write_bytes(key);
@@ -1704,6 +1727,36 @@ mod tests {
             .iter()
             .all(|e| e.kind == EventKind::Delete && e.kv.mod_revision == 5));
         assert_eq!(m.key_count(), 1);
+    }
+
+    #[test]
+    fn the_hash_at_a_revision_is_the_hash_the_state_had_then() {
+        let mut m = Mvcc::new();
+        put(&mut m, "a", "1"); // 2
+        put(&mut m, "b", "1"); // 3
+        let at_3 = m.hash();
+        put(&mut m, "a", "2"); // 4
+        delete(&mut m, KeyRange::single(b("b"))); // 5
+        put(&mut m, "c", "1"); // 6
+        assert_eq!(m.hash_at(3), Ok(at_3));
+        assert_eq!(m.hash_at(6), Ok(m.hash()));
+        assert_ne!(m.hash_at(4), m.hash_at(5), "the delete of b changes it");
+        assert_eq!(
+            m.hash_at(7),
+            Err(StoreError::FutureRevision {
+                requested: 7,
+                current: 6
+            })
+        );
+        // A replica that applied the same commands later agrees on every revision both hold.
+        let mut late = Mvcc::new();
+        put(&mut late, "a", "1");
+        put(&mut late, "b", "1");
+        put(&mut late, "a", "2");
+        assert_eq!(late.hash_at(4), m.hash_at(4));
+        m.apply(&Command::Compact(CompactRequest { revision: 4 }));
+        assert!(matches!(m.hash_at(3), Err(StoreError::Compacted { .. })));
+        assert_eq!(late.hash_at(4), m.hash_at(4));
     }
 
     #[test]

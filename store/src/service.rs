@@ -421,6 +421,14 @@ impl ClientService {
                     compact_revision: mvcc.compact_revision(),
                 }));
             }
+            ClientRequest::HashAt { revision } => {
+                let mvcc = shared.mvcc.read();
+                return Ok(ClientResponse::Hash(crate::types::HashResponse {
+                    header: shared.header(revision),
+                    hash: mvcc.hash_at(revision)?,
+                    compact_revision: mvcc.compact_revision(),
+                }));
+            }
             ClientRequest::Watch(_) => {
                 return Err(StoreError::InvalidRequest {
                     reason: "watch is a streaming call".into(),

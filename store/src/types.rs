@@ -326,6 +326,11 @@ pub enum ClientRequest {
     Hash,
     /// Server-streaming: answered by a sequence of [`WatchResponse`] frames.
     Watch(WatchRequest),
+    /// The member's own key-space hash as of a revision it has applied (no barrier: each
+    /// member answers for its own state), answered by [`ClientResponse::Hash`].
+    HashAt {
+        revision: Revision,
+    },
 }
 
 /// The answer to every [`ClientRequest`] but `Watch`.

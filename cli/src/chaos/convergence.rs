@@ -1,6 +1,6 @@
-//! Convergence: after the run, every store member reports the same revision and the same hash
-//! of its key space. Members that lag (a restarted member still catching up) are given until a
-//! deadline.
+//! Convergence: after the run, every store member reaches the same revision and has the same
+//! hash of its key space at it. Members that lag (a restarted member still catching up) are
+//! given until a deadline.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -70,29 +70,52 @@ fn only_lagging(members: &[MemberDigest]) -> bool {
         .all(|m| m.revision != first.revision || m.hash == first.hash)
 }
 
-/// Asks every endpoint for its status and hash until they agree or `timeout` passes.
+/// Waits until every member has applied the revision the most advanced one had when first asked
+/// (the target), then compares their hashes of the key space as of that revision, or until
+/// `timeout` passes. Comparing at one revision, not each member's latest, lets the check pass
+/// while the cluster goes on writing (node leases, status updates) and still catches a member
+/// whose state differs at that revision or that never gets there.
 pub async fn wait_for_convergence(
     client: &Client,
     endpoints: &[SocketAddr],
     timeout: Duration,
 ) -> ConvergenceReport {
     let started = Instant::now();
+    let mut target: Option<i64> = None;
     loop {
-        let mut members = Vec::new();
+        let mut statuses = Vec::new();
         let mut unreachable = Vec::new();
         for &endpoint in endpoints {
-            let answer = async {
-                let status = client.status_of(endpoint).await?;
-                let hash = client.hash_of(endpoint).await?;
-                Ok::<_, store::client::ClientError>((status, hash))
-            };
-            match tokio::time::timeout(Duration::from_secs(3), answer).await {
-                Ok(Ok((status, hash))) => members.push(MemberDigest {
+            match tokio::time::timeout(Duration::from_secs(3), client.status_of(endpoint)).await {
+                Ok(Ok(status)) => statuses.push((endpoint, status)),
+                _ => unreachable.push(endpoint.to_string()),
+            }
+        }
+        if unreachable.is_empty() && target.is_none() {
+            target = statuses.iter().map(|(_, s)| s.header.revision).max();
+        }
+        let mut members = Vec::new();
+        for (endpoint, status) in statuses {
+            let revision = status.header.revision;
+            let Some(t) = target.filter(|t| revision >= *t) else {
+                // Still catching up (or no target yet): reported at its own revision, unhashed.
+                members.push(MemberDigest {
                     endpoint: endpoint.to_string(),
                     name: status.name,
-                    revision: hash.header.revision,
-                    hash: hash.hash,
-                    compact_revision: hash.compact_revision,
+                    revision,
+                    hash: 0,
+                    compact_revision: status.compact_revision,
+                });
+                continue;
+            };
+            let hash = tokio::time::timeout(Duration::from_secs(3), client.hash_at(endpoint, t));
+            match hash.await {
+                Ok(Ok(h)) => members.push(MemberDigest {
+                    endpoint: endpoint.to_string(),
+                    name: status.name,
+                    revision: t,
+                    hash: h.hash,
+                    compact_revision: h.compact_revision,
                 }),
                 _ => unreachable.push(endpoint.to_string()),
             }
