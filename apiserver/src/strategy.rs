@@ -366,17 +366,11 @@ fn spec_changed(old: &Value, new: &Value) -> bool {
     let (Value::Object(old), Value::Object(new)) = (old, new) else {
         return old != new;
     };
-    let rest = |m: &'_ serde_json::Map<String, Value>| {
+    fn rest(m: &serde_json::Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {
         m.iter()
             .filter(|(k, _)| k.as_str() != "metadata" && k.as_str() != "status")
-            .count()
-    };
-    if rest(old) != rest(new) {
-        return true;
     }
-    old.iter()
-        .filter(|(k, _)| k.as_str() != "metadata" && k.as_str() != "status")
-        .any(|(k, v)| new.get(k) != Some(v))
+    rest(old).count() != rest(new).count() || rest(old).any(|(k, v)| new.get(k) != Some(v))
 }
 
 #[cfg(test)]

@@ -348,7 +348,7 @@ impl DiskStorage {
     pub fn apply_snapshot(&self, snapshot: Snapshot) -> Result<(), LogError> {
         let mut inner = self.inner.write();
         let meta = snapshot.get_metadata();
-        let current = inner.snapshot.index.max(inner.log.base_index);
+        let current = inner.snapshot.index;
         if meta.index < current {
             return Err(LogError::SnapshotOutOfDate {
                 index: meta.index,
@@ -432,7 +432,8 @@ impl DiskStorage {
     ) -> Result<Option<PendingSnapshot>, LogError> {
         let mut inner = self.inner.write();
         inner.check_usable()?;
-        let current = inner.snapshot.index.max(inner.log.base_index);
+        // The snapshot's index, not the log's base: catch-up entries may lie before it.
+        let current = inner.snapshot.index;
         if index == current {
             return Ok(None);
         }
@@ -1368,6 +1369,17 @@ mod tests {
         }
     }
 
+    /// A storage in `dir` for `voters` holding entries 1..=`last` of term 1 and `hard_state`,
+    /// synced: the starting point of the snapshot and crash tests.
+    fn synced_log(dir: &Path, voters: &[u64], last: u64, hard_state: HardState) -> DiskStorage {
+        let s = DiskStorage::open(dir).unwrap();
+        s.initialize(voters).unwrap();
+        s.append(&entries(1..=last, 1)).unwrap();
+        s.set_hard_state(&hard_state).unwrap();
+        s.sync().unwrap();
+        s
+    }
+
     fn all_entries(s: &DiskStorage) -> Vec<Entry> {
         s.entries(
             s.first_index(),
@@ -1525,11 +1537,7 @@ mod tests {
     #[test]
     fn apply_snapshot_replaces_a_diverging_log_and_survives_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let s = DiskStorage::open(dir.path()).unwrap();
-        s.initialize(&[1, 2, 3]).unwrap();
-        s.append(&entries(1..=10, 1)).unwrap();
-        s.set_hard_state(&hard_state(1, 2, 3)).unwrap();
-        s.sync().unwrap();
+        let s = synced_log(dir.path(), &[1, 2, 3], 10, hard_state(1, 2, 3));
 
         let mut snap = Snapshot {
             data: Bytes::from_static(b"leader state"),
@@ -1592,11 +1600,7 @@ mod tests {
     #[test]
     fn a_rotated_wal_is_followed_until_the_snapshot_commits() {
         let dir = tempfile::tempdir().unwrap();
-        let s = DiskStorage::open(dir.path()).unwrap();
-        s.initialize(&[1]).unwrap();
-        s.append(&entries(1..=10, 1)).unwrap();
-        s.set_hard_state(&hard_state(1, 1, 8)).unwrap();
-        s.sync().unwrap();
+        let s = synced_log(dir.path(), &[1], 10, hard_state(1, 1, 8));
         let pending = s.begin_snapshot(8, voters(&[1])).unwrap().unwrap();
         // The log goes on in the rotated WAL while the snapshot is being written.
         s.append(&entries(11..=15, 2)).unwrap();
@@ -1646,11 +1650,7 @@ mod tests {
     #[test]
     fn catch_up_entries_stay_readable_after_a_local_snapshot() {
         let dir = tempfile::tempdir().unwrap();
-        let s = DiskStorage::open(dir.path()).unwrap();
-        s.initialize(&[1]).unwrap();
-        s.append(&entries(1..=16, 1)).unwrap();
-        s.set_hard_state(&hard_state(1, 1, 14)).unwrap();
-        s.sync().unwrap();
+        let s = synced_log(dir.path(), &[1], 16, hard_state(1, 1, 14));
         let pending = s.begin_snapshot(12, voters(&[1])).unwrap().unwrap();
         pending
             .write(&AtomicBool::new(false), |out| out.write_all(b"state@12"))
@@ -1708,11 +1708,7 @@ mod tests {
     #[test]
     fn a_local_snapshot_overtaken_by_an_install_is_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let s = DiskStorage::open(dir.path()).unwrap();
-        s.initialize(&[1, 2, 3]).unwrap();
-        s.append(&entries(1..=10, 1)).unwrap();
-        s.set_hard_state(&hard_state(1, 2, 6)).unwrap();
-        s.sync().unwrap();
+        let s = synced_log(dir.path(), &[1, 2, 3], 10, hard_state(1, 2, 6));
         let pending = s.begin_snapshot(6, voters(&[1, 2, 3])).unwrap().unwrap();
         let mut snap = Snapshot {
             data: Bytes::from_static(b"leader state"),

@@ -740,13 +740,14 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<Run
             crate::chaos::run::run_on_cluster_dir(&dir, &chaos_plan, &run_config, stop).await
         })
     });
+    let other_servers = extra_watch_servers(layout);
     let target = crate::load::LoadTarget {
         kubeconfig: layout.kubeconfig.clone(),
         report_dir: report_dir.clone(),
         processes,
         record_watch: chaos.is_some(),
-        extra_watch_servers: extra_watch_servers(layout),
-        spread_servers: extra_watch_servers(layout),
+        extra_watch_servers: other_servers.clone(),
+        spread_servers: other_servers,
     };
     let outcome = crate::load::run(plan, &target).await;
     let _ = load_done.send(());
