@@ -397,6 +397,7 @@ pub struct Informer<T> {
     subscribers: Vec<mpsc::Sender<InformerEvent<T>>>,
     min_backoff: Duration,
     max_backoff: Duration,
+    transform: Option<fn(&mut T)>,
 }
 
 impl<T> Informer<T>
@@ -430,7 +431,25 @@ where
             subscribers: Vec::new(),
             min_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
+            transform: None,
         }
+    }
+
+    /// Runs `transform` on every object as it is decoded, before it is cached or handed to
+    /// subscribers (client-go's `SetTransform`): a consumer that needs only part of an object
+    /// drops the rest, so the cache does not hold it. Must be deterministic, since cached and
+    /// new objects are compared.
+    pub fn with_transform(mut self, transform: fn(&mut T)) -> Self {
+        self.transform = Some(transform);
+        self
+    }
+
+    fn decode_one(&self, raw: &[u8]) -> Result<T, ClientError> {
+        let mut object = decode::<T>(raw)?;
+        if let Some(transform) = self.transform {
+            transform(&mut object);
+        }
+        Ok(object)
     }
 
     /// Overrides the retry backoff (doubling from `min` up to `max`).
@@ -602,7 +621,7 @@ where
                 .await?;
             first_version.get_or_insert(page.resource_version);
             for item in &page.items {
-                match decode::<T>(item) {
+                match self.decode_one(item) {
                     Ok(object) => {
                         objects.insert(meta_key(object.metadata()), Arc::new(object));
                     }
@@ -635,7 +654,7 @@ where
         };
         let resource_version = frame.resource_version.to_string();
         if frame.kind != WatchEventKind::Bookmark {
-            match decode::<T>(&frame.object) {
+            match self.decode_one(&frame.object) {
                 Ok(object) => {
                     let event = apply(&mut self.store.write(), frame.kind, object);
                     if let Some(event) = event {

@@ -4,6 +4,7 @@
 //! The grammar and messages follow apimachinery's `labels/selector.go` and `fields/selector.go`, so
 //! a bad selector gets the 400 message kubectl users know.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
@@ -721,8 +722,22 @@ impl FieldSelector {
     /// Whether the object satisfies every term; a missing field reads as "" (or "false" for the
     /// boolean fields).
     pub fn matches(&self, object: &Value) -> bool {
+        self.matches_with(
+            |path| match object.pointer(&format!("/{}", path.replace('.', "/"))) {
+                Some(Value::String(s)) => Some(Cow::Borrowed(s.as_str())),
+                Some(Value::Bool(b)) => Some(Cow::Owned(b.to_string())),
+                Some(Value::Number(n)) => Some(Cow::Owned(n.to_string())),
+                _ => None,
+            },
+        )
+    }
+
+    /// [`FieldSelector::matches`] on an object known only through `lookup`, which gives the
+    /// rendered value at a dotted path (`spec.nodeName`), `None` when absent. Lets a cache keep
+    /// just the selectable fields, not a JSON tree of them.
+    pub fn matches_with<'a>(&self, lookup: impl Fn(&str) -> Option<Cow<'a, str>>) -> bool {
         self.terms.iter().all(|t| {
-            let have = field_value(object, &t.field);
+            let have = field_value(&lookup, &t.field);
             match t.operator {
                 FieldOperator::Equals => have == t.value,
                 FieldOperator::NotEquals => have != t.value,
@@ -764,7 +779,7 @@ impl std::fmt::Display for FieldSelector {
 /// The selectable value of a field, as Kubernetes' per-resource field sets render it. Event
 /// fields read either event schema (core `involvedObject`/`source`, events.k8s.io
 /// `regarding`/`deprecatedSource`), since both are stored together.
-fn field_value(object: &Value, field: &str) -> String {
+fn field_value<'a>(lookup: &impl Fn(&str) -> Option<Cow<'a, str>>, field: &str) -> String {
     let candidates: Vec<String> = if let Some(rest) = field.strip_prefix("involvedObject.") {
         vec![field.to_string(), format!("regarding.{rest}")]
     } else if let Some(rest) = field.strip_prefix("regarding.") {
@@ -782,11 +797,8 @@ fn field_value(object: &Value, field: &str) -> String {
         }
     };
     for candidate in &candidates {
-        let pointer = format!("/{}", candidate.replace('.', "/"));
-        match object.pointer(&pointer) {
-            Some(Value::String(s)) if !s.is_empty() => return s.clone(),
-            Some(Value::Bool(b)) => return b.to_string(),
-            Some(Value::Number(n)) => return n.to_string(),
+        match lookup(candidate) {
+            Some(s) if !s.is_empty() => return s.into_owned(),
             _ => {}
         }
     }

@@ -12,6 +12,7 @@
 //! filtering on `spec.nodeName` are indexed by node, so a node's watcher costs nothing when other
 //! nodes' pods change.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use api::selectors::{FieldSelector, LabelSelector};
 use api::ResourceInfo;
 use bytes::Bytes;
 use parking_lot::RwLock;
-use serde_json::{json, Value};
+use serde_json::Value;
 use store::client::Client;
 use store::types::{EventKind, KeyRange, KeyValue, RangeRequest, WatchRequest, WatchResponse};
 use tokio::sync::{mpsc, watch};
@@ -70,9 +71,73 @@ pub struct CachedObject {
     pub namespace: Option<String>,
     pub rv: i64,
     pub json: Bytes,
-    pub labels: BTreeMap<String, String>,
-    /// A small object holding only the selectable fields, for [`FieldSelector::matches`].
-    pub fields: Value,
+    pub labels: CachedLabels,
+    /// The selectable fields' rendered values, for [`FieldSelector::matches_with`].
+    pub fields: SelectableFields,
+}
+
+/// An object's labels, sorted by key, in one allocation (a `BTreeMap` spends a ~540-byte node
+/// on a pod's two labels).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CachedLabels(Box<[(Box<str>, Box<str>)]>);
+
+impl CachedLabels {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()
+            .map(|at| self.0[at].1.as_ref())
+    }
+}
+
+impl FromIterator<(String, String)> for CachedLabels {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> CachedLabels {
+        // Collected through a map so that a repeated key keeps its last value, as before.
+        let sorted: BTreeMap<String, String> = pairs.into_iter().collect();
+        CachedLabels(
+            sorted
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect(),
+        )
+    }
+}
+
+impl api::selectors::Labels for CachedLabels {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
+/// The rendered values of a storage's [`selectable_fields`], in that order (`""` when absent).
+///
+/// Kept as flat strings rather than a small JSON object: a `serde_json::Value` tree of a pod's
+/// six fields costs about 3 KB (a B-tree node of ~640 bytes per map, four maps, plus every key),
+/// and the cache holds one per object and per retained event version — most of the API server's
+/// memory per pod before this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectableFields {
+    paths: &'static [&'static str],
+    values: Box<[Box<str>]>,
+}
+
+impl SelectableFields {
+    fn new(storage: &str, value: impl Fn(&str) -> String) -> SelectableFields {
+        let paths = selectable_fields(storage);
+        SelectableFields {
+            paths,
+            values: paths.iter().map(|p| value(p).into_boxed_str()).collect(),
+        }
+    }
+
+    /// The rendered value at `path` (`source.component` for an event's `source`), if kept.
+    pub fn get(&self, path: &str) -> Option<&str> {
+        let at = self
+            .paths
+            .iter()
+            .position(|p| *p == path || (*p == "source" && path == "source.component"))?;
+        Some(&self.values[at])
+    }
 }
 
 impl CachedObject {
@@ -112,7 +177,7 @@ impl CachedObject {
                     _ => None,
                 })
                 .collect(),
-            _ => BTreeMap::new(),
+            _ => CachedLabels::default(),
         };
         // Each selectable field's parent (`spec`, `status`, `involvedObject`) is split into its
         // members once, not once per field.
@@ -144,13 +209,10 @@ impl CachedObject {
                 None => String::new(),
             });
         }
-        let fields = selectable_object(storage, &name, namespace.as_deref(), |path| {
-            paths
-                .iter()
-                .position(|p| *p == path)
-                .map(|at| rendered[at].clone())
-                .unwrap_or_default()
-        });
+        let fields = SelectableFields {
+            paths,
+            values: rendered.into_iter().map(String::into_boxed_str).collect(),
+        };
         Some(CachedObject {
             key: key.to_string(),
             name,
@@ -170,12 +232,7 @@ impl CachedObject {
                     .collect()
             })
             .unwrap_or_default();
-        let fields = selectable_object(
-            storage,
-            meta::name(object),
-            meta::namespace(object),
-            |path| field_value(object, path),
-        );
+        let fields = SelectableFields::new(storage, |path| field_value(object, path));
         CachedObject {
             key: key.to_string(),
             name: meta::name(object).to_string(),
@@ -209,37 +266,26 @@ impl CachedObject {
     }
 
     pub fn node_name(&self) -> &str {
-        self.fields
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        self.fields.get("spec.nodeName").unwrap_or("")
+    }
+
+    /// Whether the object satisfies a field selector: `metadata.name`, `metadata.namespace` and
+    /// the storage's selectable fields, as Kubernetes' field sets render them.
+    pub fn matches_fields(&self, selector: &FieldSelector) -> bool {
+        selector.matches_with(|path| {
+            match path {
+                "metadata.name" => Some(self.name.as_str()),
+                "metadata.namespace" => Some(self.namespace.as_deref().unwrap_or("")),
+                _ => self.fields.get(path),
+            }
+            .map(Cow::Borrowed)
+        })
     }
 
     pub fn value(&self) -> Result<Value, ApiError> {
         serde_json::from_slice(&self.json)
             .map_err(|e| ApiError::internal(format!("cached object does not decode: {e}")))
     }
-}
-
-/// The small object [`FieldSelector::matches`] reads: name, namespace and the storage's
-/// selectable fields, each as `value(path)` renders it.
-fn selectable_object(
-    storage: &str,
-    name: &str,
-    namespace: Option<&str>,
-    value: impl Fn(&str) -> String,
-) -> Value {
-    let mut fields = json!({"metadata": {"name": name, "namespace": namespace.unwrap_or("")}});
-    for path in selectable_fields(storage) {
-        let rendered = value(path);
-        let mut target = &mut fields;
-        let parts: Vec<&str> = path.split('.').collect();
-        for part in &parts[..parts.len() - 1] {
-            target = &mut target[*part];
-        }
-        target[parts[parts.len() - 1]] = Value::String(rendered);
-    }
-    fields
 }
 
 /// A selectable field's value as Kubernetes' field sets render it.
@@ -324,7 +370,7 @@ impl Filter {
             }
         }
         if let Some(fields) = &self.fields {
-            if !fields.matches(&object.fields) {
+            if !object.matches_fields(fields) {
                 return false;
             }
         }
@@ -841,6 +887,7 @@ impl WatchCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn by_value(storage: &str, object: &Value, rv: i64) -> CachedObject {
         let mut object = object.clone();
@@ -900,6 +947,68 @@ mod tests {
             same(&fast, &by_value(storage, object, 9));
             same(&fast.restamped(12), &by_value(storage, object, 12));
         }
+    }
+
+    /// The cached selectable fields answer every field selector as the whole object does.
+    #[test]
+    fn cached_fields_select_as_the_whole_object() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "n", "labels": {"app": "a"}},
+            "spec": {"nodeName": "node-1", "restartPolicy": "Always", "schedulerName": "s",
+                "serviceAccountName": "sa"},
+            "status": {"phase": "Running", "podIP": "10.0.0.1"}});
+        let event = json!({"metadata": {"name": "e", "namespace": "n"},
+            "involvedObject": {"kind": "Pod", "name": "p", "uid": "u", "resourceVersion": "3"},
+            "reason": "Scheduled", "reportingComponent": "sched",
+            "source": {"component": "sched", "host": "h"}, "type": "Normal"});
+        let selectors = [
+            "metadata.name=p",
+            "metadata.name!=p",
+            "metadata.namespace=n",
+            "metadata.namespace=",
+            "spec.nodeName=node-1",
+            "spec.nodeName=node-2",
+            "spec.nodeName!=",
+            "status.phase=Running,spec.restartPolicy=Always",
+            "status.podIP=10.0.0.1",
+            "spec.schedulerName=s,spec.serviceAccountName=sa",
+            "spec.hostNetwork=false",
+            "involvedObject.name=p",
+            "regarding.name=p",
+            "regarding.uid=u,involvedObject.resourceVersion=3",
+            "involvedObject.fieldPath=",
+            "reason=Scheduled",
+            "reportingController=sched",
+            "source=sched",
+            "deprecatedSource=sched",
+            "type!=Warning",
+        ];
+        for (storage, object) in [("pods", &pod), ("events", &event)] {
+            let stored = serde_json::to_vec(object).expect("encodes");
+            let cached = CachedObject::decode(storage, "k", &stored, 5).expect("decodes");
+            let mut whole = object.clone();
+            meta::set_resource_version(&mut whole, 5);
+            for text in selectors {
+                let selector = FieldSelector::parse(text).expect("parses");
+                assert_eq!(
+                    cached.matches_fields(&selector),
+                    selector.matches(&whole),
+                    "{storage}: {text}"
+                );
+            }
+            assert_eq!(
+                cached.labels.get("app"),
+                object
+                    .pointer("/metadata/labels/app")
+                    .and_then(Value::as_str)
+            );
+        }
+        let cached =
+            CachedObject::decode("pods", "k", &serde_json::to_vec(&pod).expect("encodes"), 5)
+                .expect("decodes");
+        assert!(cached.matches_fields(
+            &FieldSelector::parse("spec.nodeName=node-1,status.phase=Running").expect("parses")
+        ));
+        assert_eq!(cached.node_name(), "node-1");
     }
 
     #[test]

@@ -79,7 +79,9 @@ pub struct Kubelet {
     shared: Arc<Shared>,
     node: NodeIdentity,
     runtime: NodeRuntime,
-    pods: HashMap<String, PodWorker>,
+    /// Boxed: a worker is a few kilobytes (the pod's typed spec inline), and a map of inline
+    /// workers keeps up to as many again empty slots after it grows.
+    pods: HashMap<String, Box<PodWorker>>,
     node_uid: String,
     /// The resourceVersion of our Lease as last written: renewals are PUTs on top of it.
     lease_version: Option<String>,
@@ -439,7 +441,7 @@ impl Kubelet {
                     .fetch_add(1, Ordering::Relaxed);
                 self.pods.insert(
                     uid.clone(),
-                    PodWorker {
+                    Box::new(PodWorker {
                         machine: PodLifecycle::new(pod),
                         namespace,
                         name,
@@ -448,7 +450,7 @@ impl Kubelet {
                         pending: None,
                         deleting: false,
                         status_failures: 0,
-                    },
+                    }),
                 );
                 self.step(&uid, Input::Tick, ctx);
             }

@@ -343,14 +343,22 @@ pub struct PodLifecycle {
 }
 
 impl PodLifecycle {
-    pub fn new(pod: Pod) -> PodLifecycle {
-        let spec = pod.spec.clone().unwrap_or_default();
-        let inits = spec.init_containers.unwrap_or_default();
+    pub fn new(mut pod: Pod) -> PodLifecycle {
+        let request = pod_request(&pod);
+        // The containers move out of the pod into their runs rather than being copied: the
+        // machine reads them only there, and a node host holds every pod it runs.
+        let (inits, mains) = match pod.spec.as_mut() {
+            Some(spec) => (
+                spec.init_containers.take().unwrap_or_default(),
+                std::mem::take(&mut spec.containers),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
         let mains_from = inits.len();
         let containers = inits
             .into_iter()
             .map(|c| (c, true))
-            .chain(spec.containers.into_iter().map(|c| (c, false)))
+            .chain(mains.into_iter().map(|c| (c, false)))
             .map(|(spec, init)| ContainerRun {
                 behaviour: Behaviour::of(&pod, &spec.name),
                 spec,
@@ -368,7 +376,7 @@ impl PodLifecycle {
             })
             .collect();
         PodLifecycle {
-            request: pod_request(&pod),
+            request,
             pod,
             stage: Stage::New,
             containers,
@@ -390,8 +398,22 @@ impl PodLifecycle {
         self.pod.metadata.uid.as_deref().unwrap_or_default()
     }
 
-    pub fn pod(&self) -> &Pod {
-        &self.pod
+    /// The pod as the machine knows it, its containers put back.
+    pub fn pod(&self) -> Pod {
+        let mut pod = self.pod.clone();
+        if let Some(spec) = pod.spec.as_mut() {
+            let specs = |range: std::ops::Range<usize>| {
+                self.containers[range]
+                    .iter()
+                    .map(|c| c.spec.clone())
+                    .collect::<Vec<_>>()
+            };
+            spec.containers = specs(self.mains_from..self.containers.len());
+            if self.mains_from > 0 {
+                spec.init_containers = Some(specs(0..self.mains_from));
+            }
+        }
+        pod
     }
 
     /// Whether the pod's phase is final (nothing runs or will run).

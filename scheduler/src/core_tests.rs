@@ -726,3 +726,50 @@ fn nominations_elsewhere_do_not_block_other_nodes() {
         assert_eq!(node_of(&d), "b");
     }
 }
+
+/// The informer's transform keeps everything scheduling reads: a pod's [`PodInfo`] is the same
+/// from the stripped pod as from the whole one.
+#[test]
+fn stripped_pods_schedule_as_whole_ones() {
+    let whole: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "9",
+            "labels": {"app": "a"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "schedulerName": "default-scheduler", "priority": 5, "preemptionPolicy": "Never",
+            "nodeSelector": {"disk": "ssd"},
+            "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+            "initContainers": [{"name": "sidecar", "image": "busybox", "restartPolicy": "Always",
+                "command": ["sh"], "resources": {"requests": {"cpu": "100m"}}}],
+            "containers": [{"name": "c", "image": "nginx", "args": ["-g"],
+                "env": [{"name": "A", "value": "b"}],
+                "readinessProbe": {"httpGet": {"path": "/", "port": 80}},
+                "ports": [{"containerPort": 80, "hostPort": 8080}],
+                "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}}}],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "a"}}}]}},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "a"}}}]
+        },
+        "status": {"phase": "Pending", "nominatedNodeName": "n1", "qosClass": "Burstable",
+            "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+            "containerStatuses": [{"name": "c", "image": "nginx", "imageID": "", "ready": false,
+                "restartCount": 0}]}
+    }))
+    .expect("a pod");
+    let mut stripped = whole.clone();
+    crate::pod_info::strip_for_scheduling(&mut stripped);
+    assert!(stripped
+        .status
+        .as_ref()
+        .is_some_and(|s| s.conditions.is_none()));
+    assert!(stripped
+        .spec
+        .as_ref()
+        .is_some_and(|s| s.containers[0].image.is_none()));
+    let mut from_stripped = crate::pod_info::PodInfo::new(Arc::new(stripped), 5);
+    let from_whole = crate::pod_info::PodInfo::new(Arc::new(whole), 5);
+    from_stripped.raw = from_whole.raw.clone();
+    assert_eq!(format!("{from_stripped:?}"), format!("{from_whole:?}"));
+    assert_eq!(from_whole.host_ports.len(), 1);
+    assert_eq!(from_whole.nominated_node_name.as_deref(), Some("n1"));
+}

@@ -266,6 +266,37 @@ pub struct PodInfo {
     pub raw: Arc<Pod>,
 }
 
+/// The scheduler's informer transform: drops what no scheduling decision reads, so the pod
+/// cache holds about half of each pod. Kept: metadata, the spec but for each container's
+/// name, resources, ports and restart policy (what requests, host ports and sidecars need),
+/// and the status' phase and nominated node. Dropped: the containers' images, commands,
+/// probes and the like, and the status' conditions, container statuses and IPs (the node's
+/// kubelet writes those; scheduling never looks at them). Deterministic, as informers need.
+pub fn strip_for_scheduling(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        let keep = |c: &mut k8s_openapi::api::core::v1::Container| {
+            *c = k8s_openapi::api::core::v1::Container {
+                name: std::mem::take(&mut c.name),
+                resources: c.resources.take(),
+                ports: c.ports.take(),
+                restart_policy: c.restart_policy.take(),
+                ..Default::default()
+            };
+        };
+        spec.containers.iter_mut().for_each(keep);
+        spec.init_containers.iter_mut().flatten().for_each(keep);
+        spec.ephemeral_containers = None;
+    }
+    if let Some(status) = pod.status.as_mut() {
+        *status = k8s_openapi::api::core::v1::PodStatus {
+            phase: status.phase.take(),
+            nominated_node_name: status.nominated_node_name.take(),
+            ..Default::default()
+        };
+    }
+}
+
 impl PodInfo {
     /// Parses a pod. `priority` is the resolved priority (see [`PodInfo::declared_priority`]).
     pub fn new(pod: Arc<Pod>, priority: i32) -> PodInfo {

@@ -69,7 +69,8 @@ pub async fn run(
         resource("", "pods"),
         None,
         ListParams::default(),
-    );
+    )
+    .with_transform(crate::pod_info::strip_for_scheduling);
     let mut classes = Informer::<PriorityClass>::new(
         client.clone(),
         resource("scheduling.k8s.io", "priorityclasses"),

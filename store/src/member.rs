@@ -169,6 +169,9 @@ impl MemberHandle {
                 limit,
             });
         }
+        // The entry keeps this buffer for as long as it sits in the log, and its put values keep
+        // it for as long as they live (see `types::shared_values`): no growth slack.
+        data.shrink_to_fit();
         let (reply, answer) = oneshot::channel();
         self.send(DriverRequest::Propose { data, reply }).await?;
         answer.await.map_err(|_| stopping())?
@@ -834,7 +837,7 @@ impl Driver {
         Ok(())
     }
 
-    fn apply_command(&mut self, mvcc: &mut Mvcc, data: &[u8], term: u64, member_id: u64) {
+    fn apply_command(&mut self, mvcc: &mut Mvcc, data: &Bytes, term: u64, member_id: u64) {
         if data.len() < PROPOSAL_HEADER {
             warn!(
                 len = data.len(),
@@ -844,10 +847,14 @@ impl Driver {
         }
         let origin = u64::from_le_bytes(data[..8].try_into().unwrap_or_default());
         let seq = u64::from_le_bytes(data[8..PROPOSAL_HEADER].try_into().unwrap_or_default());
-        let decoded: Result<(Command, usize), _> = bincode::serde::decode_from_slice(
-            &data[PROPOSAL_HEADER..],
-            bincode::config::standard(),
-        );
+        // Put values stay views into the entry, which the in-memory log holds anyway.
+        let decoded: Result<(Command, usize), _> =
+            crate::types::shared_values::decode(data, || {
+                bincode::serde::decode_from_slice(
+                    &data[PROPOSAL_HEADER..],
+                    bincode::config::standard(),
+                )
+            });
         let result = match decoded {
             Ok((cmd, _)) => {
                 let (result, events) = mvcc.apply(&cmd);

@@ -120,6 +120,8 @@ pub struct RangeResponse {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PutRequest {
     pub key: Bytes,
+    /// Decoded inside [`shared_values::decode`], a view into the raft entry it came in.
+    #[serde(deserialize_with = "shared_values::value")]
     pub value: Bytes,
     pub lease: LeaseId,
     pub prev_kv: bool,
@@ -430,6 +432,95 @@ pub enum CommandResult {
     Error(StoreError),
 }
 
+/// Put values that share the raft entry they were decoded from.
+///
+/// A committed entry stays in the member's in-memory log until a snapshot compacts it away (up
+/// to `snapshot_entries` + `snapshot_catch_up_entries` entries), and the value it carries also
+/// goes into the MVCC state. Decoding a [`Command`] normally copies every value, so each recent
+/// write was held twice. [`decode`] makes every [`PutRequest::value`] a view
+/// ([`Bytes::slice_ref`]) into the entry's own buffer instead: one allocation serves the log and
+/// the key's version. Keys are still copied: the key index keeps a key's first `Bytes` for as
+/// long as the key lives, and a view would pin that first entry's whole buffer.
+pub mod shared_values {
+    use std::cell::RefCell;
+
+    use bytes::Bytes;
+    use serde::de::{Deserializer, Error, SeqAccess, Visitor};
+
+    thread_local! {
+        static SOURCE: RefCell<Option<Bytes>> = const { RefCell::new(None) };
+    }
+
+    /// Runs `decode` (a bincode decode of a slice of `source`) with values taken as views into
+    /// `source` rather than copied.
+    pub fn decode<T>(source: &Bytes, decode: impl FnOnce() -> T) -> T {
+        struct Reset(Option<Bytes>);
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                let previous = self.0.take();
+                SOURCE.with(|s| *s.borrow_mut() = previous);
+            }
+        }
+        let previous = SOURCE.with(|s| s.borrow_mut().replace(source.clone()));
+        let _reset = Reset(previous);
+        decode()
+    }
+
+    /// A view into the current source when `bytes` lies inside it, else a copy.
+    fn share(bytes: &[u8]) -> Bytes {
+        SOURCE.with(|s| match &*s.borrow() {
+            Some(source) => {
+                let start = source.as_ptr() as usize;
+                let at = bytes.as_ptr() as usize;
+                if !bytes.is_empty() && at >= start && at + bytes.len() <= start + source.len() {
+                    source.slice_ref(bytes)
+                } else {
+                    Bytes::copy_from_slice(bytes)
+                }
+            }
+            None => Bytes::copy_from_slice(bytes),
+        })
+    }
+
+    struct ValueVisitor;
+
+    impl<'de> Visitor<'de> for ValueVisitor {
+        type Value = Bytes;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a byte array")
+        }
+
+        fn visit_borrowed_bytes<E: Error>(self, v: &'de [u8]) -> Result<Bytes, E> {
+            Ok(share(v))
+        }
+
+        fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<Bytes, E> {
+            Ok(Bytes::copy_from_slice(v))
+        }
+
+        fn visit_byte_buf<E: Error>(self, v: Vec<u8>) -> Result<Bytes, E> {
+            Ok(Bytes::from(v))
+        }
+
+        fn visit_str<E: Error>(self, v: &str) -> Result<Bytes, E> {
+            Ok(Bytes::copy_from_slice(v.as_bytes()))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Bytes, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(b) = seq.next_element::<u8>()? {
+                out.push(b);
+            }
+            Ok(Bytes::from(out))
+        }
+    }
+
+    pub fn value<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Bytes, D::Error> {
+        deserializer.deserialize_bytes(ValueVisitor)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,6 +530,96 @@ mod tests {
         assert_eq!(&prefix_end(b"/registry/pods/")[..], b"/registry/pods0");
         assert_eq!(&prefix_end(b"a\xff")[..], b"b");
         assert_eq!(&prefix_end(b"\xff\xff")[..], &[0u8]);
+    }
+
+    fn put(key: &'static [u8], value: &'static [u8]) -> PutRequest {
+        PutRequest {
+            key: Bytes::from_static(key),
+            value: Bytes::from_static(value),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn decoded_put_values_share_the_entry() {
+        let cmd = Command::Txn(TxnRequest {
+            compare: vec![],
+            success: vec![
+                RequestOp::Put(put(b"/k1", b"first value")),
+                RequestOp::Txn(TxnRequest {
+                    compare: vec![],
+                    success: vec![RequestOp::Put(put(b"/k2", b"nested value"))],
+                    failure: vec![],
+                }),
+            ],
+            failure: vec![RequestOp::Put(put(b"/k3", b""))],
+        });
+        let mut data = vec![7u8; 16];
+        bincode::serde::encode_into_std_write(&cmd, &mut data, bincode::config::standard())
+            .expect("encodes");
+        let entry = Bytes::from(data);
+        let within = |b: &Bytes| {
+            let start = entry.as_ptr() as usize;
+            let at = b.as_ptr() as usize;
+            at >= start && at + b.len() <= start + entry.len()
+        };
+        let decode = || {
+            bincode::serde::decode_from_slice::<Command, _>(
+                &entry[16..],
+                bincode::config::standard(),
+            )
+            .expect("decodes")
+            .0
+        };
+        let shared = shared_values::decode(&entry, decode);
+        let copied = decode();
+        // The same command either way; only where the values live differs.
+        assert_eq!(
+            bincode::serde::encode_to_vec(&shared, bincode::config::standard()).expect("encodes"),
+            bincode::serde::encode_to_vec(&copied, bincode::config::standard()).expect("encodes"),
+        );
+        let Command::Txn(shared) = shared else {
+            panic!("not a txn")
+        };
+        let Command::Txn(copied) = copied else {
+            panic!("not a txn")
+        };
+        let (RequestOp::Put(a), RequestOp::Txn(nested)) = (&shared.success[0], &shared.success[1])
+        else {
+            panic!("unexpected ops")
+        };
+        let RequestOp::Put(b) = &nested.success[0] else {
+            panic!("not a put")
+        };
+        assert_eq!(&a.value[..], b"first value");
+        assert_eq!(&b.value[..], b"nested value");
+        assert!(within(&a.value) && within(&b.value), "put values are views");
+        assert!(!within(&a.key) && !within(&b.key), "keys are copies");
+        let RequestOp::Put(c) = &copied.success[0] else {
+            panic!("not a put")
+        };
+        assert!(
+            !within(&c.value),
+            "outside shared_values::decode values are copies"
+        );
+        // The source is forgotten once the decode returns.
+        assert!(!within(&decode_put_again(&entry)));
+    }
+
+    fn decode_put_again(entry: &Bytes) -> Bytes {
+        let cmd = bincode::serde::decode_from_slice::<Command, _>(
+            &entry[16..],
+            bincode::config::standard(),
+        )
+        .expect("decodes")
+        .0;
+        match cmd {
+            Command::Txn(t) => match &t.success[0] {
+                RequestOp::Put(p) => p.value.clone(),
+                _ => panic!("not a put"),
+            },
+            _ => panic!("not a txn"),
+        }
     }
 
     #[test]

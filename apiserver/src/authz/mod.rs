@@ -176,7 +176,7 @@ impl CacheGraph<'_> {
 impl NodeGraph for CacheGraph<'_> {
     fn node_owner(&self, name: &str) -> Option<Option<String>> {
         self.cached("nodes", None, name)
-            .map(|node| node.labels.get(OWNER_LABEL).cloned())
+            .map(|node| node.labels.get(OWNER_LABEL).map(str::to_string))
     }
 
     fn pod_node(&self, namespace: &str, name: &str) -> Option<String> {

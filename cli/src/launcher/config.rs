@@ -56,7 +56,7 @@ pub struct ClusterConfig {
     /// in `--disable-admission-plugins`.
     pub admission_plugins: Vec<String>,
     pub store: StoreSection,
-    pub apiserver: ReplicasSection,
+    pub apiserver: ApiServerSection,
     pub scheduler: SchedulerSection,
     /// The controller manager. 0 replicas until `kemu controllers` exists (issue [9/9]).
     pub controllers: ReplicasSection,
@@ -99,6 +99,26 @@ pub struct StoreSection {
     /// Entries kept before a snapshot's index when the log is compacted: a member behind by
     /// fewer catches up from the log, not through a whole snapshot.
     pub snapshot_catch_up_entries: u64,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiServerSection {
+    pub replicas: u32,
+    /// How often the API servers compact the store's history to the revision of one interval
+    /// earlier (kube-apiserver's `--etcd-compaction-interval`, 5 minutes by default). The store
+    /// keeps every version written since, so at a high write rate a shorter interval bounds
+    /// its memory. A run with chaos actions never compacts (its checks read the whole history).
+    pub compaction_interval_seconds: u64,
+}
+
+impl Default for ApiServerSection {
+    fn default() -> Self {
+        ApiServerSection {
+            replicas: 1,
+            compaction_interval_seconds: 300,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -235,7 +255,7 @@ impl Default for ClusterConfig {
                 .map(|p| p.name().to_string())
                 .to_vec(),
             store: StoreSection::default(),
-            apiserver: ReplicasSection { replicas: 1 },
+            apiserver: ApiServerSection::default(),
             scheduler: SchedulerSection::default(),
             controllers: ReplicasSection { replicas: 0 },
             nodes: NodesSection::default(),
@@ -376,6 +396,12 @@ impl ClusterConfig {
         }
         if self.apiserver.replicas == 0 {
             return bad("apiserver.replicas", "must be at least 1");
+        }
+        if self.apiserver.compaction_interval_seconds == 0 {
+            return bad(
+                "apiserver.compaction_interval_seconds",
+                "must be at least 1 (history would grow without bound)",
+            );
         }
         if self.scheduler.replicas > 0 && self.scheduler.workers == 0 {
             return bad("scheduler.workers", "must be at least 1");

@@ -383,6 +383,11 @@ impl Layout {
                 // A chaos run checks every watch against the store's history of the whole
                 // run, read afterwards: it must not be compacted away meanwhile.
                 args.extend([s("--compaction-interval-secs"), s("0")]);
+            } else if kind == Kind::Apiserver {
+                args.extend([
+                    s("--compaction-interval-secs"),
+                    config.apiserver.compaction_interval_seconds.to_string(),
+                ]);
             }
             components.push(ComponentSpec {
                 name: name.clone(),
@@ -795,9 +800,23 @@ mod tests {
         );
         let without = api_args("");
         assert!(
-            without.iter().all(|a| !a.contains("--compaction")),
+            without
+                .iter()
+                .all(|a| a.contains("--compaction-interval-secs 300")),
             "{without:?}"
         );
+        let shorter = api_args("[apiserver]\ncompaction_interval_seconds = 60\n");
+        assert!(
+            shorter
+                .iter()
+                .all(|a| a.contains("--compaction-interval-secs 60")),
+            "{shorter:?}"
+        );
+        // Chaos still keeps the whole history, whatever the interval says.
+        let both = api_args(
+            "[apiserver]\ncompaction_interval_seconds = 60\n[chaos]\n[[chaos.action]]\nat = 1.0\nkind = \"kill-store-leader\"\n",
+        );
+        assert!(both.iter().all(|a| a.contains(never)), "{both:?}");
     }
 
     #[test]
