@@ -236,6 +236,20 @@ pub fn followed() -> impl Iterator<Item = &'static ResourceInfo> {
         .filter(|r| r.kind != "Event" && r.verbs.contains(&"watch"))
 }
 
+/// The collector's informer transform: the metadata a [`GraphNode`] and the informer itself
+/// read (identity, resourceVersion, owners, finalizers, deletion) and nothing else, so the
+/// metadata cache of every pod does not also hold its labels and annotations.
+pub fn keep_graph_fields(object: &mut PartialObject) {
+    let m = &mut object.metadata;
+    m.labels = None;
+    m.annotations = None;
+    m.managed_fields = None;
+    m.generate_name = None;
+    m.creation_timestamp = None;
+    m.generation = None;
+    m.self_link = None;
+}
+
 /// The garbage collector's reconciler.
 pub struct GarbageCollector {
     client: Client,
@@ -256,7 +270,8 @@ impl GarbageCollector {
                 resource,
                 None,
                 ListParams::default(),
-            );
+            )
+            .with_transform(keep_graph_fields);
             stores.push(informer.store());
             let mut events = informer.subscribe();
             let tx = events_tx.clone();
@@ -608,6 +623,25 @@ mod tests {
         let owner = node("rs", &[], false, &[]);
         let fg = node("rs", &[], true, &[FOREGROUND]);
         assert_eq!(to_look_at(Some(&owner), &fg), ["rs"]);
+    }
+
+    #[test]
+    fn the_transform_keeps_what_the_graph_reads() {
+        let mut object: PartialObject = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                "generateName": "p-", "labels": {"app": "a"}, "annotations": {"x": "y"},
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "deletionTimestamp": "2026-01-01T00:01:00Z", "finalizers": ["f"],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "rs", "uid": "o"}]}
+        }))
+        .expect("an object");
+        let pods = api::resources::find("", "v1", "pods").expect("pods");
+        let before = GraphNode::from_meta(pods, &object.metadata);
+        keep_graph_fields(&mut object);
+        assert_eq!(GraphNode::from_meta(pods, &object.metadata), before);
+        assert_eq!(object.metadata.resource_version.as_deref(), Some("7"));
+        assert!(object.metadata.labels.is_none() && object.metadata.annotations.is_none());
     }
 
     #[test]

@@ -419,34 +419,78 @@ impl Run {
         .await
     }
 
-    /// Pods of the run the API lists, over all namespaces.
+    /// Pods of the run the API lists, over all namespaces, a page at a time: a single list of
+    /// 300,000 pods is most of a gigabyte of JSON, which the API server would build and this
+    /// process parse all at once, at the moment every pod is held. Each page is decoded into
+    /// the few fields accounting reads.
     async fn api_list(&self) -> Option<Vec<ObservedPod>> {
-        let path = format!(
-            "/api/v1/pods?labelSelector={}",
-            watcher::encode(&self.selector())
-        );
-        let response = self
-            .client
-            .call("list", "pods", Method::GET, &path, None, Default::default())
-            .await
-            .ok()?;
-        if !response.status.is_success() {
-            return None;
+        #[derive(serde::Deserialize)]
+        struct Page {
+            #[serde(default)]
+            metadata: PageMeta,
+            #[serde(default)]
+            items: Vec<Item>,
         }
-        let list = response.json().ok()?;
-        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
-        let pods = list["items"]
-            .as_array()?
-            .iter()
-            .map(|item| ObservedPod {
-                namespace: text(&item["metadata"]["namespace"]),
-                name: text(&item["metadata"]["name"]),
-                uid: text(&item["metadata"]["uid"]),
-                phase: text(&item["status"]["phase"]),
-                terminating: !item["metadata"]["deletionTimestamp"].is_null(),
-            })
-            .collect();
-        Some(pods)
+        #[derive(serde::Deserialize, Default)]
+        struct PageMeta {
+            #[serde(rename = "continue", default)]
+            continue_token: Option<String>,
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct ItemMeta {
+            #[serde(default)]
+            namespace: String,
+            #[serde(default)]
+            name: String,
+            #[serde(default)]
+            uid: String,
+            deletion_timestamp: Option<serde::de::IgnoredAny>,
+        }
+        #[derive(serde::Deserialize, Default)]
+        struct ItemStatus {
+            #[serde(default)]
+            phase: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Item {
+            #[serde(default)]
+            metadata: ItemMeta,
+            #[serde(default)]
+            status: ItemStatus,
+        }
+        const PAGE: usize = 500;
+        let mut pods = Vec::new();
+        let mut continue_token: Option<String> = None;
+        loop {
+            let mut path = format!(
+                "/api/v1/pods?labelSelector={}&limit={PAGE}",
+                watcher::encode(&self.selector())
+            );
+            if let Some(token) = &continue_token {
+                path.push_str(&format!("&continue={}", watcher::encode(token)));
+            }
+            let response = self
+                .client
+                .call("list", "pods", Method::GET, &path, None, Default::default())
+                .await
+                .ok()?;
+            if !response.status.is_success() {
+                return None;
+            }
+            let page: Page = serde_json::from_slice(&response.body).ok()?;
+            pods.extend(page.items.into_iter().map(|item| ObservedPod {
+                namespace: item.metadata.namespace,
+                name: item.metadata.name,
+                uid: item.metadata.uid,
+                phase: item.status.phase,
+                terminating: item.metadata.deletion_timestamp.is_some(),
+            }));
+            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+                Some(token) => continue_token = Some(token),
+                None => return Some(pods),
+            }
+        }
     }
 
     /// Lists the run's pods and accounts for them against the acknowledgements, again until
