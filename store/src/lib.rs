@@ -6,6 +6,7 @@
 //! - [`raft_log`]: the durable raft log, hard state and snapshots on disk (`raft::Storage`).
 //! - [`config`]: a member's settings and their validation.
 //! - [`member`]: one store member: the raft `RawNode` driver, proposals, ReadIndex and leases.
+//! - [`raft_trace`]: raft-rs's own log records, handed to `tracing`.
 //! - [`service`]: the member's QUIC services (client API and raft peer links).
 //! - [`client`]: [`Client`], which talks to any member and follows retries.
 
@@ -14,6 +15,7 @@ pub mod config;
 pub mod member;
 pub mod mvcc;
 pub mod raft_log;
+pub mod raft_trace;
 pub mod service;
 pub mod types;
 pub mod watch_hub;

@@ -312,6 +312,8 @@ struct Driver {
     snapshot_task: Option<SnapshotTask>,
     leases: HashMap<LeaseId, LeaseClock>,
     was_leader: bool,
+    /// When this member last became leader, until its first entry of that term is applied.
+    leading_since: Option<Instant>,
     last_progress: Instant,
     tick_count: u64,
 }
@@ -325,6 +327,8 @@ impl Driver {
         let raft_config = raft::Config {
             id: config.id(),
             election_tick: config.election_ticks,
+            min_election_tick: config.campaign_ticks().start,
+            max_election_tick: config.campaign_ticks().end,
             heartbeat_tick: config.heartbeat_ticks,
             applied: parts.applied,
             max_size_per_msg: 4 * 1024 * 1024,
@@ -335,7 +339,7 @@ impl Driver {
             ..Default::default()
         };
         raft_config.validate()?;
-        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let logger = crate::raft_trace::raft_logger(&config.name);
         let node = RawNode::new(&raft_config, parts.storage.clone(), &logger)?;
         // Sequence numbers only need to be unique among this member's proposals still in flight;
         // mixing in the start time keeps a restarted member from matching entries of its past life.
@@ -364,6 +368,7 @@ impl Driver {
             snapshot_task: None,
             leases: HashMap::new(),
             was_leader: false,
+            leading_since: None,
             last_progress: Instant::now(),
             tick_count: 0,
             shared: parts.shared,
@@ -666,7 +671,11 @@ impl Driver {
         let is_leader = self.node.raft.state == StateRole::Leader;
         if is_leader && !self.was_leader {
             info!(member = %self.shared.config.name, term = self.node.raft.term, "became leader");
+            self.leading_since = Some(Instant::now());
             self.reset_lease_clocks();
+        }
+        if !is_leader {
+            self.leading_since = None;
         }
         self.was_leader = is_leader;
         for seq in std::mem::take(&mut self.abandoned) {
@@ -819,6 +828,14 @@ impl Driver {
                     // A new leader's first entry: proposals of older terms not applied by now
                     // were most likely lost with the old leader; tell their clients now.
                     if entry.term > self.applied_term {
+                        if let Some(since) = self.leading_since.take() {
+                            info!(
+                                term = entry.term,
+                                index = entry.index,
+                                after_ms = since.elapsed().as_millis() as u64,
+                                "this leader's first entry applied: writes are served again"
+                            );
+                        }
                         for (seq, pending) in self.pending.iter() {
                             if pending.term < entry.term {
                                 self.abandoned.push(*seq);

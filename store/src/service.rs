@@ -63,31 +63,49 @@ const PEER_SEND_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest message a peer may send in pieces (a sanity bound on what is buffered).
 const MAX_PIECED_MESSAGE: usize = 16 * 1024 * 1024 * 1024;
 
-/// The frames that carry `messages`: the small ones together, each large one in pieces.
+/// The frames that carry `messages`, in order: small ones together up to [`PIECE_BYTES`] a
+/// frame, each large one in pieces of that size. Many small messages can add up to more than a
+/// frame may hold — a leader catching a restarted follower up sends hundreds of appends of up
+/// to 4 MiB in one go — so a frame's messages are bounded by their total size, not only each
+/// message by its own. An empty `messages` gives one empty frame (it opens the stream).
 fn peer_frames(from: u64, messages: Vec<Bytes>) -> Vec<PeerBatch> {
-    let (large, small): (Vec<Bytes>, Vec<Bytes>) =
-        messages.into_iter().partition(|m| m.len() > PIECE_BYTES);
+    let batch = |messages| PeerBatch {
+        from,
+        messages,
+        piece: None,
+    };
     let mut frames = Vec::new();
-    if !small.is_empty() || large.is_empty() {
-        frames.push(PeerBatch {
-            from,
-            messages: small,
-            piece: None,
-        });
-    }
-    for message in large {
-        let count = message.len().div_ceil(PIECE_BYTES);
-        for i in 0..count {
-            let end = ((i + 1) * PIECE_BYTES).min(message.len());
-            frames.push(PeerBatch {
-                from,
-                messages: Vec::new(),
-                piece: Some(Piece {
-                    bytes: message.slice(i * PIECE_BYTES..end),
-                    last: i + 1 == count,
-                }),
-            });
+    let mut current: Vec<Bytes> = Vec::new();
+    let mut current_bytes = 0;
+    for message in messages {
+        if message.len() > PIECE_BYTES {
+            if !current.is_empty() {
+                frames.push(batch(std::mem::take(&mut current)));
+                current_bytes = 0;
+            }
+            let count = message.len().div_ceil(PIECE_BYTES);
+            for i in 0..count {
+                let end = ((i + 1) * PIECE_BYTES).min(message.len());
+                frames.push(PeerBatch {
+                    from,
+                    messages: Vec::new(),
+                    piece: Some(Piece {
+                        bytes: message.slice(i * PIECE_BYTES..end),
+                        last: i + 1 == count,
+                    }),
+                });
+            }
+            continue;
         }
+        if current_bytes + message.len() > PIECE_BYTES && !current.is_empty() {
+            frames.push(batch(std::mem::take(&mut current)));
+            current_bytes = 0;
+        }
+        current_bytes += message.len();
+        current.push(message);
+    }
+    if !current.is_empty() || frames.is_empty() {
+        frames.push(batch(current));
     }
     frames
 }
@@ -617,5 +635,38 @@ mod piece_tests {
         // Only a large message: no empty frame before its pieces.
         assert_eq!(peer_frames(7, vec![large]).len(), 3);
         assert_eq!(peer_frames(7, Vec::new()).len(), 1);
+    }
+
+    #[test]
+    fn many_small_messages_are_spread_over_frames_that_each_fit() {
+        // What a leader sends a restarted follower: 300 appends of 4 MiB (1.2 GB), once all in
+        // one frame, which the transport refused (64 MiB at most), so the follower never caught up.
+        let messages: Vec<Bytes> = (0..300u32)
+            .map(|i| Bytes::from(vec![(i % 251) as u8; 4 * 1024 * 1024]))
+            .collect();
+        let large = Bytes::from(vec![9u8; PIECE_BYTES + 1]);
+        let mut all = messages[..150].to_vec();
+        all.push(large.clone());
+        all.extend_from_slice(&messages[150..]);
+        let frames = peer_frames(3, all);
+        let mut seen = Vec::new();
+        let mut joined = Vec::new();
+        for frame in &frames {
+            let size: usize = frame.messages.iter().map(|m| m.len()).sum();
+            assert!(size <= PIECE_BYTES, "a frame of {size} bytes");
+            let encoded =
+                bincode::serde::encode_to_vec(frame, bincode::config::standard()).expect("encodes");
+            assert!(encoded.len() < transport::frame::MAX_FRAME_BYTES);
+            seen.extend(frame.messages.iter().cloned());
+            if let Some(piece) = &frame.piece {
+                joined.extend_from_slice(&piece.bytes);
+                if piece.last {
+                    // The large message comes where it was sent: after the first 150.
+                    assert_eq!(seen.len(), 150);
+                    assert_eq!(Bytes::from(std::mem::take(&mut joined)), large);
+                }
+            }
+        }
+        assert_eq!(seen, messages, "every small message, once, in order");
     }
 }
