@@ -31,8 +31,12 @@ use transport::TransportError;
 use crate::types::*;
 
 /// Silence (no packet from the member while this process kept time) after which calls and
-/// watches move to another member.
-pub const SUSPECT_AFTER: Duration = Duration::from_secs(1);
+/// watches move to another member. A live member answers the keep-alive sent every 250 ms
+/// (`transport::tls::KEEP_ALIVE`), so this is two of them missed. A SIGKILLed member gives no
+/// sign over UDP (over TCP, etcd's clients get a reset at once), so this is most of what a
+/// client connected to a killed leader waits before it writes again: 1 s until session 6, which
+/// set the store-write recovery of most leader kills at exactly 1.0 s.
+pub const SUSPECT_AFTER: Duration = Duration::from_millis(600);
 /// Silence after which a suspected member's connection is closed.
 pub const DEAD_AFTER: Duration = Duration::from_secs(5);
 /// How long a connection attempt runs alone before the next member is tried alongside it.
