@@ -501,6 +501,10 @@ impl Mvcc {
             lease,
         };
         let kv = new.to_kv(&key);
+        // Exactly one more slot: most keys hold one or two versions between compactions, and
+        // `push`'s first allocation would be four (a 64-byte `Version` each) — ~200 bytes idle
+        // per key, five keys per pod with its Events.
+        versions.reserve_exact(1);
         versions.push(new);
         self.data_size += (key.len() + value.len()) as u64;
         if prev.is_none() {
@@ -1201,6 +1205,15 @@ mod tests {
 
     fn keys_of(kvs: &[KeyValue]) -> Vec<&[u8]> {
         kvs.iter().map(|kv| &kv.key[..]).collect()
+    }
+
+    #[test]
+    fn version_lists_hold_no_idle_slots() {
+        let mut m = Mvcc::new();
+        put(&mut m, "a", "1");
+        assert_eq!(m.keys[&b"a"[..]].capacity(), 1);
+        put(&mut m, "a", "2");
+        assert_eq!(m.keys[&b"a"[..]].capacity(), 2);
     }
 
     #[test]
