@@ -244,17 +244,21 @@ impl PeerLink {
                 continue;
             };
             let frames = peer_frames(self.from, encode_messages(&batch));
-            let sent = async {
-                for frame in &frames {
-                    match tokio::time::timeout(PEER_SEND_TIMEOUT, stream.send(frame)).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => return Ok(Err(e)),
-                        Err(e) => return Err(e),
-                    }
+            let mut sent = send_frames(stream, &frames).await;
+            if let Ok(Err(e)) = &sent {
+                // The connection was found closed (the peer restarted and reset it, or the
+                // silence watch closed it): send this batch again on a new one rather than lose
+                // it — it may hold a vote, and a lost vote costs a whole election timeout. Raft
+                // takes a message twice without harm.
+                debug!(error = %e, "peer link broke; sending again on a new connection");
+                sink = None;
+                if let Ok(mut fresh) = self.open().await {
+                    debug!(addr = %self.addr, "peer link connected");
+                    sent = send_frames(&mut fresh, &frames).await;
+                    sink = Some(fresh);
                 }
-                Ok(Ok(()))
-            };
-            match sent.await {
+            }
+            match sent {
                 Ok(Ok(())) => {
                     for m in batch
                         .iter()
@@ -323,6 +327,20 @@ impl PeerLink {
                 .await;
         }
     }
+}
+
+/// Sends `frames` in order: `Err` when one took longer than [`PEER_SEND_TIMEOUT`] (the link is
+/// stalled), `Ok(Err)` when the stream or its connection failed.
+async fn send_frames(
+    stream: &mut transport::rpc::FrameSink<PeerBatch>,
+    frames: &[PeerBatch],
+) -> Result<Result<(), transport::TransportError>, tokio::time::error::Elapsed> {
+    for frame in frames {
+        if let Err(e) = tokio::time::timeout(PEER_SEND_TIMEOUT, stream.send(frame)).await? {
+            return Ok(Err(e));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Receives raft messages from peers and hands them to the driver.
