@@ -469,6 +469,19 @@ struct Recorder {
     errors: u64,
 }
 
+/// `len` pseudo-random bytes (xorshift64), which LZ4 cannot shorten.
+fn incompressible_value(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
 async fn drive<T: KvTarget>(
     args: &StoreBenchArgs,
     name: &str,
@@ -476,7 +489,9 @@ async fn drive<T: KvTarget>(
     killer: Option<Killer<'_>>,
 ) -> anyhow::Result<BenchResult> {
     let target = Arc::new(target);
-    let value_seed = vec![b'x'; args.value_size];
+    // Incompressible: kemu's store compresses the values it keeps (`store::types::stored_values`)
+    // and etcd does not, so one repeated byte would measure kemu on values of nearly nothing.
+    let value_seed = incompressible_value(args.value_size);
     prefill(&target, args, &value_seed).await?;
     let issued = Arc::new(AtomicU64::new(0));
     let recorder = Arc::new(Mutex::new(Recorder {

@@ -150,6 +150,23 @@ pub struct MemberHandle {
     shared: Arc<Shared>,
 }
 
+fn cannot_encode(e: bincode::error::EncodeError) -> StoreError {
+    StoreError::InvalidRequest {
+        reason: format!("cannot encode command: {e}"),
+    }
+}
+
+/// The size of `cmd`'s raft entry as the client sent it (uncompressed), for the request limit.
+fn command_size(cmd: &Command) -> Result<usize, StoreError> {
+    let encoded = bincode::serde::encode_into_std_write(
+        cmd,
+        &mut std::io::sink(),
+        bincode::config::standard(),
+    )
+    .map_err(cannot_encode)?;
+    Ok(PROPOSAL_HEADER + encoded)
+}
+
 impl MemberHandle {
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
@@ -157,18 +174,17 @@ impl MemberHandle {
 
     /// Replicates `cmd` and answers once this member has applied it.
     pub async fn propose(&self, cmd: &Command) -> Result<CommandResult, StoreError> {
-        let mut data = vec![0u8; PROPOSAL_HEADER];
-        bincode::serde::encode_into_std_write(cmd, &mut data, bincode::config::standard())
-            .map_err(|e| StoreError::InvalidRequest {
-                reason: format!("cannot encode command: {e}"),
-            })?;
         let limit = self.shared.config.max_request_bytes;
-        if data.len() > limit {
-            return Err(StoreError::TooLarge {
-                size: data.len(),
-                limit,
-            });
+        // The request limit applies to what the client sent, before compression.
+        let size = command_size(cmd)?;
+        if size > limit {
+            return Err(StoreError::TooLarge { size, limit });
         }
+        // Put values are compressed here, once for every member (`types::stored_values`).
+        let cmd = crate::types::stored_values::encode_command(cmd);
+        let mut data = vec![0u8; PROPOSAL_HEADER];
+        bincode::serde::encode_into_std_write(&*cmd, &mut data, bincode::config::standard())
+            .map_err(cannot_encode)?;
         // The entry keeps this buffer for as long as it sits in the log, and its put values keep
         // it for as long as they live (see `types::shared_values`): no growth slack.
         data.shrink_to_fit();

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::types::{
-    Command, CommandResult, CompactResponse, Compare, CompareResult, CompareTarget,
+    stored_values, Command, CommandResult, CompactResponse, Compare, CompareResult, CompareTarget,
     DeleteRangeRequest, DeleteRangeResponse, Event, EventKind, KeyRange, KeyValue,
     LeaseGrantRequest, LeaseGrantResponse, LeaseId, LeaseKeepAliveResponse, LeaseRevokeResponse,
     PutRequest, PutResponse, RangeRequest, RangeResponse, RequestOp, ResponseHeader, ResponseOp,
@@ -53,12 +53,34 @@ impl Version {
         self.version == 0
     }
 
+    /// The value as the client wrote it. Every stored value was checked when it was applied
+    /// (`check_put`), so decoding fails only on a corrupt state; that is logged and the stored
+    /// bytes are returned rather than taking the member down.
+    fn client_value(&self, key: &Bytes) -> Bytes {
+        match stored_values::decode(&self.value) {
+            Ok(value) => value,
+            Err(e) => {
+                tracing::error!(key = %String::from_utf8_lossy(key), revision = self.mod_revision, error = %e, "cannot decode a stored value");
+                self.value.clone()
+            }
+        }
+    }
+
     /// The version as clients see it. A tombstone becomes etcd's delete-event shape: empty value,
-    /// create revision, version and lease 0, `mod_revision` = the delete's revision.
+    /// create revision, version and lease 0, `mod_revision` = the delete's revision. The value is
+    /// decoded from its stored form (`types::stored_values`).
     fn to_kv(&self, key: &Bytes) -> KeyValue {
         KeyValue {
+            value: self.client_value(key),
+            ..self.to_kv_without_value(key)
+        }
+    }
+
+    /// [`to_kv`](Self::to_kv) with an empty value (a keys-only read decodes nothing).
+    fn to_kv_without_value(&self, key: &Bytes) -> KeyValue {
+        KeyValue {
             key: key.clone(),
-            value: self.value.clone(),
+            value: Bytes::new(),
             create_revision: self.create_revision,
             mod_revision: self.mod_revision,
             version: self.version,
@@ -370,11 +392,11 @@ impl Mvcc {
             if req.count_only || limit.is_some_and(|l| kvs.len() >= l) {
                 continue;
             }
-            let mut kv = v.to_kv(key);
-            if req.keys_only {
-                kv.value = Bytes::new();
-            }
-            kvs.push(kv);
+            kvs.push(if req.keys_only {
+                v.to_kv_without_value(key)
+            } else {
+                v.to_kv(key)
+            });
         }
         let more = !req.count_only && (kvs.len() as i64) < count;
         RangeResponse {
@@ -455,6 +477,9 @@ impl Mvcc {
         if req.lease != 0 && !self.leases.contains_key(&req.lease) {
             return Err(StoreError::LeaseNotFound { id: req.lease });
         }
+        // The proposer encoded the value; a value that does not decode fails the command on every
+        // member alike rather than being stored.
+        stored_values::decode(&req.value)?;
         Ok(())
     }
 
@@ -883,7 +908,8 @@ impl Mvcc {
 
     /// A deterministic hash (FNV-1a, 64 bit) of the current revision and every live key with its
     /// value, create and mod revision, version and lease. Equal on replicas that applied the same
-    /// commands.
+    /// commands. Values are hashed in their stored form (`types::stored_values`), which the
+    /// proposer chose once for every member, so hashing decodes nothing.
     pub fn hash(&self) -> u64 {
         self.hash_of_state_at(self.revision)
     }
@@ -1011,7 +1037,10 @@ fn compare_version(v: Option<&Version>, c: &Compare) -> bool {
         CompareTarget::Version(t) => v.map_or(0, |v| v.version).cmp(t),
         CompareTarget::CreateRevision(t) => v.map_or(0, |v| v.create_revision).cmp(t),
         CompareTarget::ModRevision(t) => v.map_or(0, |v| v.mod_revision).cmp(t),
-        CompareTarget::Value(t) => v.map_or(&[][..], |v| &v.value[..]).cmp(&t[..]),
+        CompareTarget::Value(t) => {
+            let value = v.map_or_else(Bytes::new, |v| v.client_value(&c.range.key));
+            value[..].cmp(&t[..])
+        }
         CompareTarget::Lease(t) => v.map_or(0, |v| v.lease).cmp(t),
     };
     match c.result {
@@ -2091,6 +2120,87 @@ mod tests {
         let live = Mvcc::from_snapshot(&m.to_snapshot().unwrap()).unwrap();
         assert_eq!(live.hash(), m.hash());
         assert_eq!(live.current_revision(), m.current_revision());
+    }
+
+    #[test]
+    fn stored_values_leave_the_store_as_written() {
+        let pod = |phase: &str| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p","namespace":"default"}},"spec":{{"containers":[{{"image":"registry.k8s.io/pause:3.10","name":"pause"}}]}},"status":{{"phase":"{phase}","qosClass":"Burstable"}}}}"#
+            )
+        };
+        let stored_put = |key: &str, value: &str| {
+            stored_values::encode_command(&Command::Put(put_req(key, value))).into_owned()
+        };
+        let mut m = Mvcc::new();
+        let (_, events) = m.apply(&stored_put("/p", &pod("Pending")));
+        assert_eq!(
+            events[0].kv.value,
+            b(&pod("Pending")),
+            "watch events are decoded"
+        );
+        let (result, events) = m.apply(&stored_put("/p", &pod("Running")));
+        let CommandResult::Put(resp) = result else {
+            panic!("put failed: {result:?}")
+        };
+        assert_eq!(resp.prev_kv.expect("prev").value, b(&pod("Pending")));
+        assert_eq!(
+            events[0].prev_kv.as_ref().expect("prev").value,
+            b(&pod("Pending"))
+        );
+        assert_eq!(get(&m, "/p").expect("live").value, b(&pod("Running")));
+        assert!(
+            m.data_size() < 2 * pod("Running").len() as u64,
+            "held compressed: {} bytes for two versions",
+            m.data_size()
+        );
+        let keys_only = m
+            .range(&RangeRequest {
+                range: KeyRange::single(b("/p")),
+                keys_only: true,
+                ..Default::default()
+            })
+            .expect("range");
+        assert!(keys_only.kvs[0].value.is_empty());
+        let (since, _) = m
+            .events_since(&KeyRange::prefix(b("/")), 0, 100)
+            .expect("events");
+        assert_eq!(since[1].kv.value, b(&pod("Running")));
+        // Value compares see the value as written.
+        let compare = |value: &str| Compare {
+            range: KeyRange::single(b("/p")),
+            result: CompareResult::Equal,
+            target: CompareTarget::Value(b(value)),
+        };
+        let check = |m: &mut Mvcc, value: &str| {
+            txn(
+                m,
+                TxnRequest {
+                    compare: vec![compare(value)],
+                    success: vec![],
+                    failure: vec![],
+                },
+            )
+            .0
+            .succeeded
+        };
+        assert!(check(&mut m, &pod("Running")));
+        assert!(!check(&mut m, &pod("Pending")));
+        // A snapshot carries the stored form and restores it.
+        let restored = Mvcc::from_snapshot(&m.to_snapshot().expect("encodes")).expect("decodes");
+        assert_eq!(restored.hash(), m.hash());
+        assert_eq!(
+            get(&restored, "/p").expect("live").value,
+            b(&pod("Running"))
+        );
+        // A put whose stored value does not decode fails on every member alike and writes nothing.
+        let mut corrupt = stored_put("/p", &pod("Failed"));
+        if let Command::Put(p) = &mut corrupt {
+            p.value = p.value.slice(..p.value.len() - 5);
+        }
+        let err = expect_error(&mut m, corrupt);
+        assert!(matches!(err, StoreError::InvalidRequest { .. }), "{err:?}");
+        assert_eq!(get(&m, "/p").expect("live").value, b(&pod("Running")));
     }
 
     #[test]
