@@ -686,7 +686,8 @@ spec:
     )
     .await?;
     // The old pods were evicted (Terminating: their kubelet is gone).
-    let evicted = pods_json(&c, &["-l", "app=web"])
+    let pods = pods_json(&c, &["-l", "app=web"]);
+    let evicted: Vec<&Value> = pods
         .iter()
         .filter(|p| {
             terminating(p)
@@ -694,8 +695,20 @@ spec:
                     .as_str()
                     .is_some_and(|n| n.starts_with("b-"))
         })
-        .count();
-    assert_eq!(evicted, 4);
+        .collect();
+    assert_eq!(evicted.len(), 4);
+    // They were marked not ready, and only their Ready condition changed: the kubelet's other
+    // conditions are still there (the controller caches just the Ready one).
+    for pod in evicted {
+        let conditions = pod["status"]["conditions"].as_array().cloned();
+        let conditions = conditions.unwrap_or_default();
+        let of = |kind: &str| conditions.iter().find(|c| c["type"] == kind).cloned();
+        let ready = of("Ready").unwrap_or_default();
+        assert_eq!(ready["status"], "False", "{pod}");
+        assert_eq!(ready["reason"], "NodeNotReady", "{pod}");
+        let scheduled = of("PodScheduled").unwrap_or_default();
+        assert_eq!(scheduled["status"], "True", "{pod}");
+    }
     Ok(())
 }
 

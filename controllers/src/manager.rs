@@ -167,7 +167,9 @@ fn start_controllers(
 ) -> usize {
     let all = ListParams::default();
     let find = |g, p| resources::find(g, "v1", p).expect("served resource");
-    let mut pods = Informer::<Pod>::new(client.clone(), resources::pods(), None, all.clone());
+    // Every pod of the cluster is cached here: keep only what the controllers read.
+    let mut pods = Informer::<Pod>::new(client.clone(), resources::pods(), None, all.clone())
+        .with_transform(crate::pods::keep_controller_fields);
     let mut replicasets = Informer::<ReplicaSet>::new(
         client.clone(),
         find("apps", "replicasets"),

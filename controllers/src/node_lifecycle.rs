@@ -19,7 +19,8 @@ use api::client::{Client, DeleteParams, Patch};
 use api::informer::{Informer, InformerEvent, Store};
 use api::resources;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, PodCondition, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod, Taint, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -180,6 +181,19 @@ pub fn eviction(pod: &Pod, taints: &[Taint], now: i64) -> Option<i64> {
         }
     }
     at
+}
+
+/// The status patch that marks a pod of an unreachable node not ready: a strategic merge, so
+/// only the Ready condition (merged by `type`) changes and the pod's other conditions stay as
+/// the kubelet wrote them (the cached pod holds only its Ready condition; see
+/// [`pods::keep_controller_fields`]).
+pub fn not_ready_patch(at: Time) -> Patch {
+    Patch::Strategic(json!({"status": {"conditions": [{
+        "type": "Ready",
+        "status": "False",
+        "reason": "NodeNotReady",
+        "lastTransitionTime": at,
+    }]}}))
 }
 
 /// The node lifecycle reconciler (keys are node names).
@@ -415,17 +429,7 @@ impl Reconciler for NodeLifecycleController {
 
 impl NodeLifecycleController {
     async fn mark_not_ready(&self, pod: &Pod) -> Result<(), ReconcileError> {
-        let mut conditions: Vec<PodCondition> = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default();
-        for c in conditions.iter_mut().filter(|c| c.type_ == "Ready") {
-            c.status = "False".into();
-            c.reason = Some("NodeNotReady".into());
-            c.last_transition_time = Some(now());
-        }
-        let patch = Patch::Merge(json!({"status": {"conditions": conditions}}));
+        let patch = not_ready_patch(now());
         match self
             .client
             .patch_status::<Value>(
