@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 
 use crate::filters::{insufficient_resources, Reason};
-use crate::pod_info::PodInfo;
+use crate::pod_info::{CachedPod, PodInfo};
 use crate::snapshot::Snapshot;
 
 #[derive(Clone, Debug)]
@@ -98,23 +98,37 @@ impl Cache {
     /// The pod's priority: `spec.priority` if admission set it, else its PriorityClass's value,
     /// else the global default class's, else 0.
     pub fn priority_of(&self, pod: &Pod) -> i32 {
-        if let Some(p) = PodInfo::declared_priority(pod) {
-            return p;
-        }
         let class = pod
             .spec
             .as_ref()
             .and_then(|s| s.priority_class_name.as_deref());
+        self.resolve_priority(PodInfo::declared_priority(pod), class)
+    }
+
+    fn resolve_priority(&self, declared: Option<i32>, class: Option<&str>) -> i32 {
+        if let Some(p) = declared {
+            return p;
+        }
         class
             .and_then(|c| self.priority_classes.get(c).copied())
             .or_else(|| self.default_priority.as_ref().map(|(_, v)| *v))
             .unwrap_or(0)
     }
 
-    /// Parses the pod with its resolved priority.
-    pub fn pod_info(&self, pod: Arc<Pod>) -> Arc<PodInfo> {
-        let priority = self.priority_of(&pod);
-        Arc::new(PodInfo::new(pod, priority))
+    /// The informer's parsed pod with its resolved priority: the cached [`PodInfo`] itself
+    /// when the pod declares its priority (admission's Priority plugin sets it), a copy with
+    /// the PriorityClass's value otherwise.
+    pub fn pod_info(&self, pod: &CachedPod) -> Arc<PodInfo> {
+        let priority = self.resolve_priority(
+            pod.declared_priority,
+            pod.info.priority_class_name.as_deref(),
+        );
+        if priority == pod.info.priority {
+            return pod.info.clone();
+        }
+        let mut info = PodInfo::clone(&pod.info);
+        info.priority = priority;
+        Arc::new(info)
     }
 
     /// Takes a pod's new state. A bound pod is placed on (or moved to) its node, replacing an
@@ -379,5 +393,16 @@ mod tests {
         assert_eq!(cache.priority_of(&p), 1000);
         p.spec.as_mut().unwrap().priority = Some(3);
         assert_eq!(cache.priority_of(&p), 3);
+
+        // The informer's parsed pods resolve the same way; a declared priority reuses the
+        // cached PodInfo.
+        let declared = CachedPod::new(p.clone());
+        assert_eq!(cache.pod_info(&declared).priority, 3);
+        assert!(Arc::ptr_eq(&cache.pod_info(&declared), &declared.info));
+        p.spec.as_mut().unwrap().priority = None;
+        let from_class = CachedPod::new(p.clone());
+        assert_eq!(cache.pod_info(&from_class).priority, 1000);
+        p.spec.as_mut().unwrap().priority_class_name = None;
+        assert_eq!(cache.pod_info(&CachedPod::new(p)).priority, 7);
     }
 }

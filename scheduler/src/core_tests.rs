@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::node_info::NodeInfo;
+use crate::pod_info::CachedPod;
 use crate::preemption::{failure_message, preempt, Preemption};
 use crate::schedule::{num_feasible_nodes_to_find, schedule, Decision, ScheduleState};
 use crate::snapshot::Snapshot;
@@ -728,10 +729,10 @@ fn nominations_elsewhere_do_not_block_other_nodes() {
 }
 
 /// The informer's transform keeps everything scheduling reads: a pod's [`PodInfo`] is the same
-/// from the stripped pod as from the whole one.
+/// from the stripped pod as from the whole one, and as the informer decodes it.
 #[test]
 fn stripped_pods_schedule_as_whole_ones() {
-    let whole: Pod = serde_json::from_value(serde_json::json!({
+    let served = serde_json::json!({
         "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "9",
             "labels": {"app": "a"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {
@@ -754,8 +755,8 @@ fn stripped_pods_schedule_as_whole_ones() {
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
             "containerStatuses": [{"name": "c", "image": "nginx", "imageID": "", "ready": false,
                 "restartCount": 0}]}
-    }))
-    .expect("a pod");
+    });
+    let whole: Pod = serde_json::from_value(served.clone()).expect("a pod");
     let mut stripped = whole.clone();
     crate::pod_info::strip_for_scheduling(&mut stripped);
     assert!(stripped
@@ -766,10 +767,52 @@ fn stripped_pods_schedule_as_whole_ones() {
         .spec
         .as_ref()
         .is_some_and(|s| s.containers[0].image.is_none()));
-    let mut from_stripped = crate::pod_info::PodInfo::new(Arc::new(stripped), 5);
-    let from_whole = crate::pod_info::PodInfo::new(Arc::new(whole), 5);
-    from_stripped.raw = from_whole.raw.clone();
+    let from_stripped = crate::pod_info::PodInfo::new(&stripped, 5);
+    let from_whole = crate::pod_info::PodInfo::new(&whole, 5);
     assert_eq!(format!("{from_stripped:?}"), format!("{from_whole:?}"));
     assert_eq!(from_whole.host_ports.len(), 1);
     assert_eq!(from_whole.nominated_node_name.as_deref(), Some("n1"));
+
+    let cached: CachedPod =
+        serde_json::from_slice(&serde_json::to_vec(&served).expect("json")).expect("decodes");
+    assert_eq!(format!("{:?}", cached.info), format!("{from_whole:?}"));
+    assert_eq!(cached.declared_priority, Some(5));
+    assert_eq!(
+        cached.metadata,
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("p".into()),
+            namespace: Some("ns".into()),
+            resource_version: Some("9".into()),
+            ..Default::default()
+        }
+    );
+    // The digest follows what scheduling reads of the spec and the labels, not the status.
+    let digest = |change: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = served.clone();
+        change(&mut v);
+        serde_json::from_value::<CachedPod>(v)
+            .expect("decodes")
+            .spec_digest
+    };
+    assert_eq!(digest(&|_| {}), cached.spec_digest);
+    assert_eq!(
+        digest(&|v| v["status"]["conditions"][0]["reason"] = "Other".into()),
+        cached.spec_digest
+    );
+    assert_eq!(
+        digest(&|v| v["spec"]["containers"][0]["image"] = "nginx:2".into()),
+        cached.spec_digest
+    );
+    assert_ne!(
+        digest(&|v| v["metadata"]["labels"]["app"] = "b".into()),
+        cached.spec_digest
+    );
+    assert_ne!(
+        digest(&|v| v["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1".into()),
+        cached.spec_digest
+    );
+    assert_ne!(
+        digest(&|v| v["spec"]["nodeSelector"]["disk"] = "hdd".into()),
+        cached.spec_digest
+    );
 }

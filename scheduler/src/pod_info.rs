@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use api::selectors::LabelSelector;
 use k8s_openapi::api::core::v1::{
-    NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, Toleration,
+    NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec, Toleration,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer};
 
 use crate::node_info::{TaintEffect, PROTOCOL_TCP};
 use crate::resources::{pod_requests, Resources};
@@ -262,16 +264,15 @@ pub struct PodInfo {
     pub preferred_affinity: Vec<(i64, AffinityTerm)>,
     pub preferred_anti_affinity: Vec<(i64, AffinityTerm)>,
     pub spread: Vec<SpreadConstraint>,
-    /// The object as the API server gave it.
-    pub raw: Arc<Pod>,
 }
 
-/// The scheduler's informer transform: drops what no scheduling decision reads, so the pod
-/// cache holds about half of each pod. Kept: metadata, the spec but for each container's
-/// name, resources, ports and restart policy (what requests, host ports and sidecars need),
-/// and the status' phase and nominated node. Dropped: the containers' images, commands,
-/// probes and the like, and the status' conditions, container statuses and IPs (the node's
-/// kubelet writes those; scheduling never looks at them). Deterministic, as informers need.
+/// Drops what no scheduling decision reads, before [`CachedPod::new`] parses a pod and digests
+/// its spec (so a change to a dropped field is no reason to retry an unschedulable pod). Kept:
+/// metadata, the spec but for each container's name, resources, ports and restart policy (what
+/// requests, host ports and sidecars need), and the status' phase and nominated node. Dropped:
+/// the containers' images, commands, probes and the like, and the status' conditions,
+/// container statuses and IPs (the node's kubelet writes those; scheduling never looks at
+/// them). Deterministic.
 pub fn strip_for_scheduling(pod: &mut Pod) {
     pod.metadata.managed_fields = None;
     if let Some(spec) = pod.spec.as_mut() {
@@ -297,15 +298,87 @@ pub fn strip_for_scheduling(pod: &mut Pod) {
     }
 }
 
+/// What the scheduler's pod informer caches of a pod: the pod parsed into a [`PodInfo`] as it
+/// is decoded, and not the typed pod. A `k8s_openapi` `Pod` is ~2.5 KB before any of its heap
+/// (each `Container` alone is ~2.3 KB inline), so even stripped (see [`strip_for_scheduling`])
+/// it cost ~7 KB a pod on top of its `PodInfo`; decoding straight into this keeps only the
+/// `PodInfo` (~1.9 KB) and the metadata the informer keys and orders by.
+#[derive(Clone, Debug)]
+pub struct CachedPod {
+    /// Only name, namespace and resourceVersion (the informer's key and ordering).
+    pub metadata: ObjectMeta,
+    /// `spec.priority` as the pod declares it; `None` has the cache resolve its PriorityClass.
+    pub declared_priority: Option<i32>,
+    /// Parsed with the declared priority (0 when none).
+    pub info: Arc<PodInfo>,
+    /// A digest of what scheduling reads of the spec and the labels: when it changes, an
+    /// unschedulable pod may fit now (an update of its status alone does not retry it).
+    pub spec_digest: u64,
+}
+
+impl CachedPod {
+    pub fn new(mut pod: Pod) -> CachedPod {
+        use std::hash::{Hash, Hasher};
+        strip_for_scheduling(&mut pod);
+        let declared_priority = PodInfo::declared_priority(&pod);
+        let info = Arc::new(PodInfo::new(&pod, declared_priority.unwrap_or(0)));
+        // Deterministic: struct fields serialize in order and maps are sorted.
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        serde_json::to_vec(&(&pod.spec, &pod.metadata.labels))
+            .unwrap_or_default()
+            .hash(&mut hasher);
+        let meta = pod.metadata;
+        CachedPod {
+            metadata: ObjectMeta {
+                name: meta.name,
+                namespace: meta.namespace,
+                resource_version: meta.resource_version,
+                ..Default::default()
+            },
+            declared_priority,
+            info,
+            spec_digest: hasher.finish(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedPod {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Pod::deserialize(deserializer).map(CachedPod::new)
+    }
+}
+
+impl k8s_openapi::Resource for CachedPod {
+    const API_VERSION: &'static str = <Pod as k8s_openapi::Resource>::API_VERSION;
+    const GROUP: &'static str = <Pod as k8s_openapi::Resource>::GROUP;
+    const KIND: &'static str = <Pod as k8s_openapi::Resource>::KIND;
+    const VERSION: &'static str = <Pod as k8s_openapi::Resource>::VERSION;
+    const URL_PATH_SEGMENT: &'static str = <Pod as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    type Scope = <Pod as k8s_openapi::Resource>::Scope;
+}
+
+impl k8s_openapi::Metadata for CachedPod {
+    type Ty = ObjectMeta;
+
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
 impl PodInfo {
     /// Parses a pod. `priority` is the resolved priority (see [`PodInfo::declared_priority`]).
-    pub fn new(pod: Arc<Pod>, priority: i32) -> PodInfo {
+    pub fn new(pod: &Pod, priority: i32) -> PodInfo {
         let meta = &pod.metadata;
         let namespace = meta.namespace.clone().unwrap_or_default();
         let name = meta.name.clone().unwrap_or_default();
-        let spec = pod.spec.clone().unwrap_or_default();
+        let no_spec = PodSpec::default();
+        let spec = pod.spec.as_ref().unwrap_or(&no_spec);
         let status = pod.status.as_ref();
-        let (requests, non_zero) = pod_requests(&spec);
+        let (requests, non_zero) = pod_requests(spec);
         let mut host_ports = Vec::new();
         for container in spec
             .containers
@@ -426,7 +499,6 @@ impl PodInfo {
             spread,
             namespace,
             name,
-            raw: pod,
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use api::client::{Client, ClientConfig, ListParams};
 use api::informer::{Informer, InformerEvent, Store};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use parking_lot::RwLock;
 use tokio::sync::{mpsc, watch};
@@ -22,6 +22,7 @@ use crate::cache::Cache;
 use crate::config::{SchedulerConfig, SchedulerError};
 use crate::leader::{self, ElectionConfig};
 use crate::metrics::{self, Metrics};
+use crate::pod_info::CachedPod;
 
 /// Runs the scheduler until `shutdown` resolves.
 pub async fn run(
@@ -64,13 +65,13 @@ pub async fn run(
         None,
         ListParams::default(),
     );
-    let mut pods = Informer::<Pod>::new(
+    // Pods are parsed as they are decoded: the cache holds no typed pods.
+    let mut pods = Informer::<CachedPod>::new(
         client.clone(),
         resource("", "pods"),
         None,
         ListParams::default(),
-    )
-    .with_transform(crate::pod_info::strip_for_scheduling);
+    );
     let mut classes = Informer::<PriorityClass>::new(
         client.clone(),
         resource("scheduling.k8s.io", "priorityclasses"),
@@ -209,12 +210,12 @@ struct InformerBridge {
     cache: Arc<RwLock<Cache>>,
     queue: Addr<QueueActor>,
     scheduler_name: String,
-    stores: (Store<Node>, Store<Pod>, Store<PriorityClass>),
+    stores: (Store<Node>, Store<CachedPod>, Store<PriorityClass>),
 }
 
 type Channels = (
     mpsc::Receiver<InformerEvent<Node>>,
-    mpsc::Receiver<InformerEvent<Pod>>,
+    mpsc::Receiver<InformerEvent<CachedPod>>,
     mpsc::Receiver<InformerEvent<PriorityClass>>,
 );
 
@@ -278,32 +279,24 @@ impl InformerBridge {
         self.queue.do_send(ClusterChanged);
     }
 
-    fn on_pod(&self, event: InformerEvent<Pod>) {
-        let nominated = |p: &Pod| {
-            p.status
-                .as_ref()
-                .and_then(|s| s.nominated_node_name.as_deref())
-                .is_some_and(|n| !n.is_empty())
-        };
+    fn on_pod(&self, event: InformerEvent<CachedPod>) {
+        let nominated = |p: &CachedPod| p.info.nominated_node_name.is_some();
         let (pod, changed, nomination_removed) = match event {
             InformerEvent::Added(p) => (p, true, false),
             InformerEvent::Updated { old, new } => {
-                let changed = old.spec != new.spec || old.metadata.labels != new.metadata.labels;
+                let changed = old.spec_digest != new.spec_digest;
                 let removed = nominated(&old) && !nominated(&new);
                 (new, changed, removed)
             }
             InformerEvent::Deleted(p) => {
-                let key = api::informer::key(
-                    p.metadata.namespace.as_deref(),
-                    p.metadata.name.as_deref().unwrap_or_default(),
-                );
+                let key = p.info.key.clone();
                 self.cache.write().delete_pod(&key);
                 self.queue.do_send(PodGone { key });
                 self.queue.do_send(ClusterChanged);
                 return;
             }
         };
-        let info = self.cache.read().pod_info(pod);
+        let info = self.cache.read().pod_info(&pod);
         if info.node_name.is_none()
             && (info.nominated_node_name.is_some()
                 || self.cache.read().nominated_node(&info.key).is_some())

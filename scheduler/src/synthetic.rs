@@ -86,7 +86,7 @@ pub fn pod(namespace: &str, name: &str, cpu: &str, memory: &str) -> Pod {
 /// Parses a pod with its declared priority (0 if none).
 pub fn info(pod: Pod) -> Arc<PodInfo> {
     let priority = PodInfo::declared_priority(&pod).unwrap_or(0);
-    Arc::new(PodInfo::new(Arc::new(pod), priority))
+    Arc::new(PodInfo::new(&pod, priority))
 }
 
 /// A cluster of `n` identical nodes (`node-00000`…) spread over `zones` zones.
