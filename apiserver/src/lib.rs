@@ -12,6 +12,7 @@
 //! - [`strategy`]: per-resource create/update behaviour (server-owned fields, defaults, status).
 //! - [`storage`]: Kubernetes' conditional writes on the store.
 //! - [`watch_cache`]: all objects in memory, fed by one store watch; lists and watches come from it.
+//! - [`uncached`]: lists and watches of events, which the cache leaves out, from the store.
 //! - [`event_view`]: core/v1 ⇄ events.k8s.io/v1 events.
 //! - [`errors`], [`meta`], [`metrics`]: Status errors, metadata access, Prometheus metrics;
 //!   [`pipeline`]: the time authentication, authorization and admission take per request.
@@ -36,4 +37,5 @@ pub mod server;
 pub mod storage;
 pub mod stored;
 pub mod strategy;
+pub mod uncached;
 pub mod watch_cache;

@@ -546,7 +546,7 @@ impl WatchForwarder<'_> {
                 _ = tick(&mut bookmark_timer) => {
                     // Every event up to the cache's revision has been queued to this watcher
                     // by now; send what is queued, and the bookmark can claim that revision.
-                    let revision = self.registry.cache().revision();
+                    let revision = subscription.covered(self.registry.cache().revision());
                     loop {
                         match subscription.live.try_recv() {
                             Ok(item) => {

@@ -1,7 +1,8 @@
 //! The verbs on every resource: create, get, list, update, patch, delete, deletecollection and
 //! watch, plus the pod subresources (status, binding). Both fronts (HTTP and QUIC) call these.
 //!
-//! Reads come from the watch cache; writes go to the store as conditional transactions. An
+//! Reads come from the watch cache (events, which it does not hold, from the store: see
+//! [`crate::uncached`]); writes go to the store as conditional transactions. An
 //! update that loses a race re-reads the object and tries again when the caller did not pin a
 //! resourceVersion (Kubernetes' GuaranteedUpdate).
 
@@ -25,6 +26,7 @@ use crate::meta;
 use crate::pipeline::{AdmissionTimer, AdmissionVerb, PipelineMetrics};
 use crate::storage::{Guarded, Storage, Written};
 use crate::strategy;
+use crate::uncached;
 use crate::watch_cache::{CachedObject, Filter, Subscription, WatchCache};
 
 /// How many times an unpinned update retries after losing a race.
@@ -575,6 +577,12 @@ impl Registry {
         name: &str,
     ) -> Result<Value, ApiError> {
         let key = Self::key(resource, namespace, name);
+        if self.cache.resource(resource).is_none() {
+            return match self.storage.get(&key).await? {
+                Some((object, _)) => Ok(view(resource, object)),
+                None => Err(ApiError::not_found(resource, name)),
+            };
+        }
         // A get is a consistent read: wait until the cache has caught up with the store.
         let revision = self.cache.current_store_revision().await?;
         if self
@@ -602,10 +610,27 @@ impl Registry {
         options: &ListOptions,
     ) -> Result<ListResult, ApiError> {
         let filter = self.filter(resource, namespace, options)?;
-        let cache = self
-            .cache
-            .resource(resource)
-            .ok_or_else(|| ApiError::internal("resource not cached"))?;
+        let Some(cache) = self.cache.resource(resource) else {
+            let continued = match &options.continue_token {
+                Some(token) => Some(decode_continue(token)?),
+                None => None,
+            };
+            let prefix = resource.namespace_prefix(namespace);
+            let listed = uncached::list(
+                self.storage.client(),
+                resource.storage,
+                &prefix,
+                &filter,
+                continued,
+                options.limit,
+            )
+            .await?;
+            return Ok(ListResult {
+                continue_token: listed.last.map(|k| encode_continue(&k, listed.revision)),
+                items: listed.items,
+                resource_version: listed.revision,
+            });
+        };
         // resourceVersion "0" means "any": serve what the cache has. Otherwise read consistently.
         let minimum = match options.resource_version.as_deref() {
             Some("0") => 0,
@@ -616,7 +641,7 @@ impl Registry {
             self.cache.wait_for(minimum, Duration::from_secs(3)).await?;
         }
         let start_after = match &options.continue_token {
-            Some(token) => Some(decode_continue(token)?),
+            Some(token) => Some(decode_continue(token)?.0),
             None => None,
         };
         let revision = self.cache.revision();
@@ -680,11 +705,24 @@ impl Registry {
         buffer: usize,
     ) -> Result<Subscription, ApiError> {
         let filter = self.filter(resource, namespace, options)?;
-        let cache = self
-            .cache
-            .resource(resource)
-            .ok_or_else(|| ApiError::internal("resource not cached"))?;
         let rv = options.resource_version.as_deref().unwrap_or("");
+        let Some(cache) = self.cache.resource(resource) else {
+            let from = if send_initial || rv.is_empty() || rv == "0" {
+                None
+            } else {
+                Some(parse_rv(rv)?)
+            };
+            let prefix = resource.namespace_prefix(namespace);
+            return uncached::watch(
+                self.storage.client(),
+                resource.storage,
+                &prefix,
+                filter,
+                from,
+                buffer,
+            )
+            .await;
+        };
         let from = if send_initial {
             let revision = self.cache.current_store_revision().await?;
             self.cache
@@ -1354,18 +1392,24 @@ fn encode_continue(key: &str, revision: i64) -> String {
         .encode(json!({"v": 1, "rv": revision, "start": key}).to_string())
 }
 
-fn decode_continue(token: &str) -> Result<String, ApiError> {
+/// A continue token's last key and the revision of the list it continues.
+fn decode_continue(token: &str) -> Result<(String, i64), ApiError> {
     use base64::Engine;
     let bad = || ApiError::bad_request("continue key is not valid: invalid continue token");
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
         .map_err(|_| bad())?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    value
+    let start = value
         .get("start")
         .and_then(Value::as_str)
         .map(str::to_string)
-        .ok_or_else(bad)
+        .ok_or_else(bad)?;
+    let revision = match value.get("rv") {
+        Some(rv) => rv.as_i64().filter(|rv| *rv >= 0).ok_or_else(bad)?,
+        None => 0,
+    };
+    Ok((start, revision))
 }
 
 #[cfg(test)]
@@ -1377,7 +1421,7 @@ mod tests {
         let token = encode_continue("/registry/pods/ns/a", 7);
         assert_eq!(
             decode_continue(&token).expect("decodes"),
-            "/registry/pods/ns/a"
+            ("/registry/pods/ns/a".to_string(), 7)
         );
         assert!(decode_continue("!!!").is_err());
     }

@@ -1,5 +1,6 @@
-//! The watch cache: every object of every resource in memory, kept current by one store watch, so
-//! that lists and watches are served without touching the store.
+//! The watch cache: every object of every resource but events (see [`crate::uncached`]) in
+//! memory, kept current by one store watch, so that lists and watches are served without
+//! touching the store.
 //!
 //! One store watch covers all of `/registry/`; its events are demultiplexed to one
 //! [`ResourceCache`] per storage prefix. Because every store revision under `/registry/` passes
@@ -14,7 +15,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -245,7 +246,7 @@ impl CachedObject {
     }
 
     /// The same object stamped with another resourceVersion (a deletion's).
-    fn restamped(&self, rv: i64) -> CachedObject {
+    pub(crate) fn restamped(&self, rv: i64) -> CachedObject {
         let json = match stored::stamp(&self.json, rv) {
             Some(json) => json,
             None => {
@@ -413,13 +414,54 @@ pub struct Subscription {
     pub initial: Vec<WatchItem>,
     pub live: mpsc::Receiver<WatchItem>,
     pub revision: i64,
-    id: u64,
-    cache: Arc<ResourceCache>,
+    source: Source,
+}
+
+/// Where a subscription's live events come from.
+enum Source {
+    /// A watcher registered with a resource's cache.
+    Cache { id: u64, cache: Arc<ResourceCache> },
+    /// A store watch of its own, forwarded by a task (a resource the cache does not hold); the
+    /// task records the revision up to which it has queued every event.
+    Store {
+        covered: Arc<AtomicI64>,
+        forwarder: tokio::task::AbortHandle,
+    },
+}
+
+impl Subscription {
+    /// A subscription fed by its own store watch (see [`crate::uncached`]).
+    pub(crate) fn from_store(
+        initial: Vec<WatchItem>,
+        live: mpsc::Receiver<WatchItem>,
+        revision: i64,
+        covered: Arc<AtomicI64>,
+        forwarder: tokio::task::AbortHandle,
+    ) -> Subscription {
+        Subscription {
+            initial,
+            live,
+            revision,
+            source: Source::Store { covered, forwarder },
+        }
+    }
+
+    /// The revision up to which every event of this watch has been queued to `live`, given the
+    /// watch cache's revision `cache_revision` (which is that revision for cached resources).
+    pub fn covered(&self, cache_revision: i64) -> i64 {
+        match &self.source {
+            Source::Cache { .. } => cache_revision,
+            Source::Store { covered, .. } => covered.load(Ordering::Acquire),
+        }
+    }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        self.cache.unregister(self.id);
+        match &self.source {
+            Source::Cache { id, cache } => cache.unregister(*id),
+            Source::Store { forwarder, .. } => forwarder.abort(),
+        }
     }
 }
 
@@ -524,8 +566,10 @@ impl ResourceCache {
             initial,
             live,
             revision,
-            id,
-            cache: self.clone(),
+            source: Source::Cache {
+                id,
+                cache: self.clone(),
+            },
         })
     }
 
@@ -664,7 +708,7 @@ fn remove_watcher(state: &mut CacheState, id: u64) {
 
 /// What a watcher with `filter` sees of `event`: objects entering or leaving the filter appear
 /// as ADDED or DELETED.
-fn convert(filter: &Filter, event: &Arc<CacheEvent>) -> Option<WatchItem> {
+pub(crate) fn convert(filter: &Filter, event: &Arc<CacheEvent>) -> Option<WatchItem> {
     let new_matches = event.kind != EventType::Deleted && filter.matches(&event.object);
     let old_matches = event.prev.as_ref().is_some_and(|p| filter.matches(p));
     let kind = match (event.kind, old_matches, new_matches) {
@@ -700,7 +744,11 @@ pub const DEFAULT_WINDOW: usize = 100_000;
 impl WatchCache {
     /// Lists everything, then starts the store watch in the background.
     pub async fn start(client: Client, window: usize) -> Result<Arc<WatchCache>, ApiError> {
-        let mut storages: Vec<&'static str> = api::RESOURCES.iter().map(|r| r.storage).collect();
+        let mut storages: Vec<&'static str> = api::RESOURCES
+            .iter()
+            .map(|r| r.storage)
+            .filter(|s| !crate::uncached::STORAGES.contains(s))
+            .collect();
         storages.sort();
         storages.dedup();
         let caches = storages

@@ -698,11 +698,58 @@ async fn events(client: &Client) -> anyhow::Result<()> {
     })
     .await;
 
+    // events are read from the store, not the watch cache: pages of one, continued at the
+    // first page's revision, add up to the whole list
+    let whole = events.list(&ListParams::default()).await?;
+    let mut paged = Vec::new();
+    let mut params = ListParams::default().limit(1);
+    loop {
+        let page = events.list(&params).await?;
+        assert!(
+            page.items.len() <= 1,
+            "a page of one has {}",
+            page.items.len()
+        );
+        paged.extend(page.items.iter().map(|e| e.name_any()));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = ListParams::default().limit(1).continue_token(&token),
+            None => break,
+        }
+    }
+    let names: Vec<String> = whole.items.iter().map(|e| e.name_any()).collect();
+    assert!(names.len() >= 4, "{names:?}");
+    assert_eq!(paged, names);
+    // a watch from that list's resourceVersion sees only what follows
+    let listed_at = whole
+        .metadata
+        .resource_version
+        .clone()
+        .expect("a list revision");
+    let mut after = events
+        .watch(&WatchParams::default(), &listed_at)
+        .await?
+        .boxed();
+
     // delete one, then the rest of the pod's events
     let deleted = events
         .delete("kube-rs-evpod.2", &DeleteParams::default())
         .await?;
     assert!(deleted.is_left());
+    let first = tokio::time::timeout(WAIT, async {
+        loop {
+            match after.next().await {
+                Some(Ok(WatchEvent::Bookmark(_))) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the watch from the list's revision sees the deletion")
+    .expect("the watch is open")?;
+    match first {
+        WatchEvent::Deleted(ev) => assert_eq!(ev.name_any(), "kube-rs-evpod.2"),
+        other => panic!("expected the deletion first, got {other:?}"),
+    }
     assert!(events.get_opt("kube-rs-evpod.2").await?.is_none());
     events
         .delete_collection(
