@@ -631,19 +631,25 @@ impl Registry {
                 resource_version: listed.revision,
             });
         };
+        let continued = match &options.continue_token {
+            Some(token) => Some(decode_continue(token)?),
+            None => None,
+        };
+        // A continued list goes on from its first page, whose revision the cache has already
+        // reached: it does not wait for the store's newest revision again. (A paginated list of
+        // 300,000 pods is 600 pages; with a fresh wait per page, any few seconds of cache lag
+        // under load failed it part-way, and a re-listing informer never got through.)
         // resourceVersion "0" means "any": serve what the cache has. Otherwise read consistently.
-        let minimum = match options.resource_version.as_deref() {
-            Some("0") => 0,
-            Some(rv) if !rv.is_empty() => parse_rv(rv)?,
-            _ => self.cache.current_store_revision().await?,
+        let minimum = match (&continued, options.resource_version.as_deref()) {
+            (Some((_, first_page)), _) => *first_page,
+            (None, Some("0")) => 0,
+            (None, Some(rv)) if !rv.is_empty() => parse_rv(rv)?,
+            (None, _) => self.cache.current_store_revision().await?,
         };
         if minimum > 0 {
             self.cache.wait_for(minimum, Duration::from_secs(3)).await?;
         }
-        let start_after = match &options.continue_token {
-            Some(token) => Some(decode_continue(token)?.0),
-            None => None,
-        };
+        let start_after = continued.map(|(key, _)| key);
         let revision = self.cache.revision();
         let prefix = resource.namespace_prefix(namespace);
         let (items, last) = cache.list(&prefix, &filter, start_after.as_deref(), options.limit);

@@ -114,7 +114,7 @@ struct Cluster {
     _dir: tempfile::TempDir,
     certs: PathBuf,
     store: SocketAddr,
-    _store_stop: oneshot::Sender<()>,
+    store_stop: Option<oneshot::Sender<()>>,
     apiserver: Option<ApiServerTask>,
 }
 
@@ -165,7 +165,7 @@ impl Cluster {
             _dir: dir,
             certs,
             store,
-            _store_stop: store_stop,
+            store_stop: Some(store_stop),
             apiserver: Some(apiserver),
         };
         let client = cluster.client();
@@ -185,6 +185,13 @@ impl Cluster {
         )
         .await;
         cluster
+    }
+
+    /// Stops the store member (the API server stays up).
+    fn stop_store(&mut self) {
+        if let Some(stop) = self.store_stop.take() {
+            let _ = stop.send(());
+        }
     }
 
     fn quic(&self) -> SocketAddr {
@@ -324,6 +331,50 @@ async fn next_pod_event(
         );
         return Ok((frame.kind, name_of(&pod).to_string()));
     }
+}
+
+/// The pages after the first of a paginated list come from the cache without asking the store
+/// for its newest revision: here they are served with the store stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn continued_list_pages_do_not_wait_for_the_store() -> TestResult {
+    let mut cluster = Cluster::start().await;
+    let client = cluster.client();
+    let ns = Some("default");
+    for i in 0..3 {
+        client
+            .create::<_, Value>(pods(), ns, &pod_manifest(&format!("paged-{i}"), None))
+            .await?;
+    }
+    let mut params = ListParams {
+        limit: 1,
+        ..Default::default()
+    };
+    let first = client.list::<Value>(pods(), ns, &params).await?;
+    assert_eq!(first.items.len(), 1);
+    let mut names = vec![first.items[0]["metadata"]["name"].clone()];
+    params.continue_token = first.continue_token.clone();
+    assert!(
+        params.continue_token.is_some(),
+        "a first page of one of three"
+    );
+
+    cluster.stop_store();
+    // A consistent read needs the store now: it fails.
+    let fresh = client
+        .list::<Value>(pods(), ns, &ListParams::default())
+        .await;
+    assert!(fresh.is_err(), "a fresh list with the store stopped");
+    // The continued pages do not.
+    while params.continue_token.is_some() {
+        let page = client.list::<Value>(pods(), ns, &params).await?;
+        names.extend(page.items.iter().map(|p| p["metadata"]["name"].clone()));
+        params.continue_token = page.continue_token;
+    }
+    assert_eq!(names, vec!["paged-0", "paged-1", "paged-2"]);
+    if let Some(apiserver) = cluster.apiserver.take() {
+        apiserver.stop().await;
+    }
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
