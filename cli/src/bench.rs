@@ -469,9 +469,10 @@ struct Recorder {
     errors: u64,
 }
 
-/// `len` pseudo-random bytes (xorshift64), which LZ4 cannot shorten.
-fn incompressible_value(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+/// `len` pseudo-random bytes (xorshift64 from `seed`), which LZ4 cannot shorten: values that
+/// keep their size although the store compresses values (benchmarks, tests of large entries).
+pub fn incompressible(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
             x ^= x << 13;
@@ -491,7 +492,7 @@ async fn drive<T: KvTarget>(
     let target = Arc::new(target);
     // Incompressible: kemu's store compresses the values it keeps (`store::types::stored_values`)
     // and etcd does not, so one repeated byte would measure kemu on values of nearly nothing.
-    let value_seed = incompressible_value(args.value_size);
+    let value_seed = incompressible(1, args.value_size);
     prefill(&target, args, &value_seed).await?;
     let issued = Arc::new(AtomicU64::new(0));
     let recorder = Arc::new(Mutex::new(Recorder {

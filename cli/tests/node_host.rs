@@ -142,7 +142,9 @@ async fn kubelets_run_pods_through_their_lifecycle() -> anyhow::Result<()> {
         node["status"]["nodeInfo"].as_object().map(|o| o.len()),
         Some(10)
     );
-    let lease = c.ok(&[
+    // The kubelet creates its lease after registering the node (as Kubernetes' lease controller
+    // does), so Ready may be seen a moment before the lease exists.
+    let lease_args = [
         "get",
         "lease",
         "node-0",
@@ -150,7 +152,12 @@ async fn kubelets_run_pods_through_their_lifecycle() -> anyhow::Result<()> {
         "kube-node-lease",
         "-o",
         "jsonpath={.spec.renewTime}",
-    ]);
+    ];
+    wait_until("node-0's lease exists", Duration::from_secs(10), || async {
+        c.kubectl(&lease_args).status.success()
+    })
+    .await?;
+    let lease = c.ok(&lease_args);
     assert!(!lease.is_empty());
     wait_until("the lease is renewed", Duration::from_secs(10), || async {
         c.ok(&[

@@ -380,20 +380,6 @@ async fn a_snapshot_larger_than_a_frame_reaches_a_lagging_member() -> anyhow::Re
     catches_up(1100, 64 * 1024, 0).await
 }
 
-/// `len` bytes LZ4 finds nothing to shorten in (xorshift64), so entries and snapshots keep the
-/// size the tests want although the store compresses values.
-fn incompressible(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
 /// Kills a follower, writes `puts` values of `value_bytes` (the log is compacted every 100
 /// entries, keeping `catch_up` entries before each snapshot), restarts it: it must catch up —
 /// through the leader's snapshot when the gap is more than `catch_up` entries, else from the
@@ -418,7 +404,7 @@ async fn catches_up(puts: usize, value_bytes: usize, catch_up: usize) -> anyhow:
     for i in 0..puts {
         let put = PutRequest {
             key: Bytes::from(format!("snap/{i:04}")),
-            value: Bytes::from(incompressible(i as u64, value_bytes)),
+            value: Bytes::from(kemu::bench::incompressible(i as u64, value_bytes)),
             lease: 0,
             prev_kv: false,
         };
@@ -480,7 +466,10 @@ async fn catches_up(puts: usize, value_bytes: usize, catch_up: usize) -> anyhow:
         .await?;
     assert_eq!(
         got.kvs.first().map(|kv| kv.value.clone()),
-        Some(Bytes::from(incompressible((puts - 1) as u64, value_bytes))),
+        Some(Bytes::from(kemu::bench::incompressible(
+            (puts - 1) as u64,
+            value_bytes
+        ))),
         "{follower} has {last} as written"
     );
     cluster.stop().await;
