@@ -180,17 +180,27 @@ impl LoadArgs {
     }
 }
 
+/// A first stop signal (Ctrl-C, SIGTERM) ends the load early with the report of what it
+/// measured until then and a non-zero exit (128 + the signal); a second one stops at once.
 pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let plan = args.plan()?;
     let target = args.target()?;
+    let interrupt = crate::shutdown::Interrupt::listen();
     let outcome = tokio::select! {
         biased;
-        _ = crate::shutdown::signal() => bail!("interrupted: no report written"),
-        outcome = load::run(&plan, &target) => outcome?,
+        _ = interrupt.second() => bail!("interrupted twice: stopped at once, no report written"),
+        outcome = load::run(&plan, &target, &interrupt) => outcome?,
     };
     println!("{}", outcome.summary);
     println!("report: {}", outcome.report_json.display());
     println!("report: {}", outcome.report_html.display());
+    if outcome.interrupted {
+        eprintln!(
+            "interrupted: the report in {} holds what was measured until the stop signal",
+            outcome.report_json.display()
+        );
+        return Ok(interrupt.exit_code());
+    }
     Ok(if outcome.passed {
         ExitCode::SUCCESS
     } else {

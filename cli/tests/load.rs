@@ -6,6 +6,7 @@
 mod common;
 
 use std::path::Path;
+use std::time::Duration;
 
 use anyhow::Context;
 use common::{kemu_exe, workspace};
@@ -141,18 +142,23 @@ fn keep(path: &std::path::Path) {
     }
 }
 
-/// Runs `kemu run -f CONFIG --dir DIR`; its exit success, stdout and stderr.
-async fn kemu_run(config: &str, dir: &Path) -> anyhow::Result<(bool, String, String)> {
+/// `kemu run -f CONFIG --dir DIR`, the config written beside the directory.
+fn kemu_run_command(config: &str, dir: &Path) -> anyhow::Result<tokio::process::Command> {
     let file = dir.with_extension("toml");
     std::fs::write(&file, config)?;
-    let out = tokio::process::Command::new(kemu_exe())
+    let mut command = tokio::process::Command::new(kemu_exe());
+    command
         .args(["run", "-f"])
         .arg(&file)
         .arg("--dir")
         .arg(dir)
-        .env("RUST_LOG", "warn,kemu=info")
-        .output()
-        .await?;
+        .env("RUST_LOG", "warn,kemu=info");
+    Ok(command)
+}
+
+/// Runs `kemu run -f CONFIG --dir DIR`; its exit success, stdout and stderr.
+async fn kemu_run(config: &str, dir: &Path) -> anyhow::Result<(bool, String, String)> {
+    let out = kemu_run_command(config, dir)?.output().await?;
     Ok((
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -339,5 +345,185 @@ async fn an_impossible_slo_fails_kemu_run() -> anyhow::Result<()> {
             "wait_gone"
         ]
     );
+    Ok(())
+}
+
+/// SIGTERM to `kemu run` in the middle of a slow create phase: the load stops sending, samples
+/// every process while the cluster is still up, writes the report of what it measured (marked
+/// interrupted, the phases it never started marked so, no violations for pods merely cut
+/// short), then the cluster stops; the exit code is 128 + SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_kemu_run_still_writes_its_report() -> anyhow::Result<()> {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("load-stop");
+    // 400 pods at 10/s: the create phase lasts 40 s, the test stops it after a few.
+    let config = small_cluster(
+        "load-stop",
+        "pods = 400\nrate = 10.0\nnamespaces = 2\nrunning_timeout_seconds = 120.0\nslo_pod_startup_p99_ms = 120000.0",
+    );
+    let mut child = kemu_run_command(&config, &dir)?
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = child.stdout.take().context("stdout")?;
+    let stdout = tokio::spawn(async move {
+        let mut text = String::new();
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    // The log says when the create phase starts; the rest of stderr is kept for failures.
+    let (in_create_tx, in_create) = tokio::sync::oneshot::channel();
+    let stderr = child.stderr.take().context("stderr")?;
+    let stderr = tokio::spawn(async move {
+        let mut in_create_tx = Some(in_create_tx);
+        let mut text = String::new();
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("load: create: 400 pods") {
+                if let Some(tx) = in_create_tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    if tokio::time::timeout(Duration::from_secs(120), in_create)
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+        panic!(
+            "the load never started its create phase:\n{}",
+            stderr.await?
+        );
+    }
+    // A few seconds of creates (some pods Running by then), then the stop signal.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let pid = child.id().context("kemu run's pid")?;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )?;
+    // The report's grace (30 s) and the cluster's stop, with room for a loaded machine.
+    let status = tokio::time::timeout(Duration::from_secs(90), child.wait())
+        .await
+        .context("kemu run did not exit after SIGTERM")??;
+    let (stdout, stderr) = (stdout.await?, stderr.await?);
+    println!("{stdout}");
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "an interrupted run exits with 128 + SIGTERM:\n{stdout}\n{stderr}"
+    );
+    nothing_left(&dir);
+    let json_path = dir.join("report/load-report.json");
+    assert!(
+        stdout.contains("INTERRUPTED") && stdout.contains(&json_path.display().to_string()),
+        "the run says it was interrupted and where its report is:\n{stdout}\n{stderr}"
+    );
+    keep(&json_path);
+    let report: Value = serde_json::from_slice(&std::fs::read(&json_path)?)?;
+    validate_report(&report);
+    assert_eq!(report["interrupted"], true);
+    assert_eq!(report["passed"], false);
+    let stopped_at = report["interrupted_at_s"]
+        .as_f64()
+        .context("interrupted_at_s")?;
+
+    // Counts: only what was sent, every create acknowledged, none deleted.
+    let pods = &report["pods"];
+    let count = |field: &str| pods[field].as_u64().unwrap_or(u64::MAX);
+    let (attempted, created, running) = (count("attempted"), count("created"), count("running"));
+    assert!(
+        attempted > 0 && attempted < 400,
+        "the create phase was cut short: {pods}"
+    );
+    assert_eq!(created, attempted, "{pods}");
+    assert!(running <= created, "{pods}");
+    assert_eq!(count("delete_sent"), 0, "no delete phase started: {pods}");
+    assert_eq!(count("unaccounted"), 0, "{pods}");
+    assert_eq!(count("cut_short"), created - running, "{pods}");
+    assert_eq!(pods["api_listed_at_end"], created, "{pods}");
+    assert_eq!(report["latency_ms"]["pod_startup"]["count"], running);
+
+    // The phases: create cut short, the rest of the plan never started.
+    let phases: Vec<(&str, &str)> = report["phases"]
+        .as_array()
+        .context("phases")?
+        .iter()
+        .map(|p| {
+            (
+                p["kind"].as_str().unwrap_or("?"),
+                p["status"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            ("create", "interrupted"),
+            ("wait_running", "not_started"),
+            ("delete", "not_started"),
+            ("wait_gone", "not_started")
+        ]
+    );
+    assert_eq!(report["phases"][0]["ops"], attempted);
+
+    // The verdict: only the interrupt failed; the accounting found every acknowledged create.
+    for check in report["slo"].as_array().context("slo")? {
+        let interrupted = check["name"] == "run_completed";
+        assert_eq!(check["passed"], !interrupted, "{check}");
+    }
+    let at_end = &report["accounting"]["at_end"];
+    assert_eq!(at_end["passed"], true, "{at_end}");
+    assert_eq!(at_end["acknowledged_creates"], created);
+    assert_eq!(at_end["lost"], 0);
+    // Listed a moment before the watches stopped: a pod may have started in between.
+    let not_yet = at_end["not_yet_running"]
+        .as_u64()
+        .context("not_yet_running")?;
+    assert!(not_yet <= created, "{at_end}");
+    assert!(report["accounting"]["when_running"].is_null());
+
+    // Every component sampled, the last sample taken after the stop signal, while it ran.
+    let processes = report["processes"].as_array().context("processes")?;
+    for want in [
+        "s1",
+        "s2",
+        "s3",
+        "apiserver-1",
+        "scheduler-1",
+        "controllers-1",
+        "nodehost-1",
+        "nodehost-2",
+        "kemu-load",
+    ] {
+        let p = processes
+            .iter()
+            .find(|p| p["name"] == want)
+            .with_context(|| format!("{want} not sampled"))?;
+        assert!(p["rss_bytes_max"].as_u64().unwrap_or(0) > 0, "{want}: {p}");
+        let last_t = p["samples"]
+            .as_array()
+            .and_then(|s| s.last())
+            .and_then(|s| s["t"].as_f64())
+            .with_context(|| format!("{want} has no samples"))?;
+        assert!(
+            last_t >= stopped_at,
+            "{want}'s last sample ({last_t} s) is from before the stop ({stopped_at} s)"
+        );
+    }
+    let html = std::fs::read_to_string(dir.join("report/load-report.html"))?;
+    assert!(html.contains("Interrupted") && html.contains("not started"));
+    let run_json: Value = serde_json::from_slice(&std::fs::read(dir.join("report/run.json"))?)?;
+    assert_eq!(run_json["interrupted"], true);
     Ok(())
 }

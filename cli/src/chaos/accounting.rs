@@ -47,6 +47,10 @@ pub struct AccountingReport {
     pub duplicated: usize,
     /// Pods that should run but are not Running.
     pub not_running: usize,
+    /// Checked after an interrupt ([`check_interrupted`]): pods that should run and are still
+    /// Pending, which the cut-short run gave no time to start. Reported, not a violation.
+    #[serde(default)]
+    pub not_yet_running: usize,
     /// Pods listed that were never acknowledged (a create whose answer was lost): reported, not
     /// a violation.
     pub unacknowledged: usize,
@@ -61,6 +65,18 @@ const EXAMPLES: usize = 10;
 
 /// Compares the acknowledgements with the final listing of the load's pods.
 pub fn check(acks: &AckLog, observed: &[ObservedPod]) -> AccountingReport {
+    check_with(acks, observed, false)
+}
+
+/// [`check`] for a run an interrupt cut short: acknowledged creates still Pending were given no
+/// time to start and count as `not_yet_running`; everything else (a lost create, a resurrected
+/// delete, a duplicate, a pod Failed) is a violation as ever. Deletes the run never sent need no
+/// care: an acknowledged create not deleted must exist, which is what the listing shows.
+pub fn check_interrupted(acks: &AckLog, observed: &[ObservedPod]) -> AccountingReport {
+    check_with(acks, observed, true)
+}
+
+fn check_with(acks: &AckLog, observed: &[ObservedPod], interrupted: bool) -> AccountingReport {
     let mut report = AccountingReport {
         acknowledged_creates: acks.created.len(),
         acknowledged_deletes: acks.deleted.len(),
@@ -132,6 +148,9 @@ pub fn check(acks: &AckLog, observed: &[ObservedPod]) -> AccountingReport {
                     "{ns}/{name} has uid {} but the create answered {uid}",
                     pod.uid
                 ));
+            }
+            Some(pod) if interrupted && matches!(pod.phase.as_str(), "Pending" | "") => {
+                report.not_yet_running += 1;
             }
             Some(pod) if pod.phase != "Running" => {
                 report.not_running += 1;
@@ -286,6 +305,24 @@ mod tests {
         assert!(r.duplicated >= 1, "{r:?}");
         let a = acks(&[("a", "1"), ("a", "9")], &[]);
         assert!(check(&a, &[pod("a", "9", "Running")]).duplicated >= 1);
+    }
+
+    #[test]
+    fn an_interrupted_run_excuses_pending_pods_only() {
+        let a = acks(&[("a", "1"), ("b", "2"), ("c", "3")], &["c"]);
+        // b is still Pending when the run was stopped; c's delete went through.
+        let observed = vec![pod("a", "1", "Running"), pod("b", "2", "Pending")];
+        assert!(!check(&a, &observed).passed);
+        let r = check_interrupted(&a, &observed);
+        assert!(r.passed, "{r:?}");
+        assert_eq!((r.not_running, r.not_yet_running), (0, 1));
+        // A lost create, or a Failed pod, is still a violation.
+        let r = check_interrupted(&a, &[pod("a", "1", "Running")]);
+        assert_eq!(r.lost, 1);
+        assert!(!r.passed);
+        let r = check_interrupted(&a, &[pod("a", "1", "Failed"), pod("b", "2", "Pending")]);
+        assert_eq!(r.not_running, 1);
+        assert!(!r.passed);
     }
 
     #[test]

@@ -524,44 +524,75 @@ async fn kill_pids(pids: &[u32], grace: Duration) {
     }
 }
 
+/// After the first stop signal, how long `kemu run` waits for the load's report (and the chaos
+/// results joined to it) before it stops the cluster anyway.
+pub const REPORT_GRACE: Duration = Duration::from_secs(30);
+
 /// `kemu run`: up in the foreground, the load and chaos plans, the report, down.
+///
+/// A stop signal (Ctrl-C, SIGTERM) goes to the load first: it ends the phase under way, samples
+/// the processes and writes its report while the cluster is still up; then the cluster is
+/// stopped. The report gets [`REPORT_GRACE`]; a second signal stops the cluster at once.
 async fn run_plans(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (config, layout) = prepare(&args.file, args.dir.as_deref(), true)?;
     if config.hosts.mode == HostMode::Remote {
         bail!("kemu run needs a local or netns cluster; remote clusters are started by hand (kemu up --plan)");
     }
+    let interrupt = crate::shutdown::Interrupt::listen();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let dir = layout.dir.clone();
-    let supervisor = tokio::spawn(async move {
+    // The supervisor stops when told to, not on the signal itself: the load reports first.
+    let mut supervisor = tokio::spawn(async move {
         let stop = async move {
-            tokio::select! {
-                _ = crate::shutdown::signal() => {}
-                _ = stop_rx => {}
-            }
+            let _ = stop_rx.await;
         };
         Supervisor::run(&dir, stop).await
     });
-    let started = wait_until_running(&layout, || {
-        supervisor
-            .is_finished()
-            .then(|| "the supervisor stopped".to_string())
-    })
-    .await;
+    let started = tokio::select! {
+        started = wait_until_running(&layout, || {
+            supervisor
+                .is_finished()
+                .then(|| "the supervisor stopped".to_string())
+        }) => started,
+        _ = interrupt.first() => Err(anyhow::anyhow!("interrupted while {} was starting; no load ran", layout.name)),
+    };
     let run_started = Instant::now();
-    // Ctrl-C stops the supervisor, and with it the run.
-    let mut supervisor = supervisor;
     let mut supervised = None;
     let outcome = match started {
-        Ok(()) => tokio::select! {
-            r = run_load(&config, &layout) => r,
-            s = &mut supervisor => {
-                supervised = Some(s);
-                Err(anyhow::anyhow!("the cluster stopped before the run finished (interrupted?)"))
+        Ok(()) => {
+            // From the first signal on, the report has REPORT_GRACE; a second signal ends it.
+            let cut_off = async {
+                interrupt.first().await;
+                tokio::select! {
+                    _ = tokio::time::sleep(REPORT_GRACE) => format!("no report {} s after the stop signal", REPORT_GRACE.as_secs()),
+                    _ = interrupt.second() => "a second stop signal".to_string(),
+                }
+            };
+            tokio::select! {
+                r = run_load(&config, &layout, &interrupt) => r,
+                s = &mut supervisor => {
+                    supervised = Some(s);
+                    Err(anyhow::anyhow!("the cluster stopped before the run finished"))
+                }
+                why = cut_off => {
+                    let json = layout.dir.join("report").join("load-report.json");
+                    Err(anyhow::anyhow!(
+                        "interrupted: stopped the cluster before the report was complete ({why}); {}",
+                        if json.exists() {
+                            format!("{} may hold the load's part", json.display())
+                        } else {
+                            "no report written".to_string()
+                        }
+                    ))
+                }
             }
-        },
+        }
         Err(e) => Err(e),
     };
     let run_s = run_started.elapsed().as_secs_f64();
+    if interrupt.requested() {
+        eprintln!("{}: stopping the cluster", layout.name);
+    }
     let _ = stop_tx.send(());
     let supervised = match supervised {
         Some(s) => s,
@@ -570,24 +601,31 @@ async fn run_plans(args: RunArgs) -> anyhow::Result<ExitCode> {
     .context("supervisor task")?;
     let outcome = outcome?;
     supervised?;
-    println!(
-        "{}: {} (run {run_s:.0} s)",
-        layout.name,
-        if outcome.passed { "PASSED" } else { "FAILED" }
-    );
+    let verdict = if outcome.interrupted {
+        "INTERRUPTED: the report holds what was measured until the stop signal"
+    } else if outcome.passed {
+        "PASSED"
+    } else {
+        "FAILED"
+    };
+    println!("{}: {verdict} (run {run_s:.0} s)", layout.name);
     for (what, path) in &outcome.files {
         println!("  {what:<12} {}", path.display());
     }
-    Ok(if outcome.passed {
+    Ok(if outcome.interrupted {
+        interrupt.exit_code()
+    } else if outcome.passed {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
 }
 
-/// What `run_load` did: whether every check passed, and the files it wrote.
+/// What `run_load` did: whether every check passed, whether a stop signal cut it short, and
+/// the files it wrote.
 struct RunOutcome {
     passed: bool,
+    interrupted: bool,
     files: Vec<(&'static str, PathBuf)>,
 }
 
@@ -692,8 +730,14 @@ fn service_with_pods(
 /// Upper bound on a chaos plan's length under `kemu run`: its repeats stop when the load ends.
 const CHAOS_HORIZON: Duration = Duration::from_secs(6 * 3600);
 
-/// Runs the `[load]` plan with the `[chaos]` plan alongside; whether every check passed.
-async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<RunOutcome> {
+/// Runs the `[load]` plan with the `[chaos]` plan alongside; whether every check passed. A
+/// stop signal of `interrupt` cuts the load short (see [`crate::load::run`]); the chaos plan
+/// ends with it, and its results join the report as they do after a whole run.
+async fn run_load(
+    config: &ClusterConfig,
+    layout: &Layout,
+    interrupt: &crate::shutdown::Interrupt,
+) -> anyhow::Result<RunOutcome> {
     let report_dir = layout.dir.join("report");
     let processes = ClusterState::read(&layout.dir)?
         .map(|s| {
@@ -721,6 +765,7 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<Run
         )?;
         return Ok(RunOutcome {
             passed: true,
+            interrupted: false,
             files: vec![("summary", run_json)],
         });
     };
@@ -749,7 +794,7 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<Run
         extra_watch_servers: other_servers.clone(),
         spread_servers: other_servers,
     };
-    let outcome = crate::load::run(plan, &target).await;
+    let outcome = crate::load::run(plan, &target, interrupt).await;
     let _ = load_done.send(());
     let chaos = match chaos {
         Some(task) => Some(task.await.context("chaos task")?),
@@ -794,6 +839,7 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<Run
     println!("{}", outcome.summary);
     let summary = serde_json::json!({
         "passed": outcome.passed,
+        "interrupted": outcome.interrupted,
         "load": {
             "report_json": outcome.report_json,
             "report_html": outcome.report_html,
@@ -804,6 +850,7 @@ async fn run_load(config: &ClusterConfig, layout: &Layout) -> anyhow::Result<Run
     files.push(("summary", run_json));
     Ok(RunOutcome {
         passed: outcome.passed,
+        interrupted: outcome.interrupted,
         files,
     })
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::report::{LoadReport, Percentiles, LATENCIES};
+use super::report::{LoadReport, Percentiles, PhaseStatus, LATENCIES};
 
 const PALETTE: [&str; 8] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -307,7 +307,7 @@ fn phase_name(kind: &str, cycle: u32) -> String {
 /// The whole report page.
 pub fn render(report: &LoadReport, summary: &str) -> String {
     let mut h = String::new();
-    let verdict = if report.passed { "PASSED" } else { "FAILED" };
+    let verdict = super::report::verdict(report);
     let _ = write!(
         h,
         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>kemu load {} — {verdict}</title><style>\
@@ -329,6 +329,13 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
         report.plan.rate,
         report.plan.namespaces
     );
+    if report.interrupted {
+        let _ = write!(
+            h,
+            "<p class=\"bad\"><b>Interrupted</b> at {:.1} s by a stop signal: this report holds what was measured until then; the phases the signal kept from starting are marked not started.</p>",
+            report.interrupted_at_s.unwrap_or(report.duration_s)
+        );
+    }
     h.push_str("<h2>SLO</h2><table><tr><th>check</th><th>observed</th><th>threshold</th><th>result</th></tr>");
     for c in &report.slo {
         let _ = write!(
@@ -348,6 +355,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
     let spans: Vec<(f64, f64, String)> = report
         .phases
         .iter()
+        .filter(|p| p.status != PhaseStatus::NotStarted)
         .map(|p| (p.start_s, p.end_s, phase_name(&p.kind, p.cycle)))
         .collect();
     let markers = chaos_markers(report);
@@ -443,6 +451,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
     let phase_rows: Vec<(String, Vec<(String, f64)>)> = report
         .phases
         .iter()
+        .filter(|p| p.status != PhaseStatus::NotStarted)
         .map(|p| {
             (
                 phase_name(&p.kind, p.cycle),
@@ -454,7 +463,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
         })
         .collect();
     h.push_str(&stacked_bars("run phases", "s", &phase_rows));
-    h.push_str("<table><tr><th>phase</th><th>start s</th><th>seconds</th><th>ops</th><th>target/s</th><th>achieved/s</th><th>send lag p99 ms</th><th>completed</th></tr>");
+    h.push_str("<table><tr><th>phase</th><th>start s</th><th>seconds</th><th>ops</th><th>target/s</th><th>achieved/s</th><th>send lag p99 ms</th><th>status</th></tr>");
     for p in &report.phases {
         let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
         let _ = write!(
@@ -467,8 +476,11 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
             opt(p.target_rate),
             opt(p.achieved_rate),
             opt(p.send_lag_ms.as_ref().map(|l| l.p99)),
-            if p.completed { "ok" } else { "bad" },
-            if p.completed { "yes" } else { "TIMED OUT" }
+            if p.status == PhaseStatus::Completed && p.completed { "ok" } else { "bad" },
+            match p.status {
+                PhaseStatus::Completed if !p.completed => "timed out",
+                other => other.as_str(),
+            }
         );
     }
     h.push_str("</table>");

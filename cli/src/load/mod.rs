@@ -46,9 +46,10 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::chaos::accounting::{self, AccountingReport, AckLog, ObservedPod};
+use crate::shutdown::Interrupt;
 use client::ApiClient;
 pub use plan::LoadPlan;
-use report::{LoadAccounting, LoadReport, Percentiles, PhaseReport, SloCheck};
+use report::{LoadAccounting, LoadReport, Percentiles, PhaseReport, PhaseStatus, SloCheck};
 use template::{PodTemplate, RUN_LABEL};
 use tracker::{Counts, PodRecord, Tracker};
 use watcher::NamespaceWatch;
@@ -83,8 +84,10 @@ pub struct LoadTarget {
 /// What a finished run produced.
 #[derive(Clone, Debug)]
 pub struct LoadOutcome {
-    /// Every SLO check passed and every pod was accounted for.
+    /// Every SLO check passed and every pod was accounted for (never after an interrupt).
     pub passed: bool,
+    /// A stop signal cut the run short; the report holds what was measured until then.
+    pub interrupted: bool,
     pub report_json: PathBuf,
     pub report_html: PathBuf,
     /// The terminal summary table.
@@ -148,6 +151,10 @@ struct Run {
     phases: Vec<PhaseReport>,
     next_pod: u64,
     acks: Arc<Mutex<AckLog>>,
+    /// The first stop signal ends the current phase and starts no other.
+    interrupt: Interrupt,
+    /// When it came, seconds since the start (set by the phase it cut short).
+    interrupted_at: Option<f64>,
 }
 
 /// Retry a call that got no answer, or an answer that says "try again".
@@ -158,6 +165,52 @@ fn retryable(code: u16) -> bool {
 impl Run {
     fn now(&self) -> f64 {
         self.start.elapsed().as_secs_f64()
+    }
+
+    /// Whether a stop signal came; notes when, the first time it is seen.
+    fn interrupted(&mut self) -> bool {
+        if self.interrupted_at.is_none() && self.interrupt.requested() {
+            self.interrupted_at = Some(self.now());
+        }
+        self.interrupted_at.is_some()
+    }
+
+    /// The status of a phase that just ended, `finished` telling whether it did all its work.
+    fn ended(&mut self, finished: bool) -> PhaseStatus {
+        if finished {
+            PhaseStatus::Completed
+        } else if self.interrupted() {
+            PhaseStatus::Interrupted
+        } else {
+            PhaseStatus::TimedOut
+        }
+    }
+
+    /// After an interrupt: the plan's phases after the last one that started, as not started.
+    fn not_started(&mut self) {
+        let at = self.interrupted_at.unwrap_or_else(|| self.now());
+        let planned = report::planned_phases(&self.plan);
+        let next = match self.phases.last() {
+            Some(last) => planned
+                .iter()
+                .position(|&(kind, cycle)| kind == last.kind && cycle == last.cycle)
+                .map_or(planned.len(), |i| i + 1),
+            None => 0,
+        };
+        for &(kind, cycle) in &planned[next..] {
+            self.phases.push(PhaseReport {
+                kind: kind.into(),
+                cycle,
+                start_s: at,
+                end_s: at,
+                ops: None,
+                target_rate: None,
+                achieved_rate: None,
+                send_lag_ms: None,
+                completed: false,
+                status: PhaseStatus::NotStarted,
+            });
+        }
     }
 
     fn selector(&self) -> String {
@@ -190,11 +243,13 @@ impl Run {
             self.acks.clone(),
         );
         let namespaces = self.plan.namespaces;
+        let interrupt = self.interrupt.clone();
         let stats = pacer::paced(
             items,
             self.plan.rate,
             &self.permits,
             self.plan.max_in_flight,
+            interrupt.first(),
             |i| {
                 let ns_index = (i % namespaces as u64) as u32;
                 let namespace = namespace_name(ns_index);
@@ -258,6 +313,7 @@ impl Run {
         )
         .await;
         bar.finish();
+        let status = self.ended(!stats.stopped);
         self.phases.push(PhaseReport {
             kind: "create".into(),
             cycle,
@@ -267,7 +323,8 @@ impl Run {
             target_rate: Some(stats.target_rate),
             achieved_rate: Some(stats.achieved_rate),
             send_lag_ms: Some(Percentiles::from_us(&stats.lag_us)),
-            completed: true,
+            completed: !stats.stopped,
+            status,
         });
     }
 
@@ -290,11 +347,13 @@ impl Run {
             }
             None => json!({"apiVersion": "v1", "kind": "DeleteOptions"}),
         };
+        let interrupt = self.interrupt.clone();
         let stats = pacer::paced(
             indices,
             rate,
             &self.permits,
             self.plan.max_in_flight,
+            interrupt.first(),
             |index| {
                 let (namespace, name) = {
                     let mut tracker = tracker.lock();
@@ -342,6 +401,7 @@ impl Run {
         )
         .await;
         bar.finish();
+        let status = self.ended(!stats.stopped);
         self.phases.push(PhaseReport {
             kind: "delete".into(),
             cycle,
@@ -351,7 +411,8 @@ impl Run {
             target_rate: Some(stats.target_rate),
             achieved_rate: Some(stats.achieved_rate),
             send_lag_ms: Some(Percentiles::from_us(&stats.lag_us)),
-            completed: true,
+            completed: !stats.stopped,
+            status,
         });
     }
 
@@ -376,6 +437,14 @@ impl Run {
             if reached(&counts) >= total(&counts) {
                 break true;
             }
+            if self.interrupted() {
+                tracing::warn!(
+                    "load: {name}: interrupted with {} of {}",
+                    reached(&counts),
+                    total(&counts)
+                );
+                break false;
+            }
             if Instant::now() >= deadline {
                 tracing::warn!(
                     "load: {name}: timed out after {timeout} s with {} of {}",
@@ -384,9 +453,13 @@ impl Run {
                 );
                 break false;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = self.interrupt.first() => {}
+            }
         };
         bar.finish();
+        let status = self.ended(completed);
         self.phases.push(PhaseReport {
             kind: kind.into(),
             cycle,
@@ -397,6 +470,7 @@ impl Run {
             achieved_rate: None,
             send_lag_ms: None,
             completed,
+            status,
         });
         completed
     }
@@ -496,12 +570,28 @@ impl Run {
     /// Lists the run's pods and accounts for them against the acknowledgements, again until
     /// they are accounted for or 30 s pass (a list may lag the watch that ended the phase, or
     /// meet an API server that chaos just killed). The listing's length and the verdict.
+    /// After an interrupt the check excuses pods still Pending
+    /// ([`accounting::check_interrupted`]) and gives up after 5 s: the report is waited for.
     async fn account(&self) -> (Option<u64>, Option<AccountingReport>) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let interrupted = self.interrupted_at.is_some();
+        let patience = Duration::from_secs(if interrupted { 5 } else { 30 });
+        let deadline = Instant::now() + patience;
         let mut last = (None, None);
         loop {
-            if let Some(pods) = self.api_list().await {
-                let report = accounting::check(&self.acks.lock(), &pods);
+            let listed = if interrupted {
+                tokio::time::timeout_at(deadline, self.api_list())
+                    .await
+                    .ok()
+                    .flatten()
+            } else {
+                self.api_list().await
+            };
+            if let Some(pods) = listed {
+                let report = if interrupted {
+                    accounting::check_interrupted(&self.acks.lock(), &pods)
+                } else {
+                    accounting::check(&self.acks.lock(), &pods)
+                };
                 let passed = report.passed;
                 last = (Some(pods.len() as u64), Some(report));
                 if passed {
@@ -546,8 +636,15 @@ fn new_run_id() -> String {
     format!("{:08x}", rand::random::<u32>())
 }
 
-/// Runs `plan` against `target`: the phases, then the report.
-pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOutcome> {
+/// Runs `plan` against `target`: the phases, then the report. The first stop signal of
+/// `interrupt` ends the phase under way and starts no other: the pods are accounted for, the
+/// processes sampled once more, and the report of what was measured until then written, marked
+/// interrupted (the caller keeps the cluster up until this returns).
+pub async fn run(
+    plan: &LoadPlan,
+    target: &LoadTarget,
+    interrupt: &Interrupt,
+) -> anyhow::Result<LoadOutcome> {
     plan.validate()?;
     let (server, credentials) =
         crate::api_access::ApiCredentials::from_kubeconfig(&target.kubeconfig)?;
@@ -634,12 +731,15 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
         }
     }
     let all_ready = futures::future::join_all(ready);
-    if tokio::time::timeout(Duration::from_secs(30), all_ready)
-        .await
-        .is_err()
-    {
-        let _ = stop_tx.send(true);
-        bail!("the pod watches did not open within 30 s");
+    tokio::select! {
+        opened = tokio::time::timeout(Duration::from_secs(30), all_ready) => {
+            if opened.is_err() {
+                let _ = stop_tx.send(true);
+                bail!("the pod watches did not open within 30 s");
+            }
+        }
+        // Reported below: interrupted before the first phase.
+        _ = interrupt.first() => {}
     }
 
     let mut run = Run {
@@ -654,22 +754,37 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
         phases: Vec::new(),
         next_pod: 0,
         acks: Arc::default(),
+        interrupt: interrupt.clone(),
+        interrupted_at: None,
     };
 
     let mut api_listed_when_running = None;
     let mut accounted = LoadAccounting::default();
-    run.create_phase(plan.pods, 0).await;
-    let mut healthy = run.wait_running(0).await;
-    // Even after a timeout: the pods that never ran are what the check reports.
-    let (listed, when_running) = run.account().await;
-    accounted.when_running = when_running;
-    if healthy {
-        api_listed_when_running = listed;
+    // Each phase starts only if no stop signal came; the one under way when it comes ends
+    // early and says so.
+    let mut healthy = false;
+    if !run.interrupted() {
+        run.create_phase(plan.pods, 0).await;
     }
-    if plan.hold_seconds > 0.0 {
+    if !run.interrupted() {
+        healthy = run.wait_running(0).await;
+    }
+    if !run.interrupted() {
+        // Even after a timeout: the pods that never ran are what the check reports.
+        let (listed, when_running) = run.account().await;
+        accounted.when_running = when_running;
+        if healthy {
+            api_listed_when_running = listed;
+        }
+    }
+    if plan.hold_seconds > 0.0 && !run.interrupted() {
         let start_s = run.now();
         tracing::info!("load: hold for {} s", plan.hold_seconds);
-        tokio::time::sleep(Duration::from_secs_f64(plan.hold_seconds)).await;
+        let held = tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs_f64(plan.hold_seconds)) => true,
+            _ = interrupt.first() => false,
+        };
+        let status = run.ended(held);
         run.phases.push(PhaseReport {
             kind: "hold".into(),
             cycle: 0,
@@ -679,11 +794,12 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
             target_rate: None,
             achieved_rate: None,
             send_lag_ms: None,
-            completed: true,
+            completed: held,
+            status,
         });
     }
     for cycle in 1..=plan.churn_cycles {
-        if !healthy {
+        if !healthy || run.interrupted() {
             break;
         }
         let victims: Vec<usize> = {
@@ -696,18 +812,38 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
         };
         let count = victims.len() as u64;
         run.delete_phase(victims, cycle).await;
+        if run.interrupted() {
+            break;
+        }
         healthy = run.wait_gone(cycle).await;
+        if run.interrupted() {
+            break;
+        }
         run.create_phase(count, cycle).await;
+        if run.interrupted() {
+            break;
+        }
         healthy &= run.wait_running(cycle).await;
     }
-    if plan.delete {
+    if plan.delete && !run.interrupted() {
         let live = tracker.lock().live();
         run.delete_phase(live, 0).await;
-        run.wait_gone(0).await;
+        if !run.interrupted() {
+            run.wait_gone(0).await;
+        }
+    }
+    let interrupted = run.interrupted();
+    if interrupted {
+        run.not_started();
+        tracing::warn!(
+            "load: interrupted at {:.1} s; accounting for the pods and writing the report",
+            run.interrupted_at.unwrap_or_default()
+        );
     }
     let (api_listed_at_end, at_end) = run.account().await;
     accounted.at_end = at_end;
 
+    // The sampler takes a last sample of every process as it stops: the cluster is still up.
     let _ = stop_tx.send(true);
     for w in watchers {
         let _ = w.await;
@@ -718,7 +854,7 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
 
     let report = {
         let tracker = tracker.lock();
-        let mut pods = report::pod_counts(&tracker);
+        let mut pods = report::pod_counts(&tracker, interrupted);
         pods.api_listed_when_running = api_listed_when_running;
         pods.api_listed_at_end = api_listed_at_end;
         let latency_ms = report::latencies(tracker.records());
@@ -750,6 +886,13 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
                     .map(|_| accounted.violations() as f64),
                 passed: accounted.at_end.is_some() && accounted.violations() == 0,
             },
+            // The plan ran to its end (1) or a stop signal cut it short (0).
+            SloCheck {
+                name: "run_completed".into(),
+                threshold: 1.0,
+                observed: Some(if interrupted { 0.0 } else { 1.0 }),
+                passed: !interrupted,
+            },
         ];
         let (api_calls, errors_by_code) = report::api_calls(client.stats());
         LoadReport {
@@ -762,6 +905,8 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
             duration_s,
             plan: plan.clone(),
             passed: slo.iter().all(|c| c.passed),
+            interrupted,
+            interrupted_at_s: run.interrupted_at,
             slo,
             pods,
             phases: std::mem::take(&mut run.phases),
@@ -779,6 +924,7 @@ pub async fn run(plan: &LoadPlan, target: &LoadTarget) -> anyhow::Result<LoadOut
     let acks = run.acks.lock().clone();
     Ok(LoadOutcome {
         passed: report.passed,
+        interrupted,
         report_json,
         report_html,
         summary,

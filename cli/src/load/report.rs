@@ -74,8 +74,12 @@ pub struct PodCounts {
     pub delete_failed: u64,
     pub gone: u64,
     /// Pods whose fate the run doesn't know: not created, never seen Running, or deleted but
-    /// never seen gone.
+    /// never seen gone. In an interrupted run, pods still on their way are `cut_short` instead.
     pub unaccounted: u64,
+    /// Interrupted runs: created pods not yet seen Running, or deleted and not yet seen gone,
+    /// when the run was stopped (not a violation; 0 in a run that finished).
+    #[serde(default)]
+    pub cut_short: u64,
     /// The first few unaccounted pods' names.
     pub unaccounted_examples: Vec<String>,
     /// Pods of the run the API listed once every pod was Running (before any delete).
@@ -101,8 +105,57 @@ pub struct PhaseReport {
     pub target_rate: Option<f64>,
     pub achieved_rate: Option<f64>,
     pub send_lag_ms: Option<Percentiles>,
-    /// For waits: whether the condition was reached before the timeout.
+    /// For waits: whether the condition was reached before the timeout; for creates and
+    /// deletes, whether every request was sent.
     pub completed: bool,
+    #[serde(default)]
+    pub status: PhaseStatus,
+}
+
+/// How a phase ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhaseStatus {
+    #[default]
+    Completed,
+    /// A wait that reached its timeout.
+    TimedOut,
+    /// The run was stopped (SIGINT/SIGTERM) during this phase.
+    Interrupted,
+    /// The plan's phase that an interrupt kept from starting (times: the interrupt's).
+    NotStarted,
+}
+
+impl PhaseStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PhaseStatus::Completed => "completed",
+            PhaseStatus::TimedOut => "timed out",
+            PhaseStatus::Interrupted => "INTERRUPTED",
+            PhaseStatus::NotStarted => "not started",
+        }
+    }
+}
+
+/// The phases `plan` runs, in order, as (kind, cycle): the churn cycles' phases (skipped when a
+/// wait before them timed out) included.
+pub fn planned_phases(plan: &LoadPlan) -> Vec<(&'static str, u32)> {
+    let mut out = vec![("create", 0), ("wait_running", 0)];
+    if plan.hold_seconds > 0.0 {
+        out.push(("hold", 0));
+    }
+    for cycle in 1..=plan.churn_cycles {
+        out.extend([
+            ("delete", cycle),
+            ("wait_gone", cycle),
+            ("create", cycle),
+            ("wait_running", cycle),
+        ]);
+    }
+    if plan.delete {
+        out.extend([("delete", 0), ("wait_gone", 0)]);
+    }
+    out
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -171,6 +224,13 @@ pub struct LoadReport {
     pub duration_s: f64,
     pub plan: LoadPlan,
     pub passed: bool,
+    /// The run was stopped by SIGINT/SIGTERM before its plan finished: the report holds what
+    /// was measured until then, and `passed` is false.
+    #[serde(default)]
+    pub interrupted: bool,
+    /// When the stop signal came, seconds since the run's start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_at_s: Option<f64>,
     pub slo: Vec<SloCheck>,
     pub pods: PodCounts,
     pub phases: Vec<PhaseReport>,
@@ -230,6 +290,7 @@ impl LoadAccounting {
             out.resurrected += r.resurrected;
             out.duplicated += r.duplicated;
             out.not_running += r.not_running;
+            out.not_yet_running = out.not_yet_running.max(r.not_yet_running);
             out.unacknowledged = out.unacknowledged.max(r.unacknowledged);
             out.deleted_unanswered = out.deleted_unanswered.max(r.deleted_unanswered);
             out.examples.extend(r.examples.iter().take(10).cloned());
@@ -302,9 +363,20 @@ pub fn unaccounted(records: &[PodRecord]) -> impl Iterator<Item = &PodRecord> {
     })
 }
 
-pub fn pod_counts(tracker: &Tracker) -> PodCounts {
+/// A pod an interrupt caught on its way: created and not yet seen Running (never deleted), or
+/// deleted and not yet seen gone.
+pub fn cut_short(r: &PodRecord) -> bool {
+    r.created
+        && ((r.running_seen.is_none() && r.delete_sent.is_none())
+            || (r.delete_sent.is_some() && !r.delete_failed && r.gone_seen.is_none()))
+}
+
+/// The pod counts; with `interrupted`, the pods an interrupt caught on their way count as
+/// `cut_short` rather than `unaccounted`.
+pub fn pod_counts(tracker: &Tracker, interrupted: bool) -> PodCounts {
     let c = tracker.counts();
-    let missing: Vec<&PodRecord> = unaccounted(tracker.records()).collect();
+    let (cut, missing): (Vec<&PodRecord>, Vec<&PodRecord>) =
+        unaccounted(tracker.records()).partition(|r| interrupted && cut_short(r));
     PodCounts {
         attempted: c.attempted,
         created: c.created,
@@ -315,6 +387,7 @@ pub fn pod_counts(tracker: &Tracker) -> PodCounts {
         delete_failed: c.delete_failed,
         gone: c.gone,
         unaccounted: missing.len() as u64,
+        cut_short: cut.len() as u64,
         unaccounted_examples: missing.iter().take(20).map(|r| r.name.clone()).collect(),
         api_listed_when_running: None,
         api_listed_at_end: None,
@@ -422,12 +495,19 @@ pub fn summary(report: &LoadReport) -> String {
         "kemu load {} against {}: {} in {:.1} s",
         report.run_id,
         report.server,
-        if report.passed { "PASSED" } else { "FAILED" },
+        verdict(report),
         report.duration_s
     );
+    if report.interrupted {
+        let _ = writeln!(
+            s,
+            "INTERRUPTED at {:.1} s: the figures below are what was measured until then",
+            report.interrupted_at_s.unwrap_or(report.duration_s)
+        );
+    }
     let _ = writeln!(
         s,
-        "pods: {} attempted, {} created, {} Running, {} deleted, {} gone, {} unaccounted{}",
+        "pods: {} attempted, {} created, {} Running, {} deleted, {} gone, {} unaccounted{}{}",
         p.attempted,
         p.created,
         p.running,
@@ -437,6 +517,11 @@ pub fn summary(report: &LoadReport) -> String {
         match p.unaccounted_examples.first() {
             Some(name) => format!(" (e.g. {name})"),
             None => String::new(),
+        },
+        if report.interrupted {
+            format!(", {} cut short on their way", p.cut_short)
+        } else {
+            String::new()
         }
     );
     let _ = writeln!(s);
@@ -455,12 +540,15 @@ pub fn summary(report: &LoadReport) -> String {
                 );
             }
             // run_to_watch needs sub-second start stamps, which kubelets do not write.
-            Some(_) => {
+            Some(_) if name == "run_to_watch" => {
                 let _ = writeln!(
                     s,
                     "{name:<22} {:>8} {:>10} (no sub-second startedAt stamps to measure from)",
                     0, "-"
                 );
+            }
+            Some(_) => {
+                let _ = writeln!(s, "{name:<22} {:>8} {:>10}", 0, "-");
             }
             None => {}
         }
@@ -487,7 +575,11 @@ pub fn summary(report: &LoadReport) -> String {
             opt(ph.target_rate),
             opt(ph.achieved_rate),
             opt(ph.send_lag_ms.as_ref().map(|l| l.p99)),
-            if ph.completed { "" } else { "  TIMED OUT" }
+            match ph.status {
+                PhaseStatus::Completed if !ph.completed => "  TIMED OUT".to_string(),
+                PhaseStatus::Completed => String::new(),
+                other => format!("  {}", other.as_str()),
+            }
         );
     }
     let _ = writeln!(s);
@@ -550,6 +642,17 @@ pub fn summary(report: &LoadReport) -> String {
         );
     }
     s
+}
+
+/// PASSED, FAILED or INTERRUPTED.
+pub fn verdict(report: &LoadReport) -> &'static str {
+    if report.interrupted {
+        "INTERRUPTED"
+    } else if report.passed {
+        "PASSED"
+    } else {
+        "FAILED"
+    }
 }
 
 /// Seconds from `earlier` to `later` (RFC 3339 times: two reports' clocks); 0 when either does

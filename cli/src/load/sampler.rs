@@ -52,7 +52,8 @@ fn read(pid: u32) -> Option<(u64, u64)> {
     Some((cpu_ticks(&stat)?, rss_bytes(&status)?))
 }
 
-/// Samples every process each second until `stop` turns true, then returns the samples.
+/// Samples every process each second until `stop` turns true, then once more (so a run cut
+/// short still ends with every process's state at its end), and returns the samples.
 /// A process that exits stops being sampled.
 pub async fn sample(
     processes: Vec<SampledProcess>,
@@ -74,11 +75,11 @@ pub async fn sample(
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
     loop {
-        tokio::select! {
+        let last_round = tokio::select! {
             biased;
-            _ = stop.wait_for(|s| *s) => break,
-            _ = tick.tick() => {}
-        }
+            _ = stop.wait_for(|s| *s) => true,
+            _ = tick.tick() => false,
+        };
         let now = Instant::now();
         for (i, p) in processes.iter().enumerate() {
             let Some((before_at, before_ticks)) = last[i] else {
@@ -88,15 +89,25 @@ pub async fn sample(
                 Some((ticks, rss)) => {
                     let seconds = (now - before_at).as_secs_f64().max(1e-3);
                     let cpu = ticks.saturating_sub(before_ticks) as f64 / TICKS_PER_SECOND;
+                    // The last round may come milliseconds after a tick: too short a span for
+                    // 10 ms ticks to say anything, so it repeats the CPU figure before it.
+                    let cpu_percent = if seconds >= 0.2 {
+                        100.0 * cpu / seconds
+                    } else {
+                        out[i].samples.last().map_or(0.0, |s| s.cpu_percent)
+                    };
                     out[i].samples.push(ResourceSample {
                         t: (now - run_start).as_secs_f64(),
-                        cpu_percent: 100.0 * cpu / seconds,
+                        cpu_percent,
                         rss_bytes: rss,
                     });
                     last[i] = Some((now, ticks));
                 }
                 None => last[i] = None,
             }
+        }
+        if last_round {
+            break;
         }
     }
     out
