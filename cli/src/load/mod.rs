@@ -571,10 +571,15 @@ impl Run {
     /// they are accounted for or 30 s pass (a list may lag the watch that ended the phase, or
     /// meet an API server that chaos just killed). The listing's length and the verdict.
     /// After an interrupt the check excuses pods still Pending
-    /// ([`accounting::check_interrupted`]) and gives up after 5 s: the report is waited for.
+    /// ([`accounting::check_interrupted`]) and gives up after [`INTERRUPTED_ACCOUNTING`] (the
+    /// report is waited for); a stop signal during the retries ends them.
     async fn account(&self) -> (Option<u64>, Option<AccountingReport>) {
         let interrupted = self.interrupted_at.is_some();
-        let patience = Duration::from_secs(if interrupted { 5 } else { 30 });
+        let patience = if interrupted {
+            INTERRUPTED_ACCOUNTING
+        } else {
+            Duration::from_secs(30)
+        };
         let deadline = Instant::now() + patience;
         let mut last = (None, None);
         loop {
@@ -598,13 +603,17 @@ impl Run {
                     return last;
                 }
             }
-            if Instant::now() >= deadline {
+            if Instant::now() >= deadline || self.interrupt.requested() {
                 return last;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
 }
+
+/// After a stop signal, how long the listing of the run's pods for the accounting may take (a
+/// listing of 300,000 pods takes seconds); without one the report says `at_end: null`.
+const INTERRUPTED_ACCOUNTING: Duration = Duration::from_secs(10);
 
 /// Creates the load namespaces (existing ones are fine).
 async fn ensure_namespaces(client: &ApiClient, count: u32) -> anyhow::Result<()> {
