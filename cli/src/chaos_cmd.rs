@@ -67,7 +67,14 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         plan
     });
 
-    let (report, report_dir) = if let Some(n) = args.spawn {
+    // A first stop signal ends the run early, as its duration would: the checks run on what
+    // happened and the report is written. A second one stops at once.
+    let interrupt = crate::shutdown::Interrupt::listen();
+    let stop = {
+        let interrupt = interrupt.clone();
+        async move { interrupt.first().await }
+    };
+    let (mut report, report_dir) = if let Some(n) = args.spawn {
         let tmp = tempfile::tempdir()?;
         let exe = std::env::current_exe()?;
         let store = Arc::new(LocalStore::start_with(&exe, tmp.path(), n, &[]).await?);
@@ -77,7 +84,11 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         let cluster: Arc<dyn ChaosCluster> = Arc::new(LocalStoreTarget {
             store: store.clone(),
         });
-        let report = run::run(cluster, schedule, &config).await;
+        let report = tokio::select! {
+            biased;
+            _ = interrupt.second() => Err(anyhow::anyhow!("interrupted twice: stopped at once, no report written")),
+            report = run::run_until(cluster, schedule, &config, stop) => report,
+        };
         store.stop().await;
         let dir = args.report.clone().unwrap_or_else(|| PathBuf::from("."));
         (report?, dir)
@@ -87,10 +98,18 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
             Some(p) => p,
             None => plan_of(&dir)?,
         };
-        let report = run::run_on_cluster_dir(&dir, &plan, &config, std::future::pending()).await?;
+        let report = tokio::select! {
+            biased;
+            _ = interrupt.second() => anyhow::bail!("interrupted twice: stopped at once, no report written"),
+            report = run::run_on_cluster_dir(&dir, &plan, &config, stop) => report?,
+        };
         let out = args.report.clone().unwrap_or_else(|| dir.join("report"));
         (report, out)
     };
+    if interrupt.requested() {
+        report.interrupted = true;
+        report.passed = false;
+    }
     let files = report.write(&report_dir)?;
     println!("{}", report.summary());
     println!(
@@ -98,6 +117,13 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         files.json.display(),
         files.html.display()
     );
+    if report.interrupted {
+        eprintln!(
+            "interrupted: the report in {} covers the run until the stop signal",
+            files.json.display()
+        );
+        return Ok(interrupt.exit_code());
+    }
     Ok(if report.passed {
         ExitCode::SUCCESS
     } else {

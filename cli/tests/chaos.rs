@@ -2,20 +2,19 @@
 //! workload, a watch recorder and a prober, and the leader SIGKILLed three times (restarted a
 //! second later). Through `kemu run`: a whole cluster under a pod load with the store leader
 //! SIGKILLed three times. Every check must pass, and the recovery times must be reported.
+//! Stopped by hand: `kemu chaos` still checks and reports what happened until the signal.
 
-use std::path::Path;
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{kemu_exe, Interruptible};
 use kemu::chaos::actions::{self, ActionKind};
 use kemu::chaos::run::{self, ChaosRunConfig};
 use kemu::chaos::targets::{ChaosCluster, LocalStoreTarget};
 use kemu::cluster_proc::LocalStore;
 use serde_json::Value;
-
-fn kemu_exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_kemu"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_leader_kills_pass_every_check() -> anyhow::Result<()> {
@@ -222,5 +221,51 @@ kind = "kill-store-leader"
     assert_eq!(chaos["passed"], true);
     assert_eq!(report["passed"], true);
     assert!(out.status.success(), "kemu run failed:\n{stdout}\n{stderr}");
+    Ok(())
+}
+
+/// `kemu chaos --spawn 3` stopped by SIGINT after its first leader kill: the run ends early as
+/// at the end of its duration, the checks run on what happened, and the report is written with
+/// its action log, marked interrupted; the exit code is 128 + SIGINT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_chaos_run_keeps_its_action_log() -> anyhow::Result<()> {
+    use anyhow::Context;
+    let tmp = tempfile::tempdir()?;
+    let mut chaos = Interruptible::spawn(
+        tokio::process::Command::new(kemu_exe())
+            .args([
+                "chaos",
+                "--spawn",
+                "3",
+                "--duration",
+                "120",
+                "--kill-leader-every",
+                "3",
+            ])
+            .arg("--report")
+            .arg(tmp.path())
+            .env("RUST_LOG", "warn,kemu=info"),
+        "kill-store-leader",
+    )?;
+    chaos.reached(Duration::from_secs(90)).await?;
+    let (status, stdout, stderr) = chaos
+        .stop(nix::sys::signal::Signal::SIGINT, Duration::from_secs(100))
+        .await?;
+    println!("{stdout}");
+    assert_eq!(status.code(), Some(128 + 2), "{stdout}\n{stderr}");
+    assert!(stdout.contains("INTERRUPTED"), "{stdout}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("chaos-report.json"))?)?;
+    assert_eq!(report["interrupted"], true);
+    assert_eq!(report["passed"], false);
+    let duration = report["duration_s"].as_f64().context("duration_s")?;
+    assert!(duration < 100.0, "the run ended early: {duration} s");
+    let kills = report["actions"]
+        .as_array()
+        .context("actions")?
+        .iter()
+        .filter(|a| a["kind"] == "kill-store-leader")
+        .count();
+    assert!(kills >= 1, "the action log is kept: {}", report["actions"]);
     Ok(())
 }

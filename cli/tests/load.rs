@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
-use common::{kemu_exe, workspace};
+use common::{kemu_exe, workspace, Interruptible};
 use serde_json::{json, Value};
 
 /// A small JSON Schema checker for the keywords `docs/load-report.schema.json` uses: type,
@@ -354,7 +354,6 @@ async fn an_impossible_slo_fails_kemu_run() -> anyhow::Result<()> {
 /// short), then the cluster stops; the exit code is 128 + SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_kemu_run_still_writes_its_report() -> anyhow::Result<()> {
-    use tokio::io::{AsyncBufReadExt, BufReader};
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join("load-stop");
     // 400 pods at 10/s: the create phase lasts 40 s, the test stops it after a few.
@@ -362,61 +361,17 @@ async fn a_stopped_kemu_run_still_writes_its_report() -> anyhow::Result<()> {
         "load-stop",
         "pods = 400\nrate = 10.0\nnamespaces = 2\nrunning_timeout_seconds = 120.0\nslo_pod_startup_p99_ms = 120000.0",
     );
-    let mut child = kemu_run_command(&config, &dir)?
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()?;
-    let stdout = child.stdout.take().context("stdout")?;
-    let stdout = tokio::spawn(async move {
-        let mut text = String::new();
-        let mut lines = BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
-    });
-    // The log says when the create phase starts; the rest of stderr is kept for failures.
-    let (in_create_tx, in_create) = tokio::sync::oneshot::channel();
-    let stderr = child.stderr.take().context("stderr")?;
-    let stderr = tokio::spawn(async move {
-        let mut in_create_tx = Some(in_create_tx);
-        let mut text = String::new();
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("load: create: 400 pods") {
-                if let Some(tx) = in_create_tx.take() {
-                    let _ = tx.send(());
-                }
-            }
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
-    });
-    if tokio::time::timeout(Duration::from_secs(120), in_create)
-        .await
-        .is_err()
-    {
-        let _ = child.kill().await;
-        panic!(
-            "the load never started its create phase:\n{}",
-            stderr.await?
-        );
-    }
+    let mut run = Interruptible::spawn(
+        &mut kemu_run_command(&config, &dir)?,
+        "load: create: 400 pods",
+    )?;
+    run.reached(Duration::from_secs(120)).await?;
     // A few seconds of creates (some pods Running by then), then the stop signal.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let pid = child.id().context("kemu run's pid")?;
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )?;
     // The report's grace (30 s) and the cluster's stop, with room for a loaded machine.
-    let status = tokio::time::timeout(Duration::from_secs(90), child.wait())
-        .await
-        .context("kemu run did not exit after SIGTERM")??;
-    let (stdout, stderr) = (stdout.await?, stderr.await?);
+    let (status, stdout, stderr) = run
+        .stop(nix::sys::signal::Signal::SIGTERM, Duration::from_secs(90))
+        .await?;
     println!("{stdout}");
     assert_eq!(
         status.code(),

@@ -61,6 +61,11 @@ pub struct ChaosReport {
     pub started_at: String,
     pub duration_s: f64,
     pub passed: bool,
+    /// A stop signal (SIGINT/SIGTERM) ended the run before its duration (or, under `kemu run`,
+    /// cut the load short): the actions and checks cover the run until then, and `passed` is
+    /// false.
+    #[serde(default)]
+    pub interrupted: bool,
     pub prefix: String,
     pub schedule: Vec<ScheduledAction>,
     /// What was done, timestamped (seconds since the run's start).
@@ -108,9 +113,14 @@ impl ChaosReport {
         let lin_ok = self.linearizability.passed || self.linearizability_narrowed.passed;
         let _ = writeln!(
             s,
-            "chaos: {} actions over {:.0}s; {} register ops ({} ambiguous)",
+            "chaos: {} actions over {:.0}s{}; {} register ops ({} ambiguous)",
             self.actions.iter().filter(|a| a.disruptive).count(),
             self.duration_s,
+            if self.interrupted {
+                " (INTERRUPTED by a stop signal)"
+            } else {
+                ""
+            },
             self.history.operations,
             self.history.ambiguous
         );
@@ -199,7 +209,13 @@ impl ChaosReport {
         let _ = write!(
             s,
             "chaos: {}",
-            if self.passed { "PASSED" } else { "FAILED" }
+            if self.interrupted {
+                "INTERRUPTED"
+            } else if self.passed {
+                "PASSED"
+            } else {
+                "FAILED"
+            }
         );
         s
     }

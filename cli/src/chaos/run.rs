@@ -271,6 +271,7 @@ pub async fn run_until(
         started_at: started_at.to_rfc3339(),
         duration_s: run_s,
         passed,
+        interrupted: false,
         prefix,
         schedule,
         actions,

@@ -807,6 +807,8 @@ async fn run_load(
     ];
     if let Some(chaos) = chaos {
         let mut chaos = chaos.context("the chaos run")?;
+        chaos.interrupted = outcome.interrupted;
+        chaos.passed &= !outcome.interrupted;
         chaos.accounting = outcome.report.accounting.combined();
         let server_kills = api_server_kills(&chaos, &outcome, layout);
         let load_watch = crate::chaos::run::check_load_watches(

@@ -228,3 +228,83 @@ impl Cluster {
         path.display().to_string()
     }
 }
+
+/// A kemu process run to be stopped by a signal: its output collected, its log (stderr)
+/// watched for the line that says it got where the test wants to stop it.
+pub struct Interruptible {
+    child: tokio::process::Child,
+    stdout: tokio::task::JoinHandle<String>,
+    stderr: tokio::task::JoinHandle<String>,
+    reached: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl Interruptible {
+    /// Spawns `command` with its output piped, watching its log for a line containing `marker`.
+    pub fn spawn(command: &mut tokio::process::Command, marker: &str) -> anyhow::Result<Self> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let mut out = child.stdout.take().context("stdout")?;
+        let stdout = tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = out.read_to_string(&mut text).await;
+            text
+        });
+        let err = child.stderr.take().context("stderr")?;
+        let (reached_tx, reached) = tokio::sync::oneshot::channel();
+        let marker = marker.to_string();
+        let stderr = tokio::spawn(async move {
+            let mut reached_tx = Some(reached_tx);
+            let mut text = String::new();
+            let mut lines = BufReader::new(err).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains(&marker) {
+                    if let Some(tx) = reached_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                text.push_str(&line);
+                text.push('\n');
+            }
+            text
+        });
+        Ok(Interruptible {
+            child,
+            stdout,
+            stderr,
+            reached: Some(reached),
+        })
+    }
+
+    /// Waits until the log shows the marker; fails with the log after `timeout`.
+    pub async fn reached(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        let reached = self.reached.take().context("reached() twice")?;
+        if tokio::time::timeout(timeout, reached)
+            .await
+            .is_ok_and(|r| r.is_ok())
+        {
+            return Ok(());
+        }
+        let _ = self.child.kill().await;
+        let log = (&mut self.stderr).await.unwrap_or_default();
+        bail!("the process never logged what the test waits for:\n{log}")
+    }
+
+    /// Sends `signal` and waits (at most `timeout`) for the process to exit: its exit status,
+    /// stdout and stderr.
+    pub async fn stop(
+        mut self,
+        signal: nix::sys::signal::Signal,
+        timeout: Duration,
+    ) -> anyhow::Result<(std::process::ExitStatus, String, String)> {
+        let pid = self.child.id().context("the process already exited")?;
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)?;
+        let status = tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .with_context(|| format!("no exit within {timeout:?} of {signal}"))??;
+        Ok((status, self.stdout.await?, self.stderr.await?))
+    }
+}
