@@ -34,9 +34,13 @@ pub struct StoreArgs {
     /// Ticks without a heartbeat before an election.
     #[arg(long, default_value_t = 10)]
     election_ticks: usize,
-    /// Snapshot and compact the raft log after this many entries.
+    /// Snapshot and compact the raft log after this many entries...
     #[arg(long, default_value_t = 100_000)]
     snapshot_entries: u64,
+    /// ...and once the WAL since the last snapshot is at least this fraction of that snapshot's
+    /// size (0 = entries alone decide).
+    #[arg(long, default_value_t = 0.25)]
+    snapshot_wal_fraction: f64,
     /// Entries kept before a snapshot's index when the log is compacted, so a member that fell
     /// a little behind catches up from the log rather than through a whole snapshot.
     #[arg(long, default_value_t = 20_000)]
@@ -56,6 +60,7 @@ pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
     config.tick = Duration::from_millis(args.tick_ms);
     config.election_ticks = args.election_ticks;
     config.snapshot_entries = args.snapshot_entries;
+    config.snapshot_wal_fraction = args.snapshot_wal_fraction;
     config.snapshot_catch_up_entries = args.snapshot_catch_up_entries;
     config.validate()?;
     store::service::run_member(config, crate::shutdown::signal())

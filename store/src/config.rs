@@ -29,8 +29,14 @@ pub struct MemberConfig {
     /// [`campaign_ticks`](Self::campaign_ticks).
     pub election_ticks: usize,
     pub heartbeat_ticks: usize,
-    /// Take a snapshot and compact the log after this many applied entries.
+    /// Take a snapshot and compact the log after this many applied entries...
     pub snapshot_entries: u64,
+    /// ...and once the WAL written since the last snapshot is at least this fraction of that
+    /// snapshot's size (0 = entries alone decide). A snapshot writes the whole state, so with a
+    /// large state and a fixed entry count its cost per write grows with the state; this keeps
+    /// the bytes snapshots write to at most 1/fraction per byte of log. The price: up to that
+    /// much more log held in memory and replayed at a restart.
+    pub snapshot_wal_fraction: f64,
     /// Entries kept in memory before a local snapshot's index when the log is compacted, so a
     /// follower that fell behind by fewer catches up from the log instead of the whole snapshot
     /// (etcd: `SnapshotCatchUpEntries`).
@@ -75,6 +81,7 @@ impl MemberConfig {
             election_ticks: 10,
             heartbeat_ticks: 1,
             snapshot_entries: 100_000,
+            snapshot_wal_fraction: 0.25,
             snapshot_catch_up_entries: 20_000,
             request_timeout: Duration::from_secs(5),
             max_request_bytes: 3 * 1024 * 1024 + 512 * 1024,
@@ -138,10 +145,20 @@ impl MemberConfig {
         if self.snapshot_entries < 10 {
             return invalid("snapshot_entries", "must be at least 10");
         }
+        if !(self.snapshot_wal_fraction >= 0.0 && self.snapshot_wal_fraction.is_finite()) {
+            return invalid("snapshot_wal_fraction", "must be a finite number >= 0");
+        }
         if self.request_timeout.is_zero() {
             return invalid("request_timeout", "must be positive");
         }
         Ok(())
+    }
+
+    /// Whether a local snapshot is due: `entries_since` entries applied since the last snapshot,
+    /// which was `snapshot_bytes` long, and `wal_bytes` of WAL written since it began.
+    pub fn snapshot_due(&self, entries_since: u64, snapshot_bytes: u64, wal_bytes: u64) -> bool {
+        entries_since >= self.snapshot_entries
+            && wal_bytes as f64 >= snapshot_bytes as f64 * self.snapshot_wal_fraction
     }
 
     /// This member's raft id.
@@ -184,6 +201,27 @@ pub fn parse_initial_cluster(spec: &str) -> Result<Vec<(String, SocketAddr)>, Co
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_large_state_is_snapshotted_less_often() {
+        let addr: SocketAddr = "127.0.0.1:3".parse().expect("addr");
+        let cluster = vec![("a".to_string(), addr)];
+        let mut cfg = MemberConfig::new("a", "/tmp/x", addr, addr, cluster, "/tmp/c");
+        cfg.snapshot_entries = 1_000;
+        // A small state: the entry count decides.
+        assert!(!cfg.snapshot_due(999, 10_000, 1_000_000));
+        assert!(cfg.snapshot_due(1_000, 10_000, 2_500));
+        // A 600 MB state waits for 150 MB of WAL, however many entries that takes.
+        assert!(!cfg.snapshot_due(500_000, 600_000_000, 149_999_999));
+        assert!(cfg.snapshot_due(500_000, 600_000_000, 150_000_000));
+        // No snapshot yet (or a fraction of 0): entries alone.
+        assert!(cfg.snapshot_due(1_000, 0, 0));
+        cfg.snapshot_wal_fraction = 0.0;
+        assert!(cfg.snapshot_due(1_000, 600_000_000, 0));
+        cfg.snapshot_wal_fraction = f64::NAN;
+        let err = cfg.validate().expect_err("NaN is no fraction");
+        assert!(err.to_string().starts_with("snapshot_wal_fraction"));
+    }
 
     #[test]
     fn parses_and_validates_initial_cluster() {

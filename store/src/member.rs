@@ -325,6 +325,8 @@ struct Driver {
     applied: u64,
     applied_term: u64,
     last_snapshot_index: u64,
+    /// Size of the last snapshot taken or installed (of the file on disk after a restart).
+    last_snapshot_bytes: u64,
     snapshot_task: Option<SnapshotTask>,
     leases: HashMap<LeaseId, LeaseClock>,
     was_leader: bool,
@@ -364,6 +366,7 @@ impl Driver {
             .map(|d| d.as_micros() as u64)
             .unwrap_or(0);
         let next_seq = start.wrapping_shl(16) ^ SEQ_BASE.fetch_add(1 << 40, Ordering::Relaxed);
+        let last_snapshot_bytes = parts.storage.snapshot_file_bytes();
         let mut driver = Driver {
             id: config.id(),
             node,
@@ -381,6 +384,7 @@ impl Driver {
             applied: parts.applied,
             applied_term: 0,
             last_snapshot_index: parts.applied,
+            last_snapshot_bytes,
             snapshot_task: None,
             leases: HashMap::new(),
             was_leader: false,
@@ -699,7 +703,7 @@ impl Driver {
                 let _ = pending.reply.send(Err(StoreError::Timeout));
             }
         }
-        if self.applied >= self.last_snapshot_index + self.shared.config.snapshot_entries {
+        if self.snapshot_due() {
             self.take_snapshot()?;
         }
         let raft = &self.node.raft;
@@ -712,6 +716,18 @@ impl Driver {
             is_leader,
         };
         Ok(())
+    }
+
+    /// A snapshot is due after `snapshot_entries` entries, and once the WAL since the last one has
+    /// reached `snapshot_wal_fraction` of its size (see [`MemberConfig`]).
+    fn snapshot_due(&self) -> bool {
+        let entries_since = self.applied.saturating_sub(self.last_snapshot_index);
+        entries_since >= self.shared.config.snapshot_entries
+            && self.shared.config.snapshot_due(
+                entries_since,
+                self.last_snapshot_bytes,
+                self.storage.wal_bytes(),
+            )
     }
 
     /// Starts a snapshot at the applied index. The raft thread only takes a copy-on-write view
@@ -776,6 +792,7 @@ impl Driver {
             .map_err(|_| MemberError::Snapshot("the snapshot thread panicked".into()))?;
         match outcome {
             Ok((written, true)) => {
+                self.last_snapshot_bytes = written.bytes;
                 self.storage
                     .compact_to_snapshot(self.shared.config.snapshot_catch_up_entries);
                 info!(
@@ -808,6 +825,7 @@ impl Driver {
         let index = snapshot.get_metadata().index;
         let mvcc = Mvcc::from_snapshot(snapshot.get_data())
             .map_err(|e| MemberError::Snapshot(e.to_string()))?;
+        let data_bytes = snapshot.get_data().len() as u64;
         self.storage.apply_snapshot(snapshot)?;
         info!(
             index,
@@ -822,6 +840,7 @@ impl Driver {
         }
         self.applied = index;
         self.last_snapshot_index = index;
+        self.last_snapshot_bytes = data_bytes;
         self.reset_lease_clocks();
         self.wake_reads();
         Ok(())

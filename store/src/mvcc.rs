@@ -9,6 +9,7 @@
 //! keys written at each revision (sharing the index's key allocation) and events are rebuilt from
 //! the version lists on demand, so a snapshot also carries each value once.
 
+use imbl::{OrdMap, OrdSet};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Write;
@@ -164,8 +165,8 @@ struct RevisionChanges {
 struct Lease {
     /// Granted TTL in seconds; deadlines are the member driver's business (no clocks here).
     ttl: i64,
-    /// Live keys attached to the lease.
-    keys: BTreeSet<Bytes>,
+    /// Live keys attached to the lease; a persistent set, so a snapshot view's copy is O(1).
+    keys: OrdSet<Bytes>,
 }
 
 /// The writes of one command in flight, all at `revision` (the current revision + 1). Reads inside
@@ -201,8 +202,10 @@ pub struct Mvcc {
     revision: Revision,
     /// Reads and watches below this revision answer [`StoreError::Compacted`]; 0 = never compacted.
     compact_revision: Revision,
-    /// Per key, its retained versions in revision order (tombstones included).
-    keys: BTreeMap<Bytes, Arc<Vec<Version>>>,
+    /// Per key, its retained versions in revision order (tombstones included). A persistent
+    /// B-tree: cloning it for a snapshot view is O(1), and a write while a view holds the old
+    /// tree copies only the nodes on its path.
+    keys: OrdMap<Bytes, Arc<Vec<Version>>>,
     /// One entry per revision with changes, oldest first, from the compact revision on.
     history: VecDeque<Arc<RevisionChanges>>,
     leases: BTreeMap<LeaseId, Lease>,
@@ -223,7 +226,7 @@ impl Mvcc {
         Mvcc {
             revision: 1,
             compact_revision: 0,
-            keys: BTreeMap::new(),
+            keys: OrdMap::new(),
             history: VecDeque::new(),
             leases: BTreeMap::new(),
             next_lease_id: 1,
@@ -384,7 +387,7 @@ impl Mvcc {
         let limit = usize::try_from(req.limit).ok().filter(|l| *l > 0);
         let mut kvs = Vec::new();
         let mut count: i64 = 0;
-        for (key, versions) in self.keys.range::<[u8], _>(bounds(&req.range)) {
+        for (key, versions) in self.keys.range::<_, [u8]>(bounds(&req.range)) {
             let Some(v) = live_at(versions, rev) else {
                 continue;
             };
@@ -600,7 +603,7 @@ impl Mvcc {
     ) -> DeleteRangeResponse {
         let targets: Vec<Bytes> = self
             .keys
-            .range::<[u8], _>(bounds(&req.range))
+            .range::<_, [u8]>(bounds(&req.range))
             .filter(|(_, versions)| versions.last().is_some_and(|v| !v.is_tombstone()))
             .map(|(key, _)| key.clone())
             .collect();
@@ -734,7 +737,7 @@ impl Mvcc {
     /// compares as all zeros, except that a value compare on no key at all always fails.
     fn compare_holds(&self, c: &Compare) -> bool {
         let mut any = false;
-        for (_, versions) in self.keys.range::<[u8], _>(bounds(&c.range)) {
+        for (_, versions) in self.keys.range::<_, [u8]>(bounds(&c.range)) {
             let Some(v) = live_at(versions, self.revision) else {
                 continue;
             };
@@ -762,35 +765,31 @@ impl Mvcc {
                 compact_revision: self.compact_revision,
             });
         }
-        let mut freed: u64 = 0;
-        self.keys.retain(|key, versions| {
-            let at_or_below = versions.partition_point(|v| v.mod_revision <= rev);
-            let Some(last) = at_or_below.checked_sub(1) else {
-                return true;
-            };
-            // Keep what a read at `rev` sees (the latest version <= rev, unless a tombstone) and,
-            // for a write at exactly `rev`, the version it replaced: the event at `rev` stays
-            // deliverable with its prev_kv.
-            let keep_from = if versions[last].mod_revision == rev {
-                last.saturating_sub(1)
-            } else if versions[last].is_tombstone() {
-                at_or_below
-            } else {
-                last
-            };
-            if keep_from > 0 {
-                freed += versions[..keep_from]
-                    .iter()
-                    .map(|v| (key.len() + v.value.len()) as u64)
-                    .sum::<u64>();
-                let versions = Arc::make_mut(versions);
-                versions.drain(..keep_from);
-                if versions.capacity() > 2 * versions.len() + 4 {
-                    versions.shrink_to_fit();
-                }
+        // What compaction changes: keys with versions before `rev` that no read at or after it
+        // can see. Found in one pass, changed afterwards (the persistent map has no `retain`).
+        let mut trims: Vec<(Bytes, usize)> = Vec::new();
+        for (key, versions) in &self.keys {
+            if let Some(keep_from) = compaction_keep_from(versions, rev).filter(|k| *k > 0) {
+                trims.push((key.clone(), keep_from));
             }
-            !versions.is_empty()
-        });
+        }
+        let mut freed: u64 = 0;
+        for (key, keep_from) in trims {
+            let Some(versions) = self.keys.get_mut(&key[..]) else {
+                continue;
+            };
+            freed += versions[..keep_from]
+                .iter()
+                .map(|v| (key.len() + v.value.len()) as u64)
+                .sum::<u64>();
+            let versions = Arc::make_mut(versions);
+            versions.drain(..keep_from);
+            if versions.is_empty() {
+                self.keys.remove(&key[..]);
+            } else if versions.capacity() > 2 * versions.len() + 4 {
+                versions.shrink_to_fit();
+            }
+        }
         self.data_size -= freed;
         while self.history.front().is_some_and(|c| c.revision < rev) {
             self.history.pop_front();
@@ -820,7 +819,7 @@ impl Mvcc {
             id,
             Lease {
                 ttl: req.ttl,
-                keys: BTreeSet::new(),
+                keys: OrdSet::new(),
             },
         );
         self.next_lease_id = self.next_lease_id.max(id.saturating_add(1));
@@ -956,7 +955,7 @@ impl Mvcc {
 pub struct MvccView {
     revision: Revision,
     compact_revision: Revision,
-    keys: BTreeMap<Bytes, Arc<Vec<Version>>>,
+    keys: OrdMap<Bytes, Arc<Vec<Version>>>,
     history: VecDeque<Arc<RevisionChanges>>,
     leases: BTreeMap<LeaseId, Lease>,
     next_lease_id: LeaseId,
@@ -1015,7 +1014,7 @@ struct SnapshotOwned {
 }
 
 /// Encodes the index as a map of key to version list (the `Arc`s are transparent).
-struct KeysRef<'a>(&'a BTreeMap<Bytes, Arc<Vec<Version>>>);
+struct KeysRef<'a>(&'a OrdMap<Bytes, Arc<Vec<Version>>>);
 
 impl Serialize for KeysRef<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -1030,6 +1029,21 @@ impl Serialize for HistoryRef<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.0.iter().map(|changes| &**changes))
     }
+}
+
+/// How many of a key's oldest versions a compaction at `rev` drops, if any. It keeps what a read
+/// at `rev` sees (the latest version at or below it, unless a tombstone) and, for a write at
+/// exactly `rev`, the version it replaced: the event at `rev` stays deliverable with its prev_kv.
+fn compaction_keep_from(versions: &[Version], rev: Revision) -> Option<usize> {
+    let at_or_below = versions.partition_point(|v| v.mod_revision <= rev);
+    let last = at_or_below.checked_sub(1)?;
+    Some(if versions[last].mod_revision == rev {
+        last.saturating_sub(1)
+    } else if versions[last].is_tombstone() {
+        at_or_below
+    } else {
+        last
+    })
 }
 
 fn compare_version(v: Option<&Version>, c: &Compare) -> bool {

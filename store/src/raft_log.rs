@@ -512,6 +512,18 @@ impl DiskStorage {
         self.inner.read().log.entries.len() as u64
     }
 
+    /// Bytes in the WAL file appends go to. A local snapshot starts a new one, so this is about
+    /// what was logged since the last snapshot began.
+    pub fn wal_bytes(&self) -> u64 {
+        self.inner.read().wal.len
+    }
+
+    /// Bytes of the snapshot file; 0 if there is none.
+    pub fn snapshot_file_bytes(&self) -> u64 {
+        let path = self.inner.read().dir.join(SNAPSHOT_FILE);
+        fs::metadata(path).map_or(0, |meta| meta.len())
+    }
+
     /// Bytes in the files under the storage directory (buffered, unsynced writes excluded).
     pub fn disk_size(&self) -> u64 {
         let dir = self.inner.read().dir.clone();
@@ -1164,6 +1176,8 @@ struct WalWriter {
     unsynced: bool,
     /// Reused encode buffer, so a record is one `write_all` into the `BufWriter`.
     scratch: Vec<u8>,
+    /// Bytes in the file: its length when opened plus every record written since.
+    len: u64,
 }
 
 impl WalWriter {
@@ -1176,11 +1190,13 @@ impl WalWriter {
             options.append(true);
         }
         let file = options.open(path).map_err(io_error(path))?;
+        let len = file.metadata().map_err(io_error(path))?.len();
         Ok(WalWriter {
             path: path.to_path_buf(),
             out: BufWriter::with_capacity(WAL_BUFFER, file),
             unsynced: false,
             scratch: Vec::new(),
+            len,
         })
     }
 
@@ -1221,7 +1237,9 @@ impl WalWriter {
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         buf[8] = kind as u8;
         self.unsynced = true;
-        self.out.write_all(buf).map_err(io_error(&self.path))
+        self.out.write_all(buf).map_err(io_error(&self.path))?;
+        self.len += buf.len() as u64;
+        Ok(())
     }
 
     fn sync(&mut self) -> Result<(), LogError> {

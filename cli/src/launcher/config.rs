@@ -94,8 +94,11 @@ pub struct StoreSection {
     pub tick_ms: u64,
     /// Ticks without a heartbeat before a follower starts an election.
     pub election_ticks: u32,
-    /// Snapshot and compact the raft log after this many entries.
+    /// Snapshot and compact the raft log after this many entries...
     pub snapshot_entries: u64,
+    /// ...and once the WAL since the last snapshot is at least this fraction of that snapshot's
+    /// size (0 = entries alone decide; see docs/store.md "When a member snapshots").
+    pub snapshot_wal_fraction: f64,
     /// Entries kept before a snapshot's index when the log is compacted: a member behind by
     /// fewer catches up from the log, not through a whole snapshot.
     pub snapshot_catch_up_entries: u64,
@@ -273,6 +276,7 @@ impl Default for StoreSection {
             tick_ms: 50,
             election_ticks: 10,
             snapshot_entries: 100_000,
+            snapshot_wal_fraction: 0.25,
             snapshot_catch_up_entries: 20_000,
         }
     }
@@ -393,6 +397,14 @@ impl ClusterConfig {
         }
         if self.store.snapshot_entries < 10 {
             return bad("store.snapshot_entries", "must be at least 10");
+        }
+        if !(self.store.snapshot_wal_fraction >= 0.0
+            && self.store.snapshot_wal_fraction.is_finite())
+        {
+            return bad(
+                "store.snapshot_wal_fraction",
+                "must be a finite number >= 0",
+            );
         }
         if self.apiserver.replicas == 0 {
             return bad("apiserver.replicas", "must be at least 1");

@@ -285,6 +285,8 @@ impl Layout {
                     config.store.election_ticks.to_string(),
                     s("--snapshot-entries"),
                     config.store.snapshot_entries.to_string(),
+                    s("--snapshot-wal-fraction"),
+                    config.store.snapshot_wal_fraction.to_string(),
                     s("--snapshot-catch-up-entries"),
                     config.store.snapshot_catch_up_entries.to_string(),
                 ]),
