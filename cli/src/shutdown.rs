@@ -2,6 +2,17 @@
 
 /// Resolves on SIGTERM or SIGINT (Ctrl-C).
 pub async fn signal() {
+    match next_signal().await {
+        SIGINT => tracing::info!("interrupted"),
+        _ => tracing::info!("terminated"),
+    }
+}
+
+const SIGINT: i32 = 2;
+const SIGTERM: i32 = 15;
+
+/// The number of the next SIGINT or SIGTERM this process gets.
+async fn next_signal() -> i32 {
     let ctrl_c = async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
@@ -19,8 +30,8 @@ pub async fn signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! {
-        _ = ctrl_c => tracing::info!("interrupted"),
-        _ = term => tracing::info!("terminated"),
+        _ = ctrl_c => SIGINT,
+        _ = term => SIGTERM,
     }
 }
 
@@ -67,30 +78,8 @@ impl Interrupt {
     pub fn listen() -> Interrupt {
         let (tx, rx) = Self::channel();
         tokio::spawn(async move {
-            #[cfg(unix)]
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
             loop {
-                #[cfg(unix)]
-                let term_recv = async {
-                    match term.as_mut() {
-                        Some(s) => {
-                            s.recv().await;
-                        }
-                        None => std::future::pending::<()>().await,
-                    }
-                };
-                #[cfg(not(unix))]
-                let term_recv = std::future::pending::<()>();
-                let signo = tokio::select! {
-                    r = tokio::signal::ctrl_c() => {
-                        if r.is_err() {
-                            std::future::pending::<()>().await;
-                        }
-                        2
-                    }
-                    _ = term_recv => 15,
-                };
+                let signo = next_signal().await;
                 tx.send(signo);
                 let count = tx.tx.borrow().count;
                 if count == 1 {
@@ -141,7 +130,9 @@ impl Interrupt {
 
     /// The conventional exit status of a process a signal stopped: 128 + its number.
     pub fn exit_code(&self) -> std::process::ExitCode {
-        std::process::ExitCode::from(128 + self.signals().first.unwrap_or(2).clamp(1, 127) as u8)
+        std::process::ExitCode::from(
+            128 + self.signals().first.unwrap_or(SIGINT).clamp(1, 127) as u8,
+        )
     }
 }
 

@@ -722,6 +722,7 @@ impl Driver {
     /// reached `snapshot_wal_fraction` of its size (see [`MemberConfig`]).
     fn snapshot_due(&self) -> bool {
         let entries_since = self.applied.saturating_sub(self.last_snapshot_index);
+        // The entry count first, so the storage lock behind `wal_bytes` is taken only then.
         entries_since >= self.shared.config.snapshot_entries
             && self.shared.config.snapshot_due(
                 entries_since,
