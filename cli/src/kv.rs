@@ -412,6 +412,7 @@ async fn status(client: &Client, json_out: bool) -> anyhow::Result<ExitCode> {
                 "keys": s.keys,
                 "data_size": s.data_size,
                 "disk_size": s.disk_size,
+                "wal_syncs": s.wal_syncs,
             })),
             Err(e) => {
                 failed = true;

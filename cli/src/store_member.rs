@@ -45,6 +45,10 @@ pub struct StoreArgs {
     /// a little behind catches up from the log rather than through a whole snapshot.
     #[arg(long, default_value_t = 20_000)]
     snapshot_catch_up_entries: u64,
+    /// How long, in microseconds, a leader may hold new proposals so that more share one fsync
+    /// and one append to each follower (0 = none).
+    #[arg(long, default_value_t = store::config::DEFAULT_BATCH_WINDOW.as_micros() as u64)]
+    batch_window_us: u64,
 }
 
 pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
@@ -62,6 +66,7 @@ pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
     config.snapshot_entries = args.snapshot_entries;
     config.snapshot_wal_fraction = args.snapshot_wal_fraction;
     config.snapshot_catch_up_entries = args.snapshot_catch_up_entries;
+    config.batch_window = Duration::from_micros(args.batch_window_us);
     config.validate()?;
     store::service::run_member(config, crate::shutdown::signal())
         .await

@@ -37,6 +37,8 @@ use crate::watch_hub::WatchHub;
 const PROPOSAL_HEADER: usize = 16;
 /// How many queued requests or peer messages the driver takes before it builds a `Ready`.
 const MAX_DRAIN: usize = 4096;
+/// Proposals a leader holds for its batch window at most; more go out at once.
+const MAX_HELD: usize = 1024;
 /// A ReadIndex request that got no answer in this many ticks is asked again (raft-rs drops them
 /// silently when the leader has not yet committed an entry in its term).
 const READ_RETRY_TICKS: u32 = 6;
@@ -122,6 +124,7 @@ impl Shared {
             data_size,
             disk_size: self.storage.disk_size(),
             keys,
+            wal_syncs: self.storage.wal_syncs(),
         }
     }
 }
@@ -334,6 +337,9 @@ struct Driver {
     leading_since: Option<Instant>,
     last_progress: Instant,
     tick_count: u64,
+    /// Proposals made since the last `Ready` that carried entries, and when that was.
+    held: usize,
+    last_append: Instant,
 }
 
 /// Counter for unique proposal sequence numbers across restarts of the driver in one process.
@@ -351,6 +357,9 @@ impl Driver {
             applied: parts.applied,
             max_size_per_msg: 4 * 1024 * 1024,
             max_inflight_msgs: 512,
+            // Proposals that arrive between two `Ready`s go to each follower as one append
+            // instead of one append each.
+            batch_append: true,
             check_quorum: true,
             pre_vote: true,
             read_only_option: ReadOnlyOption::Safe,
@@ -391,6 +400,8 @@ impl Driver {
             leading_since: None,
             last_progress: Instant::now(),
             tick_count: 0,
+            held: 0,
+            last_append: Instant::now(),
             shared: parts.shared,
         };
         driver.reset_lease_clocks();
@@ -420,12 +431,38 @@ impl Driver {
                 Some(feedback) = self.channels.feedback.recv() => self.on_feedback(feedback),
             }
             self.drain();
+            if let Some(wait) = self.batch_wait() {
+                tokio::select! {
+                    biased;
+                    _ = shutdown.changed() => break,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                self.drain();
+            }
             self.issue_reads();
             self.process_ready()?;
             self.finish_snapshot()?;
         }
         self.fail_all(stopping());
         Ok(())
+    }
+
+    /// How long to hold the proposals made since the last `Ready` with entries, so that more
+    /// join them ([`MemberConfig::batch_window`](crate::config::MemberConfig::batch_window)):
+    /// only a leader holds, only what it proposed itself, never past the window measured from
+    /// that last `Ready`, and never more than [`MAX_HELD`] proposals.
+    fn batch_wait(&self) -> Option<Duration> {
+        let window = self.shared.config.batch_window;
+        if window.is_zero()
+            || self.held == 0
+            || self.held >= MAX_HELD
+            || self.node.raft.state != StateRole::Leader
+        {
+            return None;
+        }
+        window
+            .checked_sub(self.last_append.elapsed())
+            .filter(|wait| !wait.is_zero())
     }
 
     /// Takes whatever else is already queued, so one `Ready` covers it all.
@@ -490,6 +527,7 @@ impl Driver {
             let _ = reply.send(Err(self.no_leader()));
             return;
         }
+        self.held += 1;
         let deadline = Instant::now() + self.shared.config.request_timeout;
         self.pending.insert(
             seq,
@@ -654,16 +692,19 @@ impl Driver {
         }
         let committed = ready.take_committed_entries();
         self.apply_entries(committed)?;
-        let mut wrote = false;
         if !ready.entries().is_empty() {
             self.storage.append(ready.entries())?;
-            wrote = true;
+            self.held = 0;
+            self.last_append = Instant::now();
         }
         if let Some(hs) = ready.hs() {
             self.storage.set_hard_state(hs)?;
-            wrote = true;
         }
-        if wrote || ready.must_sync() {
+        // New entries, a new term or a vote must be durable before the messages that depend on
+        // them leave; a hard state whose commit index alone moved need not be (raft learns the
+        // commit index again from the leader after a restart), so it is written and left for the
+        // next fsync. That was one fsync per commit advance on every member.
+        if ready.must_sync() {
             self.storage.sync()?;
         }
         for read_state in ready.take_read_states() {

@@ -155,6 +155,8 @@ struct Inner {
     /// Set when a write or fsync failed: the WAL may now hold a partial record, so nothing more
     /// may be appended to it (fsync errors in particular must not be retried).
     poisoned: Option<String>,
+    /// fdatasyncs of the WAL since the storage was opened.
+    syncs: u64,
 }
 
 impl DiskStorage {
@@ -261,6 +263,7 @@ impl DiskStorage {
                 conf_state,
                 wal,
                 poisoned: None,
+                syncs: 0,
             })),
         })
     }
@@ -518,6 +521,11 @@ impl DiskStorage {
         self.inner.read().wal.len
     }
 
+    /// fdatasyncs of the WAL made by [`DiskStorage::sync`] since the storage was opened.
+    pub fn wal_syncs(&self) -> u64 {
+        self.inner.read().syncs
+    }
+
     /// Bytes of the snapshot file; 0 if there is none.
     pub fn snapshot_file_bytes(&self) -> u64 {
         let path = self.inner.read().dir.join(SNAPSHOT_FILE);
@@ -576,6 +584,9 @@ impl Inner {
     }
 
     fn sync(&mut self) -> Result<(), LogError> {
+        if self.wal.unsynced {
+            self.syncs += 1;
+        }
         self.write(WalWriter::sync)
     }
 

@@ -299,6 +299,9 @@ pub struct StatusResponse {
     /// Bytes on disk under the member's data directory.
     pub disk_size: u64,
     pub keys: u64,
+    /// fdatasyncs of the raft log since the member started: one per `Ready` that had to be
+    /// durable (new entries, a new term or vote, a snapshot).
+    pub wal_syncs: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

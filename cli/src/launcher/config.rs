@@ -102,6 +102,9 @@ pub struct StoreSection {
     /// Entries kept before a snapshot's index when the log is compacted: a member behind by
     /// fewer catches up from the log, not through a whole snapshot.
     pub snapshot_catch_up_entries: u64,
+    /// Microseconds a leader may hold new proposals so that more share one fsync and one append
+    /// to each follower (0 = none; see docs/store.md "Batching writes").
+    pub batch_window_us: u64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -278,6 +281,7 @@ impl Default for StoreSection {
             snapshot_entries: 100_000,
             snapshot_wal_fraction: 0.25,
             snapshot_catch_up_entries: 20_000,
+            batch_window_us: store::config::DEFAULT_BATCH_WINDOW.as_micros() as u64,
         }
     }
 }

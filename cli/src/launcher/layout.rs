@@ -289,6 +289,8 @@ impl Layout {
                     config.store.snapshot_wal_fraction.to_string(),
                     s("--snapshot-catch-up-entries"),
                     config.store.snapshot_catch_up_entries.to_string(),
+                    s("--batch-window-us"),
+                    config.store.batch_window_us.to_string(),
                 ]),
                 Kind::Apiserver => args.extend([
                     s("--store-endpoints"),
