@@ -105,13 +105,22 @@ impl MemberConnection {
 }
 
 impl Inner {
-    /// Prefers the member after `index` for the next calls, if `index` is still preferred. The
-    /// connection to `index` stays open for the calls and watches already on it.
+    /// Prefers another member than `index` for the next calls, if `index` is still preferred:
+    /// the next one with a usable connection, else the next one not connected yet, else simply
+    /// the next. A member whose connection closed or went silent is passed over while another
+    /// may serve: after a kill, connecting to the dead member would hold every call for
+    /// [`CONNECT_STAGGER`]. The connection to `index` stays open for the calls and watches
+    /// already on it.
     fn move_on(&self, index: usize) {
         let mut slot = self.slot.lock();
-        if slot.preferred == index {
-            slot.preferred = (index + 1) % slot.connections.len();
+        if slot.preferred != index {
+            return;
         }
+        let n = slot.connections.len();
+        let others = || (1..n).map(|step| (index + step) % n);
+        let usable = others().find(|&i| slot.connections[i].as_ref().is_some_and(|m| m.usable()));
+        let unknown = || others().find(|&i| slot.connections[i].is_none());
+        slot.preferred = usable.or_else(unknown).unwrap_or((index + 1) % n);
     }
 }
 
@@ -335,6 +344,7 @@ impl Client {
                     continue;
                 }
             };
+            let endpoint = self.inner.config.endpoints[index];
             // An answer, or nothing (`Err`) once the attempt times out or the member goes silent.
             let answer = tokio::select! {
                 answer = tokio::time::timeout(
@@ -348,10 +358,15 @@ impl Client {
                     if matches!(e, StoreError::Timeout) && !idempotent {
                         return Err(ClientError::Ambiguous);
                     }
-                    debug!(error = %e, "retrying");
+                    debug!(%endpoint, error = %e, "retrying");
                     last_error = e.to_string();
-                    if matches!(e, StoreError::Unavailable { .. }) {
-                        // No leader there (yet): try another member, keep the connection.
+                    if matches!(
+                        e,
+                        StoreError::Unavailable { .. } | StoreError::NoLeader { .. }
+                    ) {
+                        // No leader known there (yet), or stopping: another member may know
+                        // one. A restarted member may go seconds without hearing from the
+                        // leader the others already serve. Keep the connection.
                         self.move_on(index);
                     }
                     tokio::time::sleep(backoff).await;
@@ -362,6 +377,7 @@ impl Client {
                 Ok(Err(e)) => {
                     // The connection broke, or only this call's stream did: the other calls and
                     // watches on the connection are left alone either way.
+                    debug!(%endpoint, error = %e, "call failed; moving on");
                     self.move_on(index);
                     if !idempotent {
                         // The connection broke under the request: it may have been received.
@@ -372,11 +388,12 @@ impl Client {
                 Err(why) => {
                     // Slow or silent: new calls go elsewhere; the connection is closed only by
                     // the silence watch, as other calls and watches share it.
+                    debug!(%endpoint, why, "no answer; moving on");
                     self.move_on(index);
                     if !idempotent {
                         return Err(ClientError::Ambiguous);
                     }
-                    last_error = format!("{} {why}", self.inner.config.endpoints[index]);
+                    last_error = format!("{endpoint} {why}");
                 }
             }
         }
@@ -394,6 +411,7 @@ impl Client {
         }
         let start = self.inner.slot.lock().preferred;
         let (index, connection) = self.connect_from(start).await?;
+        debug!(endpoint = %self.inner.config.endpoints[index], "connected to store member");
         let member = self.watch_silence(index, connection);
         let mut slot = self.inner.slot.lock();
         if let Some(old) = slot.connections[index].replace(member.clone()) {
@@ -620,5 +638,147 @@ fn unexpected(response: ClientResponse) -> ClientError {
     match response {
         ClientResponse::Error(e) => ClientError::Store(e),
         other => ClientError::Protocol(format!("{other:?}").chars().take(200).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use tokio::sync::oneshot;
+    use transport::pki::{create_ca, issue, CertSpec};
+    use transport::rpc::{Call, Handler, Peer, RpcServer};
+    use transport::tls::TlsIdentity;
+
+    use super::{Client, ClientConfig};
+    use crate::types::*;
+
+    /// A stand-in member that gives every call the same answer.
+    struct FakeMember {
+        answer: ClientResponse,
+    }
+
+    impl Handler for FakeMember {
+        type Request = ClientRequest;
+        type Response = ClientResponse;
+
+        async fn handle(&self, _peer: Peer, _request: ClientRequest, call: Call<ClientResponse>) {
+            let _ = call.reply(&self.answer).await;
+        }
+    }
+
+    /// Serves `answer` on a loopback port until the returned sender is used or dropped.
+    fn fake_member(
+        certs: &Path,
+        answer: ClientResponse,
+    ) -> anyhow::Result<(SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>)> {
+        let identity = TlsIdentity::load(certs, "member")?;
+        let server = RpcServer::bind("127.0.0.1:0".parse()?, &identity)?;
+        let addr = server.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server.serve(Arc::new(FakeMember { answer }), async move {
+            let _ = stopped.await;
+        }));
+        Ok((addr, stop, task))
+    }
+
+    fn certs() -> anyhow::Result<tempfile::TempDir> {
+        let dir = tempfile::tempdir()?;
+        create_ca(dir.path(), "test")?;
+        for name in ["member", "admin"] {
+            issue(
+                dir.path(),
+                &CertSpec {
+                    name: name.into(),
+                    organizations: vec![],
+                    sans: vec![],
+                },
+            )?;
+        }
+        Ok(dir)
+    }
+
+    fn no_leader() -> ClientResponse {
+        ClientResponse::Error(StoreError::NoLeader {
+            member: "restarted".into(),
+            leader_hint: None,
+        })
+    }
+
+    fn written() -> ClientResponse {
+        ClientResponse::Put(PutResponse::default())
+    }
+
+    /// The chaos prober's client: one second per attempt, three per call.
+    fn prober(certs: &Path, endpoints: Vec<SocketAddr>) -> anyhow::Result<Client> {
+        let mut config = ClientConfig::new(endpoints);
+        config.attempt_timeout = Duration::from_secs(1);
+        config.call_timeout = Duration::from_secs(3);
+        Ok(Client::new(config, certs, "admin")?)
+    }
+
+    fn put() -> PutRequest {
+        PutRequest {
+            key: Bytes::from("probe"),
+            value: Bytes::from("1"),
+            ..Default::default()
+        }
+    }
+
+    /// A member that knows no leader (a restarted one the leader has not reached yet) must not
+    /// keep the client: another member may serve writes already.
+    #[tokio::test]
+    async fn a_member_without_a_leader_sends_writes_to_another() -> anyhow::Result<()> {
+        let certs = certs()?;
+        let (leaderless, _stop_a, _a) = fake_member(certs.path(), no_leader())?;
+        let (serving, _stop_b, _b) = fake_member(certs.path(), written())?;
+        let client = prober(certs.path(), vec![leaderless, serving])?;
+        client.prefer(0);
+        let started = Instant::now();
+        let answer = client.put(put()).await;
+        assert!(answer.is_ok(), "{answer:?} after {:?}", started.elapsed());
+        // Later calls go straight to the member that answered.
+        client.put(put()).await?;
+        Ok(())
+    }
+
+    /// Moving on passes over a member whose connection is gone (killed, shut down) to one that
+    /// may answer, instead of holding every call for a connection attempt to the dead one.
+    #[tokio::test]
+    async fn moving_on_passes_over_a_member_whose_connection_closed() -> anyhow::Result<()> {
+        let certs = certs()?;
+        let (leaderless, _stop_a, _a) = fake_member(certs.path(), no_leader())?;
+        let (gone, stop_gone, gone_task) = fake_member(certs.path(), written())?;
+        let (serving, _stop_c, _c) = fake_member(certs.path(), written())?;
+        let client = prober(certs.path(), vec![leaderless, gone, serving])?;
+        client.prefer(1);
+        client.put(put()).await?;
+        let _ = stop_gone.send(());
+        gone_task.await?;
+        let closed = || {
+            client.inner.slot.lock().connections[1]
+                .as_ref()
+                .is_some_and(|m| m.connection.is_closed())
+        };
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !closed() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await?;
+
+        client.prefer(0);
+        let started = Instant::now();
+        client.put(put()).await?;
+        let took = started.elapsed();
+        assert!(
+            took < super::CONNECT_STAGGER / 2,
+            "the write took {took:?}: it waited on the closed member"
+        );
+        Ok(())
     }
 }

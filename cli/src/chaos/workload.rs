@@ -17,6 +17,7 @@ use store::types::{
 };
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::availability::Probe;
 
@@ -208,6 +209,8 @@ pub async fn run_prober(
                 .await
                 .is_ok()
         }
+        // Tells the prober's moves (`store::client=debug`) from the other clients' in the log.
+        .instrument(tracing::info_span!("store_prober", probe = n))
     })
     .await
 }
