@@ -2,15 +2,15 @@
 //! modules for each).
 
 use clap::{Parser, Subcommand};
+use kemu::{
+    apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, load_cmd, scheduler_cmd, store_member,
+};
 
 /// Every kemu process allocates through mimalloc rather than glibc's malloc: with heaps of GBs
 /// (a 300,000-pod cluster) glibc spent a third of the API server's and the store members' CPU in
 /// `_int_malloc`, `unlink_chunk` and `malloc_consolidate` (see docs/load.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use kemu::{
-    apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, load_cmd, scheduler_cmd, store_member,
-};
 
 #[derive(Parser)]
 #[command(
