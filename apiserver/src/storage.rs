@@ -78,7 +78,7 @@ impl Storage {
             })],
             failure: vec![],
         };
-        let response = self.client.txn(txn).await?;
+        let response = self.client.txn_batched(txn).await?;
         Ok(if response.succeeded {
             Written::Ok(response.header.revision)
         } else {
@@ -146,7 +146,7 @@ impl Storage {
                 ..Default::default()
             })],
         };
-        let response = self.client.txn(txn).await?;
+        let response = self.client.txn_batched(txn).await?;
         if response.succeeded {
             return Ok(Written::Ok(response.header.revision));
         }
@@ -216,7 +216,7 @@ impl Storage {
                 ..Default::default()
             })],
         };
-        let response = self.client.txn(txn).await?;
+        let response = self.client.txn_batched(txn).await?;
         if response.succeeded {
             return Ok(Written::Ok(response.header.revision));
         }

@@ -757,3 +757,110 @@ async fn a_write_costs_each_member_one_log_fsync() -> anyhow::Result<()> {
     cluster.stop().await;
     Ok(())
 }
+
+/// Transactions a busy client sends together (`Client::txn_batched`, what the API server's
+/// writes use) travel as one call and one raft entry, yet each is judged alone and applied at a
+/// revision of its own, and a watcher sees them one revision per response, as if they had come
+/// one by one. Sent through a follower, so the batch is also forwarded to the leader whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_transactions_share_an_entry_but_keep_their_own_revisions() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cluster = LocalStore::start_with(kemu_exe(), dir.path(), 3, &[]).await?;
+    let leader = cluster.wait_for_leader(Duration::from_secs(10)).await?;
+    let follower = cluster
+        .names()
+        .into_iter()
+        .find(|n| *n != leader)
+        .context("no follower")?;
+    let client = member_client(&cluster, &follower)?;
+    let endpoint = cluster.endpoint(&follower).context("no such member")?;
+    // Ten keys exist already, so the creates of those ten must fail, alone.
+    for i in 0..10 {
+        client
+            .put(PutRequest {
+                key: Bytes::from(format!("batch/{i:03}")),
+                value: Bytes::from("before"),
+                ..Default::default()
+            })
+            .await?;
+    }
+    let start = client.status_of(endpoint).await?;
+    let mut watch = client
+        .watch(WatchRequest {
+            range: KeyRange::prefix("batch/"),
+            start_revision: start.revision + 1,
+            prev_kv: false,
+            progress_notify_secs: 0,
+        })
+        .await?;
+
+    const TXNS: usize = 300;
+    let creates = (0..TXNS).map(|i| {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let key = Bytes::from(format!("batch/{i:03}"));
+            let response = client
+                .txn_batched(TxnRequest {
+                    compare: vec![Compare {
+                        range: KeyRange::single(key.clone()),
+                        result: CompareResult::Equal,
+                        target: CompareTarget::ModRevision(0),
+                    }],
+                    success: vec![RequestOp::Put(PutRequest {
+                        key: key.clone(),
+                        value: Bytes::from(format!("value {i}")),
+                        ..Default::default()
+                    })],
+                    failure: vec![],
+                })
+                .await?;
+            anyhow::Ok((key, response.succeeded, response.header.revision))
+        })
+    });
+    let mut created = HashMap::new();
+    for (i, create) in creates.collect::<Vec<_>>().into_iter().enumerate() {
+        let (key, succeeded, revision) = create.await??;
+        assert_eq!(succeeded, i >= 10, "create of {key:?}");
+        if succeeded {
+            assert!(
+                created.insert(revision, key.clone()).is_none(),
+                "two creates answered with revision {revision}"
+            );
+        }
+    }
+    assert_eq!(created.len(), TXNS - 10);
+
+    // Each create's revision is its key's; the watch sees each alone, in revision order.
+    let mut seen = Vec::new();
+    while seen.len() < created.len() {
+        let message = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .context("the watch went quiet")?
+            .context("the watch ended")?;
+        if let WatchResponse::Events { header, events } = message? {
+            assert_eq!(events.len(), 1, "one revision per watch response");
+            for e in events {
+                assert_eq!(e.kv.mod_revision, header.revision);
+                seen.push((e.kv.mod_revision, e.kv.key));
+            }
+        }
+    }
+    let mut expected: Vec<(i64, Bytes)> = created.into_iter().collect();
+    expected.sort();
+    assert_eq!(seen, expected);
+    assert_eq!(
+        expected.last().map(|(r, _)| *r),
+        Some(start.revision + (TXNS - 10) as i64),
+        "the creates took the revisions after the start, one each"
+    );
+
+    // And they did share entries: far fewer raft entries than transactions.
+    let end = client.status_of(endpoint).await?;
+    let entries = end.raft_index - start.raft_index;
+    assert!(
+        entries <= (TXNS / 4) as u64,
+        "{TXNS} concurrent transactions took {entries} raft entries"
+    );
+    cluster.stop().await;
+    Ok(())
+}

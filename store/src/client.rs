@@ -57,6 +57,67 @@ pub enum ClientError {
     Transport(#[from] TransportError),
 }
 
+/// Most transactions one batch call carries (see [`Client::txn_batched`]).
+const BATCH_MAX_TXNS: usize = 256;
+/// Most key and value bytes one batch call carries; a transaction bigger than this goes alone.
+/// Well under the members' request limit (`max_request_bytes`, 3.5 MiB by default), which a
+/// batch meets as a whole.
+const BATCH_MAX_BYTES: usize = 1024 * 1024;
+/// Batch calls in flight at once. Transactions that arrive while all of them are out wait and
+/// leave together with the next: the busier the client, the bigger the batches, and an idle one
+/// sends each transaction at once.
+const BATCH_CALLS: usize = 4;
+
+/// Transactions waiting for a batch call.
+#[derive(Default)]
+struct Batcher {
+    queue: Vec<Queued>,
+    calls: usize,
+}
+
+struct Queued {
+    txn: TxnRequest,
+    bytes: usize,
+    reply: tokio::sync::oneshot::Sender<Result<TxnResponse, ClientError>>,
+}
+
+impl ClientError {
+    /// The same failure, for each transaction of a batch that failed as a whole.
+    fn duplicate(&self) -> ClientError {
+        match self {
+            ClientError::Store(e) => ClientError::Store(e.clone()),
+            ClientError::Ambiguous => ClientError::Ambiguous,
+            ClientError::Unreachable { last } => ClientError::Unreachable { last: last.clone() },
+            ClientError::Protocol(why) => ClientError::Protocol(why.clone()),
+            ClientError::Transport(e) => ClientError::Unreachable {
+                last: e.to_string(),
+            },
+        }
+    }
+}
+
+/// What a transaction weighs in a batch: its keys and values.
+fn txn_bytes(txn: &TxnRequest) -> usize {
+    fn ops(ops: &[RequestOp]) -> usize {
+        ops.iter()
+            .map(|op| match op {
+                RequestOp::Put(put) => put.key.len() + put.value.len(),
+                RequestOp::Range(range) => range.range.key.len() + range.range.range_end.len(),
+                RequestOp::DeleteRange(delete) => {
+                    delete.range.key.len() + delete.range.range_end.len()
+                }
+                RequestOp::Txn(txn) => txn_bytes(txn),
+            })
+            .sum()
+    }
+    txn.compare
+        .iter()
+        .map(|c| c.range.key.len() + 16)
+        .sum::<usize>()
+        + ops(&txn.success)
+        + ops(&txn.failure)
+}
+
 /// Client settings.
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
@@ -137,6 +198,7 @@ struct Inner {
     /// Held while connecting: calls that find no usable connection wait for one attempt
     /// instead of each starting their own.
     connecting: tokio::sync::Mutex<()>,
+    batcher: Mutex<Batcher>,
 }
 
 impl Client {
@@ -167,6 +229,7 @@ impl Client {
                 config,
                 slot: Mutex::new(slot),
                 connecting: tokio::sync::Mutex::new(()),
+                batcher: Mutex::new(Batcher::default()),
             }),
         })
     }
@@ -223,6 +286,105 @@ impl Client {
         match self.call(ClientRequest::Txn(request), false).await? {
             ClientResponse::Txn(r) => Ok(r),
             other => Err(unexpected(other)),
+        }
+    }
+
+    /// [`txn`](Self::txn), sent in one call with the other transactions this client has
+    /// waiting at that moment: one QUIC call and one raft entry for all of them, each still
+    /// applied at its own revision and judged on its own (`ClientRequest::Batch`). At most
+    /// [`BATCH_CALLS`] batches are out at once, so a transaction waits only when the store is
+    /// already busy with this client's earlier ones. An ambiguous answer to the batch is an
+    /// ambiguous answer to each of its transactions.
+    pub async fn txn_batched(&self, request: TxnRequest) -> Result<TxnResponse, ClientError> {
+        let bytes = txn_bytes(&request);
+        if bytes > BATCH_MAX_BYTES {
+            return self.txn(request).await;
+        }
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut batcher = self.inner.batcher.lock();
+            batcher.queue.push(Queued {
+                txn: request,
+                bytes,
+                reply,
+            });
+            let start = batcher.calls < BATCH_CALLS;
+            if start {
+                batcher.calls += 1;
+            }
+            start
+        };
+        if start {
+            let client = self.clone();
+            tokio::spawn(async move { client.send_batches().await });
+        }
+        // The sender is only dropped unanswered if the sending task died with the call out.
+        answer.await.unwrap_or(Err(ClientError::Ambiguous))
+    }
+
+    /// Sends batches from the queue until it is empty, holding one of the [`BATCH_CALLS`] slots.
+    async fn send_batches(&self) {
+        struct Slot<'a>(&'a Mutex<Batcher>);
+        impl Drop for Slot<'_> {
+            fn drop(&mut self) {
+                self.0.lock().calls -= 1;
+            }
+        }
+        let _slot = Slot(&self.inner.batcher);
+        loop {
+            let batch = {
+                let mut batcher = self.inner.batcher.lock();
+                let mut bytes = 0;
+                let take = batcher
+                    .queue
+                    .iter()
+                    .take(BATCH_MAX_TXNS)
+                    .take_while(|q| {
+                        bytes += q.bytes;
+                        bytes <= BATCH_MAX_BYTES
+                    })
+                    .count()
+                    .max(1);
+                let take = take.min(batcher.queue.len());
+                if take == 0 {
+                    return;
+                }
+                batcher.queue.drain(..take).collect::<Vec<_>>()
+            };
+            self.send_batch(batch).await;
+        }
+    }
+
+    async fn send_batch(&self, mut batch: Vec<Queued>) {
+        if batch.len() == 1 {
+            if let Some(only) = batch.pop() {
+                let _ = only.reply.send(self.txn(only.txn).await);
+            }
+            return;
+        }
+        let (txns, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|q| (q.txn, q.reply)).unzip();
+        let count = txns.len();
+        match self.call(ClientRequest::Batch(txns), false).await {
+            Ok(ClientResponse::Batch(answers)) if answers.len() == count => {
+                for (answer, reply) in answers.into_iter().zip(replies) {
+                    let _ = reply.send(match answer {
+                        ClientResponse::Txn(r) => Ok(r),
+                        ClientResponse::Error(e) => Err(ClientError::Store(e)),
+                        other => Err(unexpected(other)),
+                    });
+                }
+            }
+            Ok(other) => {
+                let why = format!("a batch of {count} transactions answered with {other:?}");
+                for reply in replies {
+                    let _ = reply.send(Err(ClientError::Protocol(why.clone())));
+                }
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(e.duplicate()));
+                }
+            }
         }
     }
 

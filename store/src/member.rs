@@ -950,16 +950,22 @@ impl Driver {
                 )
             });
         let result = match decoded {
+            Ok((Command::Batch(txns), _)) => {
+                // One revision, and one watch notification, per transaction: watchers see
+                // exactly what they would had the transactions come one by one.
+                let results = txns
+                    .iter()
+                    .map(|txn| {
+                        let (result, events) = mvcc.apply_txn(txn);
+                        self.notify(mvcc, &events, member_id, term);
+                        result
+                    })
+                    .collect();
+                CommandResult::Batch(results)
+            }
             Ok((cmd, _)) => {
                 let (result, events) = mvcc.apply(&cmd);
-                if !events.is_empty() {
-                    let header = ResponseHeader {
-                        revision: mvcc.current_revision(),
-                        member_id,
-                        raft_term: term,
-                    };
-                    self.shared.hub.lock().notify(&header, &events);
-                }
+                self.notify(mvcc, &events, member_id, term);
                 self.track_lease(&cmd, &result);
                 result
             }
@@ -976,6 +982,19 @@ impl Driver {
                 let _ = pending.reply.send(Ok(fill_header(result, member_id, term)));
             }
         }
+    }
+
+    /// Hands the events of the revision just applied to the watchers.
+    fn notify(&self, mvcc: &Mvcc, events: &[crate::types::Event], member_id: u64, term: u64) {
+        if events.is_empty() {
+            return;
+        }
+        let header = ResponseHeader {
+            revision: mvcc.current_revision(),
+            member_id,
+            raft_term: term,
+        };
+        self.shared.hub.lock().notify(&header, events);
     }
 
     fn track_lease(&mut self, cmd: &Command, result: &CommandResult) {
@@ -1084,6 +1103,13 @@ fn fill_header(mut result: CommandResult, member_id: u64, term: u64) -> CommandR
         CommandResult::LeaseRevoke(r) => &mut r.header,
         CommandResult::LeaseKeepAlive(r) => &mut r.header,
         CommandResult::Error(_) => return result,
+        CommandResult::Batch(results) => {
+            let filled = std::mem::take(results)
+                .into_iter()
+                .map(|r| fill_header(r, member_id, term))
+                .collect();
+            return CommandResult::Batch(filled);
+        }
     };
     header.member_id = member_id;
     header.raft_term = term;

@@ -423,7 +423,7 @@ impl Mvcc {
             Command::Put(req) => self.apply_put(req, &mut batch).map(CommandResult::Put),
             Command::DeleteRange(req) => check_key(&req.range)
                 .map(|()| CommandResult::DeleteRange(self.delete_range(req, &mut batch))),
-            Command::Txn(req) => self.apply_txn(req, &mut batch).map(CommandResult::Txn),
+            Command::Txn(req) => self.apply_txn_ops(req, &mut batch).map(CommandResult::Txn),
             Command::Compact(req) => self.compact(req.revision).map(CommandResult::Compact),
             Command::LeaseGrant(req) => self.lease_grant(req).map(CommandResult::LeaseGrant),
             Command::LeaseRevoke { id } | Command::LeaseExpire { id } => self
@@ -437,7 +437,41 @@ impl Mvcc {
                 })),
                 None => Err(StoreError::LeaseNotFound { id: *id }),
             },
+            Command::Batch(txns) => {
+                // Each transaction has a revision of its own and events of its own; a caller that
+                // needs them apart (a member, whose watchers see one revision per response)
+                // applies them with `apply_txn` one by one instead.
+                let mut results = Vec::with_capacity(txns.len());
+                let mut events = Vec::new();
+                for txn in txns {
+                    let (result, more) = self.apply_txn(txn);
+                    results.push(result);
+                    events.extend(more);
+                }
+                return (CommandResult::Batch(results), events);
+            }
         };
+        self.finish(result, batch)
+    }
+
+    /// Applies one transaction of a [`Command::Batch`] at a revision of its own, as
+    /// [`apply`](Self::apply) would apply it alone.
+    pub fn apply_txn(&mut self, req: &TxnRequest) -> (CommandResult, Vec<Event>) {
+        let mut batch = WriteBatch {
+            revision: self.revision + 1,
+            keys: Vec::new(),
+            events: Vec::new(),
+        };
+        let result = self.apply_txn_ops(req, &mut batch).map(CommandResult::Txn);
+        self.finish(result, batch)
+    }
+
+    /// Commits a command's writes and stamps its result with the new revision's header.
+    fn finish(
+        &mut self,
+        result: Result<CommandResult, StoreError>,
+        batch: WriteBatch,
+    ) -> (CommandResult, Vec<Event>) {
         let mut result = match result {
             Ok(result) => result,
             Err(err) => {
@@ -455,7 +489,7 @@ impl Mvcc {
             CommandResult::LeaseGrant(r) => r.header = header,
             CommandResult::LeaseRevoke(r) => r.header = header,
             CommandResult::LeaseKeepAlive(r) => r.header = header,
-            CommandResult::Error(_) => {}
+            CommandResult::Error(_) | CommandResult::Batch(_) => {}
         }
         (result, events)
     }
@@ -622,7 +656,7 @@ impl Mvcc {
         }
     }
 
-    fn apply_txn(
+    fn apply_txn_ops(
         &mut self,
         req: &TxnRequest,
         batch: &mut WriteBatch,
@@ -1556,6 +1590,52 @@ mod tests {
         );
         assert!(events.is_empty());
         assert_eq!((r.header.revision, m.current_revision()), (3, 3));
+    }
+
+    #[test]
+    fn a_batch_applies_each_transaction_at_its_own_revision_and_judges_each_alone() {
+        let mut m = Mvcc::new();
+        put(&mut m, "taken", "0");
+        let base = m.current_revision();
+        let create = |key: &str| TxnRequest {
+            compare: vec![mod_rev_cmp(key, 0)],
+            success: vec![RequestOp::Put(put_req(key, "v"))],
+            failure: vec![],
+        };
+        let invalid = TxnRequest {
+            compare: vec![],
+            success: vec![
+                RequestOp::Put(put_req("d", "1")),
+                RequestOp::Put(put_req("d", "2")),
+            ],
+            failure: vec![],
+        };
+        let batch = Command::Batch(vec![create("a"), create("taken"), invalid, create("b")]);
+        let (result, events) = m.apply(&batch);
+        let CommandResult::Batch(results) = result else {
+            panic!("a batch answers with a batch: {result:?}");
+        };
+        assert_eq!(results.len(), 4);
+        // The first creates "a" at the next revision; the second finds "taken" and writes
+        // nothing; the third is refused alone; the fourth creates "b" at the revision after.
+        let revision = |r: &CommandResult| match r {
+            CommandResult::Txn(t) => Some((t.succeeded, t.header.revision)),
+            _ => None,
+        };
+        assert_eq!(revision(&results[0]), Some((true, base + 1)));
+        assert_eq!(revision(&results[1]), Some((false, base + 1)));
+        assert!(matches!(
+            results[2],
+            CommandResult::Error(StoreError::InvalidRequest { .. })
+        ));
+        assert_eq!(revision(&results[3]), Some((true, base + 2)));
+        let revisions: Vec<(Bytes, Revision)> = events
+            .iter()
+            .map(|e| (e.kv.key.clone(), e.kv.mod_revision))
+            .collect();
+        assert_eq!(revisions, vec![(b("a"), base + 1), (b("b"), base + 2)]);
+        assert_eq!(m.current_revision(), base + 2);
+        assert!(get(&m, "d").is_none());
     }
 
     #[test]

@@ -201,6 +201,23 @@ pub async fn run_member(
     result
 }
 
+/// The client's answer to an applied command.
+fn answer(result: CommandResult) -> ClientResponse {
+    match result {
+        CommandResult::Put(r) => ClientResponse::Put(r),
+        CommandResult::DeleteRange(r) => ClientResponse::DeleteRange(r),
+        CommandResult::Txn(r) => ClientResponse::Txn(r),
+        CommandResult::Compact(r) => ClientResponse::Compact(r),
+        CommandResult::LeaseGrant(r) => ClientResponse::LeaseGrant(r),
+        CommandResult::LeaseRevoke(r) => ClientResponse::LeaseRevoke(r),
+        CommandResult::LeaseKeepAlive(r) => ClientResponse::LeaseKeepAlive(r),
+        CommandResult::Error(e) => ClientResponse::Error(e),
+        CommandResult::Batch(results) => {
+            ClientResponse::Batch(results.into_iter().map(answer).collect())
+        }
+    }
+}
+
 /// Sends raft messages to one peer over a long-lived client stream, reconnecting as needed.
 struct PeerLink {
     rpc: Arc<RpcClient>,
@@ -480,6 +497,7 @@ impl ClientService {
             }
             ClientRequest::DeleteRange(delete) => Command::DeleteRange(delete),
             ClientRequest::Txn(txn) => Command::Txn(txn),
+            ClientRequest::Batch(txns) => Command::Batch(txns),
             ClientRequest::Compact(compact) => Command::Compact(compact),
             ClientRequest::LeaseGrant(grant) => {
                 if grant.ttl <= 0 {
@@ -492,16 +510,7 @@ impl ClientService {
             ClientRequest::LeaseRevoke { id } => Command::LeaseRevoke { id },
             ClientRequest::LeaseKeepAlive { id } => Command::LeaseKeepAlive { id },
         };
-        Ok(match self.member.propose(&command).await? {
-            CommandResult::Put(r) => ClientResponse::Put(r),
-            CommandResult::DeleteRange(r) => ClientResponse::DeleteRange(r),
-            CommandResult::Txn(r) => ClientResponse::Txn(r),
-            CommandResult::Compact(r) => ClientResponse::Compact(r),
-            CommandResult::LeaseGrant(r) => ClientResponse::LeaseGrant(r),
-            CommandResult::LeaseRevoke(r) => ClientResponse::LeaseRevoke(r),
-            CommandResult::LeaseKeepAlive(r) => ClientResponse::LeaseKeepAlive(r),
-            CommandResult::Error(e) => ClientResponse::Error(e),
-        })
+        Ok(answer(self.member.propose(&command).await?))
     }
 
     /// Streams a watch: catch up from history in chunks, then register with the hub under the

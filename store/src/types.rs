@@ -336,6 +336,11 @@ pub enum ClientRequest {
     HashAt {
         revision: Revision,
     },
+    /// Several transactions in one call and one raft entry, applied one after the other, each
+    /// at its own revision and judged on its own, as if sent one by one in this order; answered
+    /// by [`ClientResponse::Batch`] with one `Txn` or `Error` per transaction. The whole batch
+    /// shares one fate in transit: an ambiguous answer leaves every one of them ambiguous.
+    Batch(Vec<TxnRequest>),
 }
 
 /// The answer to every [`ClientRequest`] but `Watch`.
@@ -354,6 +359,8 @@ pub enum ClientResponse {
     /// One message of a watch stream.
     Watch(WatchResponse),
     Error(StoreError),
+    /// The answers to a [`ClientRequest::Batch`], in its order.
+    Batch(Vec<ClientResponse>),
 }
 
 /// Errors a client can see. `NoLeader`, `Timeout` and `Unavailable` mean "try again, perhaps
@@ -420,6 +427,9 @@ pub enum Command {
     LeaseKeepAlive {
         id: LeaseId,
     },
+    /// Transactions applied one after the other, each at its own revision (a
+    /// [`ClientRequest::Batch`]).
+    Batch(Vec<TxnRequest>),
 }
 
 /// The result of applying a [`Command`].
@@ -433,6 +443,8 @@ pub enum CommandResult {
     LeaseRevoke(LeaseRevokeResponse),
     LeaseKeepAlive(LeaseKeepAliveResponse),
     Error(StoreError),
+    /// One result per transaction of a [`Command::Batch`], in its order.
+    Batch(Vec<CommandResult>),
 }
 
 /// Put values that share the raft entry they were decoded from.
@@ -639,6 +651,9 @@ pub mod stored_values {
             }
             Command::Txn(txn) if has_puts(&txn.success) || has_puts(&txn.failure) => {
                 Cow::Owned(Command::Txn(encode_txn(txn)))
+            }
+            Command::Batch(txns) => {
+                Cow::Owned(Command::Batch(txns.iter().map(encode_txn).collect()))
             }
             _ => Cow::Borrowed(cmd),
         }
