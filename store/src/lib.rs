@@ -8,12 +8,14 @@
 //! - [`member`]: one store member: the raft `RawNode` driver, proposals, ReadIndex and leases.
 //! - [`raft_trace`]: raft-rs's own log records, handed to `tracing`.
 //! - [`service`]: the member's QUIC services (client API and raft peer links).
+//! - `peer_backlog`: what a peer link that fell behind still sends of its queued raft messages.
 //! - [`client`]: [`Client`], which talks to any member and follows retries.
 
 pub mod client;
 pub mod config;
 pub mod member;
 pub mod mvcc;
+mod peer_backlog;
 pub mod raft_log;
 pub mod raft_trace;
 pub mod service;

@@ -28,6 +28,7 @@ use tracing::{debug, info, warn};
 
 use crate::config::MemberConfig;
 use crate::mvcc::Mvcc;
+use crate::peer_backlog::OutboundBatch;
 use crate::raft_log::{DiskStorage, LogError, SnapshotWrite};
 use crate::types::{Command, CommandResult, LeaseId, ResponseHeader, StatusResponse, StoreError};
 use crate::watch_hub::WatchHub;
@@ -219,7 +220,7 @@ fn stopping() -> StoreError {
 pub(crate) struct DriverChannels {
     pub inbound: mpsc::Receiver<Message>,
     pub feedback: mpsc::Receiver<PeerFeedback>,
-    pub outbound: HashMap<u64, mpsc::Sender<Vec<Message>>>,
+    pub outbound: HashMap<u64, mpsc::Sender<OutboundBatch>>,
 }
 
 /// Opens the member's storage and state, and returns the handle plus the driver to run.
@@ -1062,7 +1063,7 @@ impl Driver {
                 .iter()
                 .any(|m| m.get_msg_type() == MessageType::MsgSnapshot);
             let delivered = match self.channels.outbound.get(&to) {
-                Some(link) => link.try_send(batch).is_ok(),
+                Some(link) => link.try_send(OutboundBatch::new(batch)).is_ok(),
                 None => false,
             };
             if !delivered {

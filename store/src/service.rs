@@ -22,6 +22,7 @@ use crate::config::{MemberConfig, STORE_MEMBER_ORG};
 use crate::member::{
     self, encode_messages, DriverChannels, MemberError, MemberHandle, PeerFeedback,
 };
+use crate::peer_backlog::{self, OutboundBatch};
 use crate::types::{
     ClientRequest, ClientResponse, Command, CommandResult, KeyRange, StoreError, WatchRequest,
     WatchResponse,
@@ -58,6 +59,8 @@ pub struct Piece {
 /// Raft messages larger than this travel in pieces of this size (a frame may hold 64 MiB; a
 /// snapshot holds the whole state, which can be GBs).
 const PIECE_BYTES: usize = 8 * 1024 * 1024;
+/// A send on a peer link taking this long is logged (at debug level), with the backlog behind it.
+const SLOW_PEER_SEND: Duration = Duration::from_millis(20);
 /// How long one frame on a peer link may take to send before the link counts as stalled.
 const PEER_SEND_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest message a peer may send in pieces (a sanity bound on what is buffered).
@@ -139,6 +142,7 @@ pub async fn run_member(
             to: peer_id,
             addr: *addr,
             feedback: feedback_tx.clone(),
+            stale_after: config.tick * config.election_ticks as u32,
         };
         tokio::spawn(
             link.run(rx, stop_rx.clone())
@@ -225,31 +229,60 @@ struct PeerLink {
     to: u64,
     addr: SocketAddr,
     feedback: mpsc::Sender<PeerFeedback>,
+    /// Queued messages older than this are not sent (see [`peer_backlog`](crate::peer_backlog)):
+    /// an election timeout, after which raft has moved on from them.
+    stale_after: Duration,
 }
 
 impl PeerLink {
-    async fn run(self, mut rx: mpsc::Receiver<Vec<Message>>, mut stop: watch::Receiver<bool>) {
+    async fn run(self, mut rx: mpsc::Receiver<OutboundBatch>, mut stop: watch::Receiver<bool>) {
         let mut sink = None;
         let mut backoff = Duration::from_millis(50);
         loop {
-            let batch = tokio::select! {
+            let first = tokio::select! {
                 biased;
                 _ = stop.changed() => return,
                 batch = rx.recv() => match batch { Some(b) => b, None => return },
             };
+            // Everything queued meanwhile goes out together, less what raft no longer needs.
+            let mut backlog = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                backlog.push(more);
+            }
+            let oldest = backlog[0].queued_at.elapsed();
+            let queued = backlog.len();
+            let pruned = peer_backlog::prune(backlog, Instant::now(), self.stale_after);
+            if pruned.stale > 0 || pruned.superseded > 0 {
+                debug!(
+                    queued,
+                    oldest_ms = oldest.as_millis() as u64,
+                    stale = pruned.stale,
+                    superseded = pruned.superseded,
+                    "dropping queued raft messages the peer no longer needs"
+                );
+            }
+            if pruned.stale > 0 {
+                // Raft learns that the peer missed messages and probes it again.
+                let _ = self.feedback.try_send(PeerFeedback::Unreachable(self.to));
+            }
+            let batch = pruned.send;
+            if batch.is_empty() {
+                continue;
+            }
             if sink.is_none() {
+                let opening = Instant::now();
                 match self.open().await {
                     Ok(s) => {
-                        debug!(addr = %self.addr, "peer link connected");
+                        debug!(addr = %self.addr, took_ms = opening.elapsed().as_millis() as u64, "peer link connected");
                         sink = Some(s);
                         backoff = Duration::from_millis(50);
                     }
                     Err(e) => {
-                        debug!(addr = %self.addr, error = %e, "peer unreachable");
+                        debug!(addr = %self.addr, error = %e, took_ms = opening.elapsed().as_millis() as u64, "peer unreachable");
                         self.lost(&batch).await;
                         // Whatever queued up meanwhile is stale; raft will send again.
                         while let Ok(stale) = rx.try_recv() {
-                            self.lost(&stale).await;
+                            self.lost(&stale.messages).await;
                         }
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_millis(500));
@@ -261,7 +294,16 @@ impl PeerLink {
                 continue;
             };
             let frames = peer_frames(self.from, encode_messages(&batch));
+            let sending = Instant::now();
             let mut sent = send_frames(stream, &frames).await;
+            if sending.elapsed() >= SLOW_PEER_SEND {
+                debug!(
+                    took_ms = sending.elapsed().as_millis() as u64,
+                    messages = batch.len(),
+                    queued = rx.len(),
+                    "slow send on the peer link"
+                );
+            }
             if let Ok(Err(e)) = &sent {
                 // The connection was found closed (the peer restarted and reset it, or the
                 // silence watch closed it): send this batch again on a new one rather than lose
@@ -269,10 +311,23 @@ impl PeerLink {
                 // takes a message twice without harm.
                 debug!(error = %e, "peer link broke; sending again on a new connection");
                 sink = None;
-                if let Ok(mut fresh) = self.open().await {
-                    debug!(addr = %self.addr, "peer link connected");
-                    sent = send_frames(&mut fresh, &frames).await;
-                    sink = Some(fresh);
+                let opening = Instant::now();
+                match self.open().await {
+                    Ok(mut fresh) => {
+                        let took = opening.elapsed();
+                        debug!(addr = %self.addr, took_ms = took.as_millis() as u64, "peer link connected");
+                        if took > self.stale_after {
+                            // The connection took so long that raft has moved on from this batch.
+                            sink = Some(fresh);
+                            self.lost(&batch).await;
+                            continue;
+                        }
+                        sent = send_frames(&mut fresh, &frames).await;
+                        sink = Some(fresh);
+                    }
+                    Err(e) => {
+                        debug!(addr = %self.addr, error = %e, took_ms = opening.elapsed().as_millis() as u64, "peer unreachable");
+                    }
                 }
             }
             match sent {
@@ -695,5 +750,226 @@ mod piece_tests {
             }
         }
         assert_eq!(seen, messages, "every small message, once, in order");
+    }
+}
+
+#[cfg(test)]
+mod peer_link_tests {
+    use super::*;
+    use raft::prelude::Entry;
+    use transport::pki::{create_ca, issue, CertSpec};
+
+    /// A peer's receiving side in a runtime of its own, so that dropping the runtime drops its
+    /// socket and connections without a close being sent — as SIGKILL does.
+    struct FakePeer {
+        runtime: tokio::runtime::Runtime,
+    }
+
+    impl FakePeer {
+        fn start(
+            certs: &std::path::Path,
+            addr: SocketAddr,
+            received: std::sync::mpsc::Sender<(Instant, Message)>,
+        ) -> FakePeer {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            let identity = TlsIdentity::load(certs, "x").expect("x's identity");
+            let (inbound, mut rx) = mpsc::channel::<Message>(64);
+            runtime.block_on(async {
+                let server = RpcServer::bind(addr, &identity).expect("bind");
+                let service = Arc::new(PeerService {
+                    members: vec!["x".into(), "y".into()],
+                    inbound,
+                });
+                tokio::spawn(server.serve(service, std::future::pending()));
+                tokio::spawn(async move {
+                    while let Some(m) = rx.recv().await {
+                        let _ = received.send((Instant::now(), m));
+                    }
+                });
+            });
+            FakePeer { runtime }
+        }
+
+        fn kill(self) {
+            self.runtime.shutdown_background();
+        }
+    }
+
+    /// Member y's link to member x (whose receiving side the test runs as a [`FakePeer`]).
+    struct Setup {
+        dir: tempfile::TempDir,
+        addr: SocketAddr,
+        runtime: tokio::runtime::Runtime,
+        received_tx: std::sync::mpsc::Sender<(Instant, Message)>,
+        received: std::sync::mpsc::Receiver<(Instant, Message)>,
+    }
+
+    impl Setup {
+        fn new() -> Setup {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_test_writer()
+                .try_init();
+            let dir = tempfile::tempdir().expect("tempdir");
+            create_ca(dir.path(), "t").expect("ca");
+            for name in ["x", "y"] {
+                let spec = CertSpec {
+                    name: name.into(),
+                    organizations: vec![STORE_MEMBER_ORG.into()],
+                    sans: vec![],
+                };
+                issue(dir.path(), &spec).expect("issue");
+            }
+            let port = std::net::UdpSocket::bind("127.0.0.1:0")
+                .and_then(|s| s.local_addr())
+                .expect("a free port")
+                .port();
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            let (received_tx, received) = std::sync::mpsc::channel();
+            Setup {
+                dir,
+                addr: SocketAddr::from(([127, 0, 0, 1], port)),
+                runtime,
+                received_tx,
+                received,
+            }
+        }
+
+        fn peer(&self) -> FakePeer {
+            FakePeer::start(self.dir.path(), self.addr, self.received_tx.clone())
+        }
+
+        /// Starts the link; its queue may already hold batches.
+        fn link(&self, rx: mpsc::Receiver<OutboundBatch>) {
+            let _guard = self.runtime.enter();
+            let identity = TlsIdentity::load(self.dir.path(), "y").expect("y's identity");
+            let (feedback, mut feedback_rx) = mpsc::channel(1024);
+            let link = PeerLink {
+                rpc: Arc::new(RpcClient::new(&identity).expect("client")),
+                from: 2,
+                to: 1,
+                addr: self.addr,
+                feedback,
+                stale_after: Duration::from_millis(500),
+            };
+            let (stop_tx, stop_rx) = watch::channel(false);
+            tokio::spawn(link.run(rx, stop_rx));
+            // The link ends when its stop sender goes; this one never does.
+            tokio::spawn(async move {
+                std::future::pending::<()>().await;
+                drop(stop_tx);
+            });
+            tokio::spawn(async move { while feedback_rx.recv().await.is_some() {} });
+        }
+
+        /// How long after `sent` the vote response `index` reached the peer.
+        fn delivered(&self, index: u64, sent: Instant) -> Option<Duration> {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                match self.received.recv_timeout(left) {
+                    Ok((at, m))
+                        if m.get_msg_type() == MessageType::MsgRequestPreVoteResponse
+                            && m.index == index =>
+                    {
+                        return Some(at.duration_since(sent))
+                    }
+                    Ok(_) => {}
+                    Err(_) => return None,
+                }
+            }
+            None
+        }
+    }
+
+    fn vote_response(index: u64) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgRequestPreVoteResponse);
+        m.from = 2;
+        m.to = 1;
+        m.index = index;
+        m
+    }
+
+    /// The same probe a leader sends a lagging follower on every heartbeat response: 1 MiB of
+    /// entries after index 40 (`data`, shared by every copy until it is encoded).
+    fn probe(data: &Bytes) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgAppend);
+        m.from = 2;
+        m.to = 1;
+        m.term = 3;
+        m.index = 40;
+        m.log_term = 3;
+        m.entries = vec![Entry {
+            index: 41,
+            term: 3,
+            data: data.clone(),
+            ..Default::default()
+        }]
+        .into();
+        m
+    }
+
+    /// docs/chaos.md: a pre-vote grant reached its candidate 1.4 s late, together with two later
+    /// ones, because the link sent, in order, a backlog of the same multi-MiB append that a
+    /// leader repeats to a lagging follower on every heartbeat response. A vote behind such a
+    /// backlog must not wait for it. 400 repeats are 400 MiB: sent in order (before the backlog
+    /// was pruned) they held the vote 2.3 s in a debug build; now one repeat goes ahead of it and
+    /// the vote arrives in about 12 ms. The bound, half a second, is far from both.
+    #[test]
+    fn a_vote_behind_a_backlog_of_repeated_appends_is_not_held_by_it() {
+        let setup = Setup::new();
+        let peer = setup.peer();
+        let (tx, rx) = mpsc::channel(1024);
+        let data = Bytes::from(vec![7u8; 1024 * 1024]);
+        for _ in 0..400 {
+            tx.try_send(OutboundBatch::new(vec![probe(&data)]))
+                .expect("room in the queue");
+        }
+        let sent = Instant::now();
+        tx.try_send(OutboundBatch::new(vec![vote_response(1)]))
+            .expect("room in the queue");
+        setup.link(rx);
+        let took = setup.delivered(1, sent).expect("the vote arrives");
+        eprintln!("the vote behind the backlog arrived after {took:?}");
+        assert!(took < Duration::from_millis(500), "the vote took {took:?}");
+        peer.kill();
+    }
+
+    /// The first batch on a link that sat idle while its peer was killed (no close sent) and
+    /// restarted on the same port goes out on a new connection at once. (Measured at 4 ms; the
+    /// generous bound separates that from quinn's one-second handshake retransmission.)
+    #[test]
+    fn a_batch_on_an_idle_link_to_a_restarted_peer_arrives_at_once() {
+        let setup = Setup::new();
+        let peer = setup.peer();
+        let (tx, rx) = mpsc::channel(1024);
+        setup.link(rx);
+        let send = |index: u64| {
+            let sent = Instant::now();
+            tx.try_send(OutboundBatch::new(vec![vote_response(index)]))
+                .expect("room in the queue");
+            sent
+        };
+        let sent = send(1);
+        assert!(setup.delivered(1, sent).is_some(), "the link connects");
+        peer.kill();
+        std::thread::sleep(Duration::from_millis(1000));
+        let peer = setup.peer();
+        // Idle past the silence watch (PEER_SILENT_AFTER), which closes the old connection.
+        std::thread::sleep(PEER_SILENT_AFTER * 2);
+        let sent = send(2);
+        let took = setup.delivered(2, sent).expect("the batch arrives");
+        eprintln!("the first batch after the restart arrived after {took:?}");
+        assert!(took < Duration::from_millis(500), "it took {took:?}");
+        peer.kill();
     }
 }
