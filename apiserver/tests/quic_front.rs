@@ -44,9 +44,11 @@ where
 }
 
 /// A loopback UDP port nobody uses right now.
+/// A loopback address the store member or API server binds later: from below the ephemeral
+/// range, since a port bound to 0 and dropped could be taken by any QUIC client meanwhile.
 fn free_udp_port() -> SocketAddr {
-    let socket = UdpSocket::bind("127.0.0.1:0").expect("bind a UDP socket");
-    socket.local_addr().expect("local address")
+    let ports = transport::ports::free_loopback_ports(1).expect("a free port");
+    SocketAddr::from(([127, 0, 0, 1], ports[0]))
 }
 
 fn pods() -> &'static ResourceInfo {

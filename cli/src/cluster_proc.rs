@@ -11,34 +11,11 @@ use parking_lot::Mutex;
 use store::client::{Client, ClientConfig};
 use transport::pki::{self, CertSpec};
 
-/// Free loopback ports, each bindable for both TCP and UDP when chosen.
+/// Free loopback ports, each bindable for both TCP and UDP when chosen (see
+/// [`transport::ports::free_loopback_ports`]: below the kernel's ephemeral range).
 pub fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    // Ports come from below the kernel's ephemeral range (32768–60999 by default): a port the
-    // kernel hands out for a bind-to-0 is free again the moment we drop it, and the next QUIC
-    // client or outgoing connection (of this or a parallel test's cluster) may take it before
-    // the component that was given it binds it. Ports out of that range are only ever taken by
-    // someone choosing them, so checking that both TCP and UDP can bind one is enough.
-    use rand::Rng;
-    let (low, high) = (10_000u16, 32_000u16);
-    let mut rng = rand::thread_rng();
-    let mut ports = Vec::new();
-    let mut tries = 0;
-    while ports.len() < n {
-        tries += 1;
-        if tries > 10_000 {
-            anyhow::bail!("no free port in {low}..{high} after {tries} tries");
-        }
-        let port = rng.gen_range(low..high);
-        if ports.contains(&port) {
-            continue;
-        }
-        let tcp = std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
-        let udp = std::net::UdpSocket::bind(("127.0.0.1", port)).is_ok();
-        if tcp && udp {
-            ports.push(port);
-        }
-    }
-    Ok(ports)
+    transport::ports::free_loopback_ports(n)
+        .ok_or_else(|| anyhow::anyhow!("no {n} free loopback ports in 10000..32000"))
 }
 
 /// Sends a signal to a child process.

@@ -824,10 +824,9 @@ mod peer_link_tests {
                 };
                 issue(dir.path(), &spec).expect("issue");
             }
-            let port = std::net::UdpSocket::bind("127.0.0.1:0")
-                .and_then(|s| s.local_addr())
-                .expect("a free port")
-                .port();
+            // The fake peer binds it, is dropped and binds it again: a port from below the
+            // ephemeral range, which no QUIC client takes meanwhile.
+            let port = transport::ports::free_loopback_ports(1).expect("a free port")[0];
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()

@@ -15,6 +15,7 @@
 mod error;
 pub mod frame;
 pub mod pki;
+pub mod ports;
 pub mod rpc;
 mod subject;
 pub mod tls;
