@@ -324,16 +324,28 @@ impl Client {
 
     /// Sends batches from the queue until it is empty, holding one of the [`BATCH_CALLS`] slots.
     async fn send_batches(&self) {
-        struct Slot<'a>(&'a Mutex<Batcher>);
-        impl Drop for Slot<'_> {
+        // Gives the slot back if this task ends early (a panic, or the runtime shutting down).
+        // The normal end gives it back under the same lock that saw the queue empty: given back
+        // after that lock, a transaction queued in between would find every slot still taken
+        // and wait for the next transaction to start a call.
+        struct CallSlot<'a>(Option<&'a Mutex<Batcher>>);
+        impl Drop for CallSlot<'_> {
             fn drop(&mut self) {
-                self.0.lock().calls -= 1;
+                if let Some(batcher) = self.0 {
+                    batcher.lock().calls -= 1;
+                }
             }
         }
-        let _slot = Slot(&self.inner.batcher);
+        let mut slot = CallSlot(Some(&self.inner.batcher));
         loop {
             let batch = {
                 let mut batcher = self.inner.batcher.lock();
+                if batcher.queue.is_empty() {
+                    batcher.calls -= 1;
+                    slot.0 = None;
+                    return;
+                }
+                // As many as fit, and always at least one (a big one goes alone).
                 let mut bytes = 0;
                 let take = batcher
                     .queue
@@ -345,10 +357,6 @@ impl Client {
                     })
                     .count()
                     .max(1);
-                let take = take.min(batcher.queue.len());
-                if take == 0 {
-                    return;
-                }
                 batcher.queue.drain(..take).collect::<Vec<_>>()
             };
             self.send_batch(batch).await;
