@@ -24,8 +24,8 @@ use transport::tls::TlsIdentity;
 use transport::TransportError;
 
 use crate::protocol::{
-    ApiRequest, ApiResponse, ResourceRef, WatchFrame, APPLY_PATCH, JSON_PATCH, MERGE_PATCH,
-    STRATEGIC_MERGE_PATCH,
+    ApiRequest, ApiResponse, CreateOutcome, NewObject, ResourceRef, WatchFrame, APPLY_PATCH,
+    JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH,
 };
 use crate::resources::ResourceInfo;
 
@@ -452,6 +452,37 @@ impl Client {
         self.object(&request).await
     }
 
+    /// Several creates of one resource in one call ([`ApiRequest::CreateMany`]); each item
+    /// succeeds or fails alone: the answer is each one's resourceVersion or its error, in order.
+    /// The call itself fails only when no answer came (or the server refused the whole call).
+    pub async fn create_many(
+        &self,
+        resource: &ResourceInfo,
+        items: Vec<NewObject>,
+    ) -> Result<Vec<Result<String, ClientError>>, ClientError> {
+        let count = items.len();
+        let request = ApiRequest::CreateMany {
+            resource: ResourceRef::from_info(resource),
+            items,
+        };
+        match self.call(&request).await? {
+            ApiResponse::Created(outcomes) if outcomes.len() == count => Ok(outcomes
+                .into_iter()
+                .map(|outcome| match outcome {
+                    CreateOutcome::Created { resource_version } => Ok(resource_version),
+                    CreateOutcome::Failed { code, status } => {
+                        Err(ClientError::from_status(code, &status))
+                    }
+                })
+                .collect()),
+            ApiResponse::Created(outcomes) => Err(ClientError::Protocol(format!(
+                "{} outcomes for {count} creates",
+                outcomes.len()
+            ))),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Replaces the object (PUT); fails with a conflict if its resourceVersion is stale.
     pub async fn update<B: Serialize, T: DeserializeOwned>(
         &self,
@@ -802,6 +833,7 @@ fn unexpected(response: &ApiResponse) -> ClientError {
         ApiResponse::Object(_) => "an object",
         ApiResponse::List { .. } => "a list",
         ApiResponse::Watch(_) => "a watch event",
+        ApiResponse::Created(_) => "create outcomes",
         ApiResponse::Error { code, status } => return ClientError::from_status(*code, status),
     };
     ClientError::Protocol(format!("got {shape}"))

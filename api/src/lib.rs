@@ -20,6 +20,7 @@
 
 pub mod client;
 pub mod discovery;
+pub mod event_sink;
 pub mod informer;
 pub mod node_logs;
 pub mod patch;

@@ -142,6 +142,39 @@ pub enum ApiRequest {
         name: String,
         node: String,
     },
+    /// Several creates of one resource in one call, each judged alone exactly as a `Create`
+    /// (authorized, admitted, stored at its own revision); answered with
+    /// [`ApiResponse::Created`], one outcome per item in order. For objects whose creator does
+    /// not need them back — events: a node host sends a kubelet's events a few dozen at a time
+    /// instead of one call each. At most [`MAX_CREATE_MANY`] items.
+    CreateMany {
+        resource: ResourceRef,
+        items: Vec<NewObject>,
+    },
+}
+
+/// The most items one [`ApiRequest::CreateMany`] may carry.
+pub const MAX_CREATE_MANY: usize = 1000;
+
+/// One object of an [`ApiRequest::CreateMany`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewObject {
+    pub namespace: Option<String>,
+    /// The object's JSON.
+    pub object: Bytes,
+}
+
+/// What became of one item of an [`ApiRequest::CreateMany`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CreateOutcome {
+    /// Stored at this resourceVersion.
+    Created { resource_version: String },
+    /// Refused or failed, as a `Create` would have been answered.
+    Failed {
+        code: u16,
+        /// The Kubernetes `Status` object's JSON.
+        status: Bytes,
+    },
 }
 
 impl ApiRequest {
@@ -157,6 +190,7 @@ impl ApiRequest {
             ApiRequest::Delete { .. } => "delete",
             ApiRequest::DeleteCollection { .. } => "deletecollection",
             ApiRequest::Bind { .. } => "create",
+            ApiRequest::CreateMany { .. } => "create",
         }
     }
 }
@@ -183,6 +217,8 @@ pub enum ApiResponse {
         /// The Kubernetes `Status` object's JSON.
         status: Bytes,
     },
+    /// The answer to [`ApiRequest::CreateMany`]: one outcome per item, in order.
+    Created(Vec<CreateOutcome>),
 }
 
 /// One watch event.
@@ -264,5 +300,23 @@ mod tests {
             items: vec![Bytes::from_static(b"{\"a\":1}")],
         };
         assert_eq!(round_trip(&list), list);
+        let many = ApiRequest::CreateMany {
+            resource: ResourceRef::from_info(crate::resources::find("", "v1", "events").unwrap()),
+            items: vec![NewObject {
+                namespace: Some("ns".into()),
+                object: Bytes::from_static(b"{}"),
+            }],
+        };
+        assert_eq!(round_trip(&many), many);
+        let created = ApiResponse::Created(vec![
+            CreateOutcome::Created {
+                resource_version: "12".into(),
+            },
+            CreateOutcome::Failed {
+                code: 409,
+                status: Bytes::from_static(b"{}"),
+            },
+        ]);
+        assert_eq!(round_trip(&created), created);
     }
 }

@@ -15,7 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use api::patch::PatchType;
-use api::protocol::{ApiRequest, ApiResponse, ResourceRef, WatchEventKind, WatchFrame};
+use api::protocol::{
+    ApiRequest, ApiResponse, CreateOutcome, ResourceRef, WatchEventKind, WatchFrame,
+    MAX_CREATE_MANY,
+};
 use api::ResourceInfo;
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -217,36 +220,42 @@ impl ComponentFront {
                 object: body,
             } => {
                 let resource = resolve(&resource)?;
-                let mut body = decode_body(&body)?;
-                authz::node::claim(user, resource, &mut body);
-                self.authorize(
-                    user,
-                    "create",
-                    resource,
-                    None,
-                    namespace.as_deref(),
-                    "",
-                    None,
-                    Some(&body),
-                )?;
-                if reviews::is_review(resource) {
-                    return object(&reviews::answer(
-                        resource,
-                        &self.authorizer,
-                        user,
-                        namespace.as_deref(),
-                        body,
-                    )?);
+                object(
+                    &self
+                        .create(user, resource, namespace.as_deref(), &body)
+                        .await?,
+                )
+            }
+            ApiRequest::CreateMany { resource, items } => {
+                let resource = resolve(&resource)?;
+                if items.len() > MAX_CREATE_MANY {
+                    return Err(ApiError::bad_request(format!(
+                        "items: {} objects in one call, more than the limit of {MAX_CREATE_MANY}",
+                        items.len()
+                    )));
                 }
-                let created = registry
-                    .create(
-                        resource,
-                        namespace.as_deref(),
-                        body,
-                        &as_requester(user, resource),
-                    )
-                    .await?;
-                object(&created)
+                // Concurrently, so the store client batches their writes into a few raft
+                // entries, as it would creates arriving on separate calls.
+                let outcomes = futures::future::join_all(items.iter().map(|item| {
+                    self.create(user, resource, item.namespace.as_deref(), &item.object)
+                }))
+                .await
+                .into_iter()
+                .map(|created| match created {
+                    Ok(created) => CreateOutcome::Created {
+                        resource_version: created
+                            .pointer("/metadata/resourceVersion")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                    },
+                    Err(e) => CreateOutcome::Failed {
+                        code: e.code(),
+                        status: status_json(&e),
+                    },
+                })
+                .collect();
+                Ok(ApiResponse::Created(outcomes))
             }
             ApiRequest::Update {
                 resource,
@@ -406,6 +415,34 @@ impl ComponentFront {
                 )
             }
         }
+    }
+
+    /// One create, as a `Create` call or an item of a `CreateMany` makes it.
+    async fn create(
+        &self,
+        user: &UserInfo,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        body: &[u8],
+    ) -> Result<Value, ApiError> {
+        let mut body = decode_body(body)?;
+        authz::node::claim(user, resource, &mut body);
+        self.authorize(
+            user,
+            "create",
+            resource,
+            None,
+            namespace,
+            "",
+            None,
+            Some(&body),
+        )?;
+        if reviews::is_review(resource) {
+            return reviews::answer(resource, &self.authorizer, user, namespace, body);
+        }
+        self.registry
+            .create(resource, namespace, body, &as_requester(user, resource))
+            .await
     }
 
     /// A server-streaming watch: the subscription's initial events, then live ones, until the
@@ -665,8 +702,12 @@ fn encode(value: &Value) -> Result<Bytes, ApiError> {
 fn error(e: &ApiError) -> ApiResponse {
     ApiResponse::Error {
         code: e.code(),
-        status: Bytes::from(serde_json::to_vec(&e.status()).unwrap_or_default()),
+        status: status_json(e),
     }
+}
+
+fn status_json(e: &ApiError) -> Bytes {
+    Bytes::from(serde_json::to_vec(&e.status()).unwrap_or_default())
 }
 
 fn not_found_path() -> ApiError {

@@ -750,3 +750,111 @@ async fn node_hosts_write_only_what_their_nodes_own() -> TestResult {
     }
     Ok(())
 }
+
+fn event_manifest(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": name, "namespace": "default"},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "p"},
+        "reason": "Started",
+        "message": "Started container main",
+        "type": "Normal",
+        "source": {"component": "kubelet", "host": "n1"},
+        "count": 1,
+    })
+}
+
+fn new_event(name: &str) -> api::protocol::NewObject {
+    api::protocol::NewObject {
+        namespace: Some("default".into()),
+        object: bytes::Bytes::from(serde_json::to_vec(&event_manifest(name)).expect("encodes")),
+    }
+}
+
+/// Several creates in one call: each is judged alone (stored at its own revision, or refused
+/// with its own Status), and a call beyond the item limit is refused whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn create_many_judges_each_item_alone() -> TestResult {
+    let cluster = Cluster::start().await;
+    let client = cluster.client();
+    let events = api::resources::find("", "v1", "events").expect("events");
+
+    let items = vec![
+        new_event("first"),
+        new_event("first"),
+        api::protocol::NewObject {
+            namespace: Some("default".into()),
+            object: bytes::Bytes::from_static(b"{\"kind\": "),
+        },
+        new_event("second"),
+    ];
+    let outcomes = client.create_many(events, items).await?;
+    assert_eq!(outcomes.len(), 4);
+    let first = outcomes[0].as_ref().map_err(|e| e.to_string())?;
+    let duplicate = outcomes[1]
+        .as_ref()
+        .expect_err("a second create of one name");
+    assert!(duplicate.is_already_exists(), "{duplicate}");
+    let malformed = outcomes[2].as_ref().expect_err("not JSON");
+    assert_eq!(malformed.code(), Some(400), "{malformed}");
+    let second = outcomes[3].as_ref().map_err(|e| e.to_string())?;
+    assert_ne!(first, second, "each create has its own revision");
+    let stored: Value = client.get(events, Some("default"), "second").await?;
+    assert_eq!(stored["metadata"]["resourceVersion"], json!(second));
+
+    let too_many = (0..=api::protocol::MAX_CREATE_MANY)
+        .map(|i| new_event(&format!("e{i}")))
+        .collect();
+    let refused = client
+        .create_many(events, too_many)
+        .await
+        .expect_err("beyond the item limit");
+    assert_eq!(refused.code(), Some(400), "{refused}");
+    assert!(refused.to_string().contains("items"), "{refused}");
+    let listed = client
+        .list::<Value>(events, Some("default"), &ListParams::default())
+        .await?;
+    assert_eq!(
+        listed.items.len(),
+        2,
+        "nothing of the refused call was stored"
+    );
+    Ok(())
+}
+
+/// A node host's event sink: hundreds of events reach the API server in a handful of calls,
+/// every one stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_event_sink_sends_events_several_per_call() -> TestResult {
+    let cluster = Cluster::start().await;
+    let stats = std::sync::Arc::new(api::event_sink::EventSinkStats::default());
+    let sink = api::event_sink::EventSink::start(
+        cluster.client_as(cluster.quic(), NODE_HOST),
+        stats.clone(),
+    );
+    const EVENTS: u64 = 600;
+    for i in 0..EVENTS {
+        sink.record("default", &event_manifest(&format!("p.{i}")));
+    }
+    let load = |n: &std::sync::atomic::AtomicU64| n.load(std::sync::atomic::Ordering::Relaxed);
+    wait_until("every event is stored", Duration::from_secs(30), || {
+        let done = load(&stats.created) + load(&stats.failed);
+        async move { done >= EVENTS }
+    })
+    .await;
+    assert_eq!(load(&stats.created), EVENTS);
+    assert_eq!(load(&stats.dropped), 0);
+    let calls = load(&stats.calls);
+    assert!(
+        calls <= EVENTS / 10,
+        "{EVENTS} events took {calls} calls: not batched"
+    );
+    let events = api::resources::find("", "v1", "events").expect("events");
+    let listed = cluster
+        .client()
+        .list::<Value>(events, Some("default"), &ListParams::default())
+        .await?;
+    assert_eq!(listed.items.len() as u64, EVENTS);
+    Ok(())
+}

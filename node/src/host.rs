@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use actix::{Actor, Addr};
 use api::client::{Client, ClientConfig, ClientError};
+use api::event_sink::EventSink;
 use tracing::{info, warn};
 use transport::rpc::RpcServer;
 use transport::tls::TlsIdentity;
@@ -96,8 +97,10 @@ pub async fn run(
         actix_rt::spawn(crate::metrics::serve(listener, metrics.clone()));
     }
 
+    let events = EventSink::start(client.clone(), metrics.event_sink.clone());
     let shared = Arc::new(Shared {
         client,
+        events,
         profile: Arc::new(config.runtime.clone()),
         failing_images: Arc::new(config.failing_image_patterns.clone()),
         startup: Arc::new(tokio::sync::Semaphore::new(config.startup_concurrency)),

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use api::client::{Client, ClientError, DeleteParams, ListParams, Patch};
+use api::event_sink::EventSink;
 use api::protocol::WatchEventKind;
 use api::resources;
 use chrono::Utc;
@@ -46,6 +47,8 @@ const STATUS_RETRY_MAX: Duration = Duration::from_secs(5);
 /// What every kubelet of a node host shares.
 pub struct Shared {
     pub client: Client,
+    /// Where this host's kubelets' events go (several per call).
+    pub events: EventSink,
     pub config: Arc<NodeHostConfig>,
     pub profile: Arc<RuntimeProfile>,
     pub failing_images: Arc<Vec<String>>,
@@ -496,21 +499,8 @@ impl Kubelet {
                     &message,
                     field_path.as_deref(),
                 );
-                let client = self.shared.client.clone();
-                let namespace = worker.namespace.clone();
                 self.shared.metrics.events.fetch_add(1, Ordering::Relaxed);
-                actix::spawn(async move {
-                    if let Err(e) = client
-                        .create::<_, Value>(
-                            resources::find("", "v1", "events").expect("events"),
-                            Some(&namespace),
-                            &event,
-                        )
-                        .await
-                    {
-                        debug!(error = %e, "cannot record an event");
-                    }
-                });
+                self.shared.events.record(&worker.namespace, &event);
             }
             Command::WakeAt(at) => {
                 if let Some(handle) = worker.timer.take() {

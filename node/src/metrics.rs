@@ -3,8 +3,10 @@
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use api::event_sink::EventSinkStats;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Upper bounds (seconds) of the lease renewal gap histogram.
@@ -27,6 +29,8 @@ pub struct Metrics {
     /// Status writes that failed and were retried.
     pub status_write_failures: AtomicU64,
     pub events: AtomicU64,
+    /// What became of the events (sent a few dozen per call).
+    pub event_sink: Arc<EventSinkStats>,
 }
 
 impl Metrics {
@@ -69,6 +73,19 @@ impl Metrics {
                 &self.status_write_failures,
             ),
             ("kemu_node_host_events_total", &self.events),
+            (
+                "kemu_node_host_events_created_total",
+                &self.event_sink.created,
+            ),
+            (
+                "kemu_node_host_events_failed_total",
+                &self.event_sink.failed,
+            ),
+            (
+                "kemu_node_host_events_dropped_total",
+                &self.event_sink.dropped,
+            ),
+            ("kemu_node_host_event_calls_total", &self.event_sink.calls),
         ];
         for (name, value) in counters {
             let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use api::event_sink::EventSinkStats;
+
 use crate::queue::QueueLengths;
 
 /// Upper bounds (seconds) of the e2e scheduling duration histogram.
@@ -31,6 +33,8 @@ pub struct Metrics {
     e2e_sum_micros: AtomicU64,
     pending: [AtomicU64; 3],
     preemption_victims: AtomicU64,
+    /// What became of the scheduler's events (sent several per call).
+    pub event_sink: Arc<EventSinkStats>,
 }
 
 impl Metrics {
@@ -117,6 +121,19 @@ impl Metrics {
             "scheduler_preemption_victims_total {}",
             load(&self.preemption_victims)
         );
+        out.push_str("# HELP kemu_scheduler_events_total The scheduler's events, by what became of them.\n# TYPE kemu_scheduler_events_total counter\n");
+        let sink = &self.event_sink;
+        for (outcome, count) in [
+            ("created", &sink.created),
+            ("failed", &sink.failed),
+            ("dropped", &sink.dropped),
+        ] {
+            let _ = writeln!(
+                out,
+                "kemu_scheduler_events_total{{outcome=\"{outcome}\"}} {}",
+                load(count)
+            );
+        }
         out
     }
 }

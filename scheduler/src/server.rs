@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use api::client::{Client, ClientConfig, ListParams};
+use api::event_sink::EventSink;
 use api::informer::{Informer, InformerEvent, Store};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
@@ -158,6 +159,7 @@ impl ActorSystem {
         metrics: Arc<Metrics>,
     ) -> Result<ActorSystem, SchedulerError> {
         let io = tokio::runtime::Handle::current();
+        let events = EventSink::start(client.clone(), metrics.event_sink.clone());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (workers, seed, component) =
             (config.workers, config.seed, config.scheduler_name.clone());
@@ -181,7 +183,17 @@ impl ActorSystem {
                                 worker_metrics.clone(),
                             )
                         },
-                        |queue| Binder::new(client, io, queue, cache, metrics.clone(), component),
+                        |queue| {
+                            Binder::new(
+                                client,
+                                events,
+                                io,
+                                queue,
+                                cache,
+                                metrics.clone(),
+                                component,
+                            )
+                        },
                         metrics.clone(),
                     );
                     let _ = ready_tx.send((queue, actix::System::current()));

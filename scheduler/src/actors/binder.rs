@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use api::client::{Client, ClientError, DeleteParams, Patch};
+use api::event_sink::EventSink;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use parking_lot::RwLock;
@@ -57,6 +58,7 @@ pub struct BindFinished {
 
 pub struct Binder {
     client: Client,
+    events: EventSink,
     io: tokio::runtime::Handle,
     queue: Addr<QueueActor>,
     cache: Arc<RwLock<Cache>>,
@@ -68,6 +70,7 @@ pub struct Binder {
 impl Binder {
     pub fn new(
         client: Client,
+        events: EventSink,
         io: tokio::runtime::Handle,
         queue: Addr<QueueActor>,
         cache: Arc<RwLock<Cache>>,
@@ -76,6 +79,7 @@ impl Binder {
     ) -> Binder {
         Binder {
             client,
+            events,
             io,
             queue,
             cache,
@@ -92,9 +96,10 @@ impl Actor for Binder {
 impl Handler<Bind> for Binder {
     type Result = ();
     fn handle(&mut self, msg: Bind, ctx: &mut Self::Context) {
-        let (client, me, component) = (self.client.clone(), ctx.address(), self.component.clone());
+        let (client, events, me) = (self.client.clone(), self.events.clone(), ctx.address());
+        let component = self.component.clone();
         self.io.spawn(async move {
-            let result = bind(&client, &msg.pod, &msg.node, &component).await;
+            let result = bind(&client, &events, &msg.pod, &msg.node, &component).await;
             me.do_send(BindFinished {
                 key: msg.pod.key.clone(),
                 started: msg.started,
@@ -135,27 +140,34 @@ impl Handler<BindFinished> for Binder {
 impl Handler<ReportUnschedulable> for Binder {
     type Result = ();
     fn handle(&mut self, msg: ReportUnschedulable, _: &mut Self::Context) {
-        let (client, component, metrics) = (
+        let (client, events, metrics) = (
             self.client.clone(),
-            self.component.clone(),
+            self.events.clone(),
             self.metrics.clone(),
         );
+        let component = self.component.clone();
         self.io.spawn(async move {
             if let Preemption::Candidate { node, victims } = &msg.preemption {
                 metrics.victims(victims.len());
-                preempt(&client, &msg.pod, node, victims, &component).await;
+                preempt(&client, &events, &msg.pod, node, victims, &component).await;
             }
-            report_unschedulable(&client, &msg.pod, &msg.message, &component).await;
+            report_unschedulable(&client, &events, &msg.pod, &msg.message, &component).await;
         });
     }
 }
 
-async fn bind(client: &Client, pod: &PodInfo, node: &str, component: &str) -> BindResult {
+async fn bind(
+    client: &Client,
+    events: &EventSink,
+    pod: &PodInfo,
+    node: &str,
+    component: &str,
+) -> BindResult {
     match client.bind(&pod.namespace, &pod.name, node).await {
         Ok(()) => {
             debug!(pod = %pod.key, node, "bound");
             let message = format!("Successfully assigned {} to {node}", pod.key);
-            record_event(client, pod, "Normal", "Scheduled", &message, component).await;
+            record_event(events, pod, "Normal", "Scheduled", &message, component);
             BindResult::Bound
         }
         // 409: already assigned (another scheduler won, or our earlier bind did); 404: gone.
@@ -169,6 +181,7 @@ async fn bind(client: &Client, pod: &PodInfo, node: &str, component: &str) -> Bi
 
 async fn preempt(
     client: &Client,
+    events: &EventSink,
     pod: &PodInfo,
     node: &str,
     victims: &[Arc<PodInfo>],
@@ -210,7 +223,7 @@ async fn preempt(
             }
         }
         let message = format!("Preempted by pod {} on node {node}", pod.uid);
-        record_event(client, victim, "Normal", "Preempted", &message, component).await;
+        record_event(events, victim, "Normal", "Preempted", &message, component);
     }
     let patch = Patch::Merge(json!({"status": {"nominatedNodeName": node}}));
     if let Err(e) = client
@@ -221,16 +234,21 @@ async fn preempt(
     }
 }
 
-async fn report_unschedulable(client: &Client, pod: &PodInfo, message: &str, component: &str) {
+async fn report_unschedulable(
+    client: &Client,
+    events: &EventSink,
+    pod: &PodInfo,
+    message: &str,
+    component: &str,
+) {
     record_event(
-        client,
+        events,
         pod,
         "Warning",
         "FailedScheduling",
         message,
         component,
-    )
-    .await;
+    );
     let condition = json!({
         "type": "PodScheduled",
         "status": "False",
@@ -255,9 +273,10 @@ async fn report_unschedulable(client: &Client, pod: &PodInfo, message: &str, com
     }
 }
 
-/// Records a core/v1 Event about the pod; failures are only logged (events are best effort).
-async fn record_event(
-    client: &Client,
+/// Queues a core/v1 Event about the pod; failures are only logged and counted (events are best
+/// effort).
+fn record_event(
+    events: &EventSink,
     pod: &PodInfo,
     type_: &str,
     reason: &str,
@@ -307,11 +326,5 @@ async fn record_event(
         ),
         ..Default::default()
     };
-    let events = api::resources::find("", "v1", "events").expect("events are served");
-    if let Err(e) = client
-        .create::<_, Value>(events, Some(&pod.namespace), &event)
-        .await
-    {
-        debug!(pod = %pod.key, reason, error = %e, "cannot record an event");
-    }
+    events.record(&pod.namespace, &event);
 }
