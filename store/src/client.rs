@@ -12,11 +12,15 @@
 //! [`SUSPECT_AFTER`]: new calls and watches move to another member at once, and the connection is
 //! closed if the silence lasts [`DEAD_AFTER`]. A slow answer or a member without a leader only
 //! moves new calls elsewhere; it never closes a connection that other calls and watches share.
-//! Only one connection attempt is made at a time, trying the next member if the first has not
-//! answered within [`CONNECT_STAGGER`], so a reconnection never becomes a storm of handshakes.
+//! A member without a leader keeps the calls while no other member has a usable connection,
+//! and a connection to another is made in the background meanwhile (see
+//! [`Client::leave_leaderless`]). Only one connection attempt is made at a time, trying the next
+//! member if the first has not answered within [`CONNECT_STAGGER`], so a reconnection never
+//! becomes a storm of handshakes.
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -165,23 +169,38 @@ impl MemberConnection {
     }
 }
 
+impl Slot {
+    fn usable(&self, index: usize) -> bool {
+        self.connections[index].as_ref().is_some_and(|m| m.usable())
+    }
+
+    /// The members other than `index`, in the order calls should move to them: those with a
+    /// usable connection, then those not connected yet, then those whose connection closed or
+    /// went silent; each group in ring order after `index`. A member whose connection closed
+    /// or went silent is passed over while another may serve: after a kill, connecting to the
+    /// dead member would hold every call for [`CONNECT_STAGGER`].
+    fn others_in_move_order(&self, index: usize) -> Vec<usize> {
+        let n = self.connections.len();
+        let others = || (1..n).map(|step| (index + step) % n);
+        let usable = others().filter(|&i| self.usable(i));
+        let unknown = others().filter(|&i| self.connections[i].is_none());
+        let gone = others().filter(|&i| self.connections[i].is_some() && !self.usable(i));
+        usable.chain(unknown).chain(gone).collect()
+    }
+}
+
 impl Inner {
     /// Prefers another member than `index` for the next calls, if `index` is still preferred:
-    /// the next one with a usable connection, else the next one not connected yet, else simply
-    /// the next. A member whose connection closed or went silent is passed over while another
-    /// may serve: after a kill, connecting to the dead member would hold every call for
-    /// [`CONNECT_STAGGER`]. The connection to `index` stays open for the calls and watches
-    /// already on it.
+    /// the first in [`Slot::others_in_move_order`]. The connection to `index` stays open for
+    /// the calls and watches already on it.
     fn move_on(&self, index: usize) {
         let mut slot = self.slot.lock();
         if slot.preferred != index {
             return;
         }
-        let n = slot.connections.len();
-        let others = || (1..n).map(|step| (index + step) % n);
-        let usable = others().find(|&i| slot.connections[i].as_ref().is_some_and(|m| m.usable()));
-        let unknown = || others().find(|&i| slot.connections[i].is_none());
-        slot.preferred = usable.or_else(unknown).unwrap_or((index + 1) % n);
+        if let Some(&next) = slot.others_in_move_order(index).first() {
+            slot.preferred = next;
+        }
     }
 }
 
@@ -198,6 +217,10 @@ struct Inner {
     /// Held while connecting: calls that find no usable connection wait for one attempt
     /// instead of each starting their own.
     connecting: tokio::sync::Mutex<()>,
+    /// Set while a connection to another member is made in the background
+    /// ([`Client::leave_leaderless`]), so that the calls answered `NoLeader` meanwhile start no
+    /// more of them.
+    connecting_another: AtomicBool,
     batcher: Mutex<Batcher>,
 }
 
@@ -229,6 +252,7 @@ impl Client {
                 config,
                 slot: Mutex::new(slot),
                 connecting: tokio::sync::Mutex::new(()),
+                connecting_another: AtomicBool::new(false),
                 batcher: Mutex::new(Batcher::default()),
             }),
         })
@@ -530,14 +554,14 @@ impl Client {
                     }
                     debug!(%endpoint, error = %e, "retrying");
                     last_error = e.to_string();
-                    if matches!(
-                        e,
-                        StoreError::Unavailable { .. } | StoreError::NoLeader { .. }
-                    ) {
-                        // No leader known there (yet), or stopping: another member may know
-                        // one. A restarted member may go seconds without hearing from the
-                        // leader the others already serve. Keep the connection.
-                        self.move_on(index);
+                    match e {
+                        // No leader known there (yet): another member may know one. A
+                        // restarted member may go seconds without hearing from the leader the
+                        // others already serve. Keep the connection.
+                        StoreError::NoLeader { .. } => self.leave_leaderless(index),
+                        // Stopping: it is going away.
+                        StoreError::Unavailable { .. } => self.move_on(index),
+                        _ => {}
                     }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(500));
@@ -580,15 +604,69 @@ impl Client {
             return Ok(found);
         }
         let start = self.inner.slot.lock().preferred;
-        let (index, connection) = self.connect_from(start).await?;
+        let n = self.inner.config.endpoints.len();
+        let order: Vec<usize> = (0..n).map(|step| (start + step) % n).collect();
+        let (index, connection) = self.connect_any(&order).await?;
         debug!(endpoint = %self.inner.config.endpoints[index], "connected to store member");
+        let member = self.keep(index, connection);
+        self.inner.slot.lock().preferred = index;
+        Ok((index, member))
+    }
+
+    /// Makes `connection` the one to member `index`, watched for silence, closing the one it
+    /// replaces.
+    fn keep(&self, index: usize, connection: Connection) -> MemberConnection {
         let member = self.watch_silence(index, connection);
-        let mut slot = self.inner.slot.lock();
-        if let Some(old) = slot.connections[index].replace(member.clone()) {
+        if let Some(old) = self.inner.slot.lock().connections[index].replace(member.clone()) {
             old.connection.close();
         }
-        slot.preferred = index;
-        Ok((index, member))
+        member
+    }
+
+    /// After member `index` answered that it knows no leader: moves new calls to another member
+    /// with a usable connection, if there is one and `index` is still preferred. Otherwise the
+    /// calls stay on `index`, which answers, and a connection to another member is made in the
+    /// background; the next `NoLeader` from `index` moves to it. Moving at once would connect
+    /// first to a member not connected yet, and after a leader kill that may be the killed
+    /// leader, which holds every call for [`CONNECT_STAGGER`], while the survivor that answered
+    /// `NoLeader` was only campaigning and leads a few milliseconds later (docs/chaos.md,
+    /// session 10's two slow kills).
+    fn leave_leaderless(&self, index: usize) {
+        let order = {
+            let mut slot = self.inner.slot.lock();
+            if slot.preferred != index {
+                return;
+            }
+            let order = slot.others_in_move_order(index);
+            if let Some(&usable) = order.first().filter(|&&i| slot.usable(i)) {
+                slot.preferred = usable;
+                return;
+            }
+            order
+        };
+        if order.is_empty() || self.inner.connecting_another.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let client = self.clone();
+        tokio::spawn(async move {
+            // Cleared however the task ends, so a later `NoLeader` can try again.
+            struct Done<'a>(&'a AtomicBool);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.store(false, Ordering::Release);
+                }
+            }
+            let _done = Done(&client.inner.connecting_another);
+            let _connecting = client.inner.connecting.lock().await;
+            match client.connect_any(&order).await {
+                Ok((other, connection)) => {
+                    let endpoint = client.inner.config.endpoints[other];
+                    debug!(%endpoint, "connected to another store member in the background");
+                    client.keep(other, connection);
+                }
+                Err(e) => debug!(error = %e, "no other store member to connect to"),
+            }
+        });
     }
 
     fn usable_preferred(&self) -> Option<(usize, MemberConnection)> {
@@ -600,14 +678,14 @@ impl Client {
             .map(|m| (index, m.clone()))
     }
 
-    /// Connects to member `start`, and to the next members one by one when an attempt fails or
-    /// has not finished within [`CONNECT_STAGGER`]; the first connection made wins. A killed
-    /// member never answers a handshake, while a live one on a starved machine may take
+    /// Connects to the first member of `order`, and to the next ones one by one when an attempt
+    /// fails or has not finished within [`CONNECT_STAGGER`]; the first connection made wins. A
+    /// killed member never answers a handshake, while a live one on a starved machine may take
     /// seconds: this neither waits out the first nor gives up on the second.
-    async fn connect_from(&self, start: usize) -> Result<(usize, Connection), ClientError> {
+    async fn connect_any(&self, order: &[usize]) -> Result<(usize, Connection), ClientError> {
         use futures::stream::{FuturesUnordered, StreamExt};
         let endpoints = &self.inner.config.endpoints;
-        let n = endpoints.len();
+        let n = order.len();
         let rpc = &self.inner.rpc;
         let attempt = |index: usize| async move { (index, rpc.connect(endpoints[index]).await) };
         let mut attempts = FuturesUnordered::new();
@@ -616,7 +694,7 @@ impl Client {
         loop {
             // The first attempt, or the next member once every attempt so far has failed.
             if tried < n && attempts.is_empty() {
-                attempts.push(attempt((start + tried) % n));
+                attempts.push(attempt(order[tried]));
                 tried += 1;
             }
             if attempts.is_empty() {
@@ -632,7 +710,7 @@ impl Client {
                     }
                 },
                 _ = stagger, if tried < n => {
-                    attempts.push(attempt((start + tried) % n));
+                    attempts.push(attempt(order[tried]));
                     tried += 1;
                 }
             }
@@ -827,9 +905,11 @@ mod tests {
     use super::{Client, ClientConfig};
     use crate::types::*;
 
-    /// A stand-in member that gives every call the same answer.
+    /// A stand-in member that gives every call the same answer, after answering `NoLeader`
+    /// until `leader_from` (a survivor campaigning after its leader was killed).
     struct FakeMember {
         answer: ClientResponse,
+        leader_from: Option<Instant>,
     }
 
     impl Handler for FakeMember {
@@ -837,6 +917,10 @@ mod tests {
         type Response = ClientResponse;
 
         async fn handle(&self, _peer: Peer, _request: ClientRequest, call: Call<ClientResponse>) {
+            if self.leader_from.is_some_and(|at| Instant::now() < at) {
+                let _ = call.reply(&no_leader()).await;
+                return;
+            }
             let _ = call.reply(&self.answer).await;
         }
     }
@@ -846,14 +930,33 @@ mod tests {
         certs: &Path,
         answer: ClientResponse,
     ) -> anyhow::Result<(SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>)> {
+        serve_fake(
+            certs,
+            FakeMember {
+                answer,
+                leader_from: None,
+            },
+        )
+    }
+
+    fn serve_fake(
+        certs: &Path,
+        member: FakeMember,
+    ) -> anyhow::Result<(SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>)> {
         let identity = TlsIdentity::load(certs, "member")?;
         let server = RpcServer::bind("127.0.0.1:0".parse()?, &identity)?;
         let addr = server.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(server.serve(Arc::new(FakeMember { answer }), async move {
+        let task = tokio::spawn(server.serve(Arc::new(member), async move {
             let _ = stopped.await;
         }));
         Ok((addr, stop, task))
+    }
+
+    /// A killed member: its port swallows every packet, so a handshake with it never ends.
+    fn killed_member() -> anyhow::Result<(SocketAddr, std::net::UdpSocket)> {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0")?;
+        Ok((socket.local_addr()?, socket))
     }
 
     fn certs() -> anyhow::Result<tempfile::TempDir> {
@@ -949,6 +1052,54 @@ mod tests {
             took < super::CONNECT_STAGGER / 2,
             "the write took {took:?}: it waited on the closed member"
         );
+        Ok(())
+    }
+
+    /// The leader is killed; the client's member, a survivor, campaigns and answers `NoLeader`
+    /// for a moment before it leads. The client has no connection to the third member, so
+    /// moving on would try the killed leader first and hold every call for `CONNECT_STAGGER`
+    /// (the chaos run's 1.65 s and 2.30 s kills): the calls stay on the member that answers.
+    #[tokio::test]
+    async fn a_campaigning_member_keeps_the_calls_when_no_other_is_connected() -> anyhow::Result<()>
+    {
+        let certs = certs()?;
+        let (campaigning, _stop_a, _a) = serve_fake(
+            certs.path(),
+            FakeMember {
+                answer: written(),
+                leader_from: Some(Instant::now() + Duration::from_millis(100)),
+            },
+        )?;
+        let (killed, _socket) = killed_member()?;
+        let (serving, _stop_c, _c) = fake_member(certs.path(), written())?;
+        let client = prober(certs.path(), vec![campaigning, killed, serving])?;
+        client.prefer(0);
+        let started = Instant::now();
+        let answer = client.put(put()).await;
+        let took = started.elapsed();
+        assert!(answer.is_ok(), "{answer:?} after {took:?}");
+        assert!(
+            took < super::CONNECT_STAGGER / 2,
+            "the write took {took:?}: it moved to the killed member"
+        );
+        Ok(())
+    }
+
+    /// A member that stays without a leader (restarted, cut off) is still left when the only
+    /// other members are one killed and one not connected yet.
+    #[tokio::test]
+    async fn a_member_that_stays_without_a_leader_is_left_past_a_killed_one() -> anyhow::Result<()>
+    {
+        let certs = certs()?;
+        let (leaderless, _stop_a, _a) = fake_member(certs.path(), no_leader())?;
+        let (killed, _socket) = killed_member()?;
+        let (serving, _stop_c, _c) = fake_member(certs.path(), written())?;
+        let client = prober(certs.path(), vec![leaderless, killed, serving])?;
+        client.prefer(0);
+        let started = Instant::now();
+        let answer = client.put(put()).await;
+        assert!(answer.is_ok(), "{answer:?} after {:?}", started.elapsed());
+        client.put(put()).await?;
         Ok(())
     }
 }
