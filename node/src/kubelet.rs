@@ -205,6 +205,7 @@ impl Kubelet {
                     let next = match result {
                         Ok(lease) => {
                             let now = Instant::now();
+                            let first = act.last_renewal.is_none();
                             if let Some(last) = act.last_renewal {
                                 act.shared
                                     .metrics
@@ -218,7 +219,11 @@ impl Kubelet {
                                 .pointer("/metadata/resourceVersion")
                                 .and_then(Value::as_str)
                                 .map(str::to_string);
-                            Kubelet::jittered(interval)
+                            if first {
+                                lease_phase(interval)
+                            } else {
+                                Kubelet::jittered(interval)
+                            }
                         }
                         Err(e) => {
                             act.shared
@@ -727,6 +732,15 @@ fn status_retry(failures: u32) -> Duration {
 }
 
 /// The pause before retrying after `failures` (≥ 1) lease renewals failed in a row.
+/// When a node's second renewal comes after its first: anywhere in the interval. A host's
+/// nodes register within the few seconds it takes to start them, and renewing each a jittered
+/// interval (± 10 %) after the last keeps their renewals bunched in that window for minutes:
+/// a wave every interval, where a cluster whose nodes came up at different times sees them
+/// evenly spread.
+fn lease_phase(interval: Duration) -> Duration {
+    interval.mul_f64(rand::thread_rng().gen_range(0.05..1.0))
+}
+
 fn lease_retry(failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(8);
     (LEASE_RETRY_MIN * (1u32 << doublings)).min(LEASE_RETRY_MAX)
@@ -849,6 +863,20 @@ impl Handler<Resynced> for Kubelet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_second_lease_renewal_falls_anywhere_in_the_interval() {
+        let interval = Duration::from_secs(10);
+        let phases: Vec<Duration> = (0..1000).map(|_| lease_phase(interval)).collect();
+        assert!(phases.iter().all(|p| *p >= interval / 20 && *p < interval));
+        for tenth in 1..10 {
+            let (from, to) = (interval * (tenth - 1) / 10, interval * (tenth + 1) / 10);
+            assert!(
+                phases.iter().any(|p| (from..to).contains(p)),
+                "no phase within {from:?}..{to:?}"
+            );
+        }
+    }
 
     #[test]
     fn lease_retries_back_off_and_stay_well_inside_the_lease_duration() {
