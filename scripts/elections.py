@@ -36,7 +36,7 @@ def main():
     report = json.load(open(os.path.join(base, "report", "chaos-report.json")))
     start = datetime.datetime.fromisoformat(report["started_at"][:26])
     events = []
-    for path in sorted(glob.glob(os.path.join(base, "logs", "s*.log"))):
+    for path in sorted(glob.glob(os.path.join(base, "logs", "s[0-9]*.log"))):
         member = os.path.basename(path)[:-4]
         with open(path, errors="replace") as f:
             for line in f:
