@@ -40,14 +40,6 @@ const PROPOSAL_HEADER: usize = 16;
 const MAX_DRAIN: usize = 4096;
 /// Proposals a leader holds for its batch window at most; more go out at once.
 const MAX_HELD: usize = 1024;
-/// Bytes of committed entries one `Ready` hands to the driver to apply at most (raft-rs's
-/// `max_committed_size_per_ready`; at least one entry always goes). Without a bound, a restarted
-/// member's first `Ready` held every entry since its snapshot, up to `snapshot_entries` of them:
-/// in a ten-minute chaos run at 500 pods/s, applying ~100,000 entries (~100 MB) kept the raft
-/// thread busy 9–13 s after each restart, without ticks or answered votes, so when the next
-/// leader was killed the survivors had no quorum until it was done. At that run's ~10 MB/s a
-/// quarter MiB is ~25 ms, and ticks and peer messages are handled between two pieces.
-const MAX_APPLY_BYTES_PER_READY: u64 = 256 * 1024;
 /// A ReadIndex request that got no answer in this many ticks is asked again (raft-rs drops them
 /// silently when the leader has not yet committed an entry in its term).
 const READ_RETRY_TICKS: u32 = 6;
@@ -366,7 +358,6 @@ impl Driver {
             applied: parts.applied,
             max_size_per_msg: 4 * 1024 * 1024,
             max_inflight_msgs: 512,
-            max_committed_size_per_ready: MAX_APPLY_BYTES_PER_READY,
             // Proposals that arrive between two `Ready`s go to each follower as one append
             // instead of one append each.
             batch_append: true,
@@ -432,10 +423,6 @@ impl Driver {
         let mut ticker = tokio::time::interval(self.shared.config.tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            // Committed entries left over from the last `Ready` (see MAX_APPLY_BYTES_PER_READY)
-            // are applied next without waiting for a tick or a message; anything that is due
-            // goes first.
-            let unfinished = self.node.has_ready();
             tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
@@ -443,7 +430,6 @@ impl Driver {
                 Some(msg) = self.channels.inbound.recv() => self.step(msg),
                 Some(request) = self.requests.recv() => self.on_request(request),
                 Some(feedback) = self.channels.feedback.recv() => self.on_feedback(feedback),
-                _ = std::future::ready(()), if unfinished => {}
             }
             self.drain();
             if let Some(wait) = self.batch_wait() {
@@ -1166,191 +1152,4 @@ pub(crate) fn encode_messages(messages: &[Message]) -> Vec<Bytes> {
         .iter()
         .filter_map(|m| m.write_to_bytes().ok().map(Bytes::from))
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use std::net::SocketAddr;
-
-    use raft::eraftpb::HardState;
-
-    use super::*;
-    use crate::types::PutRequest;
-
-    const BACKLOG: u64 = 400;
-    const VALUE_BYTES: usize = 8 * 1024;
-
-    /// The log entry a proposal of `cmd` from member `origin` becomes (as `propose` builds it).
-    fn entry(index: u64, term: u64, origin: u64, cmd: &Command) -> Entry {
-        let cmd = crate::types::stored_values::encode_command(cmd);
-        let mut data = vec![0u8; PROPOSAL_HEADER];
-        bincode::serde::encode_into_std_write(&*cmd, &mut data, bincode::config::standard())
-            .expect("encode");
-        data[..8].copy_from_slice(&origin.to_le_bytes());
-        Entry {
-            index,
-            term,
-            data: Bytes::from(data),
-            ..Default::default()
-        }
-    }
-
-    struct Harness {
-        driver: Driver,
-        _inbound: mpsc::Sender<Message>,
-        _to_peer2: mpsc::Receiver<OutboundBatch>,
-        to_peer3: mpsc::Receiver<OutboundBatch>,
-        _dir: tempfile::TempDir,
-    }
-
-    /// Member 1 of three, restarted with `BACKLOG` committed puts (of incompressible values)
-    /// that its state machine has not applied: what a member whose last snapshot is far behind
-    /// its log starts with.
-    fn restarted_member_with_backlog(tick: Duration) -> Harness {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let addr = |port| SocketAddr::from(([127, 0, 0, 1], port));
-        let cluster = (1..=3)
-            .map(|i| (format!("s{i}"), addr(20_000 + i)))
-            .collect();
-        let mut config = MemberConfig::new(
-            "s1",
-            dir.path().join("s1"),
-            addr(10_001),
-            addr(20_001),
-            cluster,
-            dir.path().join("certs"),
-        );
-        config.tick = tick;
-        let (_handle, parts) = open(config).expect("open");
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let entries: Vec<Entry> = (1..=BACKLOG)
-            .map(|index| {
-                let value: Vec<u8> = (0..VALUE_BYTES)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        seed as u8
-                    })
-                    .collect();
-                let put = Command::Put(PutRequest {
-                    key: Bytes::from(format!("/registry/pods/p{index}")),
-                    value: Bytes::from(value),
-                    lease: 0,
-                    prev_kv: false,
-                });
-                entry(index, 1, 2, &put)
-            })
-            .collect();
-        parts.storage.append(&entries).expect("append");
-        let hard_state = HardState {
-            term: 1,
-            vote: 2,
-            commit: BACKLOG,
-            ..Default::default()
-        };
-        parts
-            .storage
-            .set_hard_state(&hard_state)
-            .expect("hard state");
-        parts.storage.sync().expect("sync");
-        let (inbound_tx, inbound) = mpsc::channel(64);
-        let (_feedback_tx, feedback) = mpsc::channel(64);
-        let (tx2, to_peer2) = mpsc::channel(64);
-        let (tx3, to_peer3) = mpsc::channel(64);
-        let channels = DriverChannels {
-            inbound,
-            feedback,
-            outbound: HashMap::from([(2, tx2), (3, tx3)]),
-        };
-        let driver = Driver::new(parts, channels).expect("driver");
-        Harness {
-            driver,
-            _inbound: inbound_tx,
-            _to_peer2: to_peer2,
-            to_peer3,
-            _dir: dir,
-        }
-    }
-
-    /// A restarted member applies its backlog piece by piece, and answers a pre-vote in between
-    /// instead of after the whole backlog (which froze a member for up to 13 s in a chaos run,
-    /// leaving the next leader kill without a quorum).
-    #[test]
-    fn a_member_applying_a_backlog_answers_a_pre_vote_before_it_is_done() {
-        let mut h = restarted_member_with_backlog(Duration::from_millis(50));
-        h.driver.process_ready().expect("ready");
-        assert!(
-            h.driver.applied > 0 && h.driver.applied < BACKLOG,
-            "the first Ready applied {} of {BACKLOG} entries, not a piece of them",
-            h.driver.applied
-        );
-
-        // Member 2's leader died; member 3 asks for a pre-vote with the same log.
-        let mut pre_vote = Message::default();
-        pre_vote.set_msg_type(MessageType::MsgRequestPreVote);
-        pre_vote.from = 3;
-        pre_vote.to = 1;
-        pre_vote.term = 2;
-        pre_vote.index = BACKLOG;
-        pre_vote.log_term = 1;
-        h.driver.step(pre_vote);
-        h.driver.process_ready().expect("ready");
-        assert!(
-            h.driver.applied < BACKLOG,
-            "the backlog should still be applying"
-        );
-        let answered = std::iter::from_fn(|| h.to_peer3.try_recv().ok())
-            .flat_map(|batch| batch.messages)
-            .any(|m| m.get_msg_type() == MessageType::MsgRequestPreVoteResponse && !m.reject);
-        assert!(answered, "the pre-vote was not granted while applying");
-
-        let mut readies = 2;
-        while h.driver.node.has_ready() {
-            h.driver.process_ready().expect("ready");
-            readies += 1;
-            assert!(
-                readies < 10 * BACKLOG,
-                "the backlog never finished applying"
-            );
-        }
-        assert_eq!(h.driver.applied, BACKLOG);
-        assert_eq!(
-            h.driver.shared.mvcc.read().current_revision(),
-            1 + BACKLOG as i64
-        );
-    }
-
-    /// The run loop applies the pieces of a backlog one after another without waiting for a
-    /// tick between them (a tick is 50 ms; a backlog can be thousands of pieces).
-    #[test]
-    fn the_run_loop_applies_a_backlog_without_waiting_for_ticks() {
-        // The first tick is due at once, the next one only long after the test gave up.
-        let h = restarted_member_with_backlog(Duration::from_secs(60));
-        let shared = h.driver.shared.clone();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let (stop, shutdown) = watch::channel(false);
-        let ticks = runtime.block_on(async move {
-            let mut driver = h.driver;
-            let run = tokio::spawn(async move {
-                let result = driver.run_loop(shutdown).await;
-                (driver.tick_count, result)
-            });
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while shared.raft_status().applied_index < BACKLOG && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            let applied = shared.raft_status().applied_index;
-            let _ = stop.send(true);
-            let (ticks, result) = run.await.expect("driver task");
-            result.expect("driver");
-            assert_eq!(applied, BACKLOG, "the backlog stalled waiting for a tick");
-            ticks
-        });
-        // The first tick is due at once, but the timer may not have fired it before the end.
-        assert!(ticks <= 1, "{ticks} ticks of 60 s went by while applying");
-    }
 }
