@@ -731,7 +731,6 @@ fn status_retry(failures: u32) -> Duration {
     wait.mul_f64(1.0 + rand::random::<f64>() * 0.2)
 }
 
-/// The pause before retrying after `failures` (≥ 1) lease renewals failed in a row.
 /// When a node's second renewal comes after its first: anywhere in the interval. A host's
 /// nodes register within the few seconds it takes to start them, and renewing each a jittered
 /// interval (± 10 %) after the last keeps their renewals bunched in that window for minutes:
@@ -741,6 +740,7 @@ fn lease_phase(interval: Duration) -> Duration {
     interval.mul_f64(rand::thread_rng().gen_range(0.05..1.0))
 }
 
+/// The pause before retrying after `failures` (≥ 1) lease renewals failed in a row.
 fn lease_retry(failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(8);
     (LEASE_RETRY_MIN * (1u32 << doublings)).min(LEASE_RETRY_MAX)
