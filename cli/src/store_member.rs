@@ -49,6 +49,10 @@ pub struct StoreArgs {
     /// and one append to each follower (0 = none).
     #[arg(long, default_value_t = store::config::DEFAULT_BATCH_WINDOW.as_micros() as u64)]
     batch_window_us: u64,
+    /// Fault injection for tests: after a restart, wait this long before rebuilding the state
+    /// machine (the member votes but serves no client meanwhile).
+    #[arg(long, default_value_t = 0, hide = true)]
+    restore_pause_ms: u64,
 }
 
 pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
@@ -67,6 +71,7 @@ pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
     config.snapshot_wal_fraction = args.snapshot_wal_fraction;
     config.snapshot_catch_up_entries = args.snapshot_catch_up_entries;
     config.batch_window = Duration::from_micros(args.batch_window_us);
+    config.restore_pause = Duration::from_millis(args.restore_pause_ms);
     config.validate()?;
     store::service::run_member(config, crate::shutdown::signal())
         .await

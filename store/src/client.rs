@@ -815,6 +815,12 @@ impl Client {
                             let _ = tx.send(Err(ClientError::Store(e))).await;
                             return;
                         }
+                        if matches!(e, StoreError::Unavailable { .. }) {
+                            // Stopping, or still restoring its state: resume elsewhere.
+                            self.move_on(index);
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(Duration::from_millis(500));
+                        }
                         break;
                     }
                     Some(Ok(other)) => {

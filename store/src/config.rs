@@ -52,6 +52,10 @@ pub struct MemberConfig {
     pub max_request_bytes: usize,
     /// How often idle watchers that asked for it get a progress notification.
     pub progress_interval: Duration,
+    /// Fault injection for tests: a restarted member (one with a committed log) waits this long
+    /// before rebuilding its state, to make the window in which it votes but serves no client
+    /// wide enough to test. Zero in every real use.
+    pub restore_pause: Duration,
 }
 
 /// Ticks between the end of a leader's lease and the earliest a follower campaigns: covers
@@ -97,6 +101,7 @@ impl MemberConfig {
             request_timeout: Duration::from_secs(5),
             max_request_bytes: 3 * 1024 * 1024 + 512 * 1024,
             progress_interval: Duration::from_secs(1),
+            restore_pause: Duration::ZERO,
         }
     }
 

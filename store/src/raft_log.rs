@@ -497,6 +497,11 @@ impl DiskStorage {
         self.inner.read().conf_state.clone()
     }
 
+    /// The index the latest snapshot covers (0 before the first).
+    pub fn snapshot_index(&self) -> u64 {
+        self.inner.read().snapshot.index
+    }
+
     pub fn first_index(&self) -> u64 {
         self.inner.read().log.first_index()
     }

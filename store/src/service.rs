@@ -492,6 +492,19 @@ impl Handler for ClientService {
             let _ = call.reply(&ClientResponse::Error(denied)).await;
             return;
         }
+        let shared = self.member.shared();
+        if shared.is_restoring() && !matches!(request, ClientRequest::Status) {
+            // Its state is still being rebuilt after a restart (`member::RestoreTask`); the
+            // client takes the call to another member.
+            let restoring = StoreError::Unavailable {
+                reason: format!(
+                    "member {} is restoring its state after a start",
+                    shared.config.name
+                ),
+            };
+            let _ = call.reply(&ClientResponse::Error(restoring)).await;
+            return;
+        }
         if let ClientRequest::Watch(watch) = request {
             self.watch(watch, call).await;
             return;
