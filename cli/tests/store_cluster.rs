@@ -637,12 +637,13 @@ async fn a_client_on_a_killed_leader_moves_on_within_seconds() -> anyhow::Result
     Ok(())
 }
 
-/// A restarted member rebuilds its state off the raft thread and votes meanwhile. Here the
-/// rebuild is held for 20 s (fault injection); the leader is killed while it lasts: the other
-/// survivor must win an election with the restoring member's vote and serve writes within
-/// seconds (before, a restarting member was absent until its state was back, so the survivor
-/// had no quorum: the 3–13 s stalls of docs/chaos.md "Session 11"). The restoring member
-/// answers its clients `Unavailable` meanwhile, never leads, and converges afterwards.
+/// A restarted member rebuilds its state off the raft thread and takes part in raft meanwhile.
+/// Here the rebuild is held for 20 s (fault injection); the leader is killed while it lasts: the
+/// two survivors must elect one of them (either: a restoring leader's writes come through the
+/// other) and serve writes within seconds. Before, a restarting member was absent until its
+/// state was back, so the survivor had no quorum: the 3–13 s stalls of docs/chaos.md
+/// "Session 11". The restoring member answers its clients `Unavailable` meanwhile, and converges
+/// afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restoring_member_votes_before_it_serves() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -713,9 +714,10 @@ async fn a_restoring_member_votes_before_it_serves() -> anyhow::Result<()> {
         "writes took {recovered:?} with a restoring member"
     );
     let status = client.status_of(restoring_endpoint).await?;
+    eprintln!("new leader {} ({restoring} restoring)", status.leader_name);
     assert!(
-        !status.leader_name.is_empty() && status.leader_name != restoring,
-        "the restoring member must follow the new leader: {status:?}"
+        !status.leader_name.is_empty() && status.leader_name != leader,
+        "the restoring member must know the new leader: {status:?}"
     );
     match client.hash_of(restoring_endpoint).await {
         Err(ClientError::Store(StoreError::Unavailable { .. })) => {}
@@ -752,7 +754,6 @@ async fn a_restoring_member_votes_before_it_serves() -> anyhow::Result<()> {
         log.contains("state machine restored: serving clients"),
         "{log}"
     );
-    assert!(!log.contains("became leader"), "{log}");
     cluster.stop().await;
     Ok(())
 }

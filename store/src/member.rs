@@ -15,11 +15,13 @@
 //!
 //! After a restart the state machine is rebuilt — the snapshot decoded, then the log after it
 //! applied — on a thread of its own ([`RestoreTask`]), while the driver already takes part in raft:
-//! it stores appends and votes. Rebuilding a large state takes seconds (a 400 MB snapshot and
-//! 10,000 entries took 6 s under load); a member that spent them absent left the cluster one
-//! failure from losing its quorum. Until the state is back the member answers its clients
-//! `Unavailable`, does not campaign, and the entries raft commits meanwhile are applied from the
-//! log when the thread hands over.
+//! it stores appends, votes, and may even lead. Rebuilding a large state takes seconds (a 400 MB
+//! snapshot and 10,000 entries took 6 s under load); a member that spent them absent left the
+//! cluster one failure from losing its quorum. Until the state is back the member answers its
+//! clients `Unavailable`, and the entries raft commits meanwhile are applied from the log when
+//! the thread hands over. Leading without a state is fine: the other members take the clients'
+//! writes and forward them, and answer reads after a ReadIndex, neither of which needs the
+//! leader's state machine.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -701,14 +703,6 @@ impl Driver {
     }
 
     fn on_tick(&mut self) {
-        if self.restore.is_some() && self.node.raft.state != StateRole::Leader {
-            // Without its state a member could lead but not serve, so it does not campaign; its
-            // clock still runs past the lease so it votes for those that do (the campaign
-            // window starts after the lease, see `MemberConfig::campaign_ticks`).
-            let raft = &mut self.node.raft;
-            let last_quiet = raft.randomized_election_timeout().saturating_sub(2);
-            raft.election_elapsed = raft.election_elapsed.min(last_quiet);
-        }
         self.node.tick();
         self.tick_count += 1;
         let now = Instant::now();
