@@ -124,6 +124,19 @@ impl MemberConfig {
         min..max
     }
 
+    /// The window, in ticks, after which a campaign that has not won starts its next round
+    /// (`[4, 12)` ticks, 0.2–0.6 s, at the defaults). raft-rs waits a whole campaign timeout
+    /// (0.6–1.0 s): after a split vote — two followers that timed out within a message's flight
+    /// of each other — the leader came 1.5 s or more after the kill. The lease does not matter
+    /// between rounds (the others have already heard the campaign), so the next round may come
+    /// sooner; it stays long enough for the answers of the last round (a message can take
+    /// 100 ms under load) and random, so the two candidates draw apart.
+    pub fn campaign_retry_ticks(&self) -> std::ops::Range<usize> {
+        let end = self.campaign_ticks().start;
+        let start = (self.election_ticks * 2 / 5).clamp(1, end - 1);
+        start..end
+    }
+
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |field, reason: &str| {
             Err(ConfigError::Invalid {
@@ -297,6 +310,13 @@ mod tests {
                 ..Default::default()
             };
             assert!(raft_config.validate().is_ok(), "{election}: {window:?}");
+            let retry = cfg.campaign_retry_ticks();
+            assert!(
+                retry.start >= 1 && retry.start < retry.end && retry.end <= window.start,
+                "{election}: {retry:?} {window:?}"
+            );
         }
+        cfg.election_ticks = 10;
+        assert_eq!(cfg.campaign_retry_ticks(), 4..12);
     }
 }

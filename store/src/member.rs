@@ -703,6 +703,11 @@ impl Driver {
     }
 
     fn on_tick(&mut self) {
+        shorten_campaign_retry(
+            &mut self.node.raft,
+            self.shared.config.campaign_retry_ticks(),
+            &mut rand::thread_rng(),
+        );
         self.node.tick();
         self.tick_count += 1;
         let now = Instant::now();
@@ -1274,6 +1279,23 @@ fn fill_header(mut result: CommandResult, member_id: u64, term: u64) -> CommandR
 
 /// Starts the driver thread. It stops when `shutdown` turns true (or its sender is dropped); the
 /// returned join handle yields its result.
+/// Starts the next round of a campaign that has not won after `retry` ticks rather than after a
+/// whole campaign timeout ([`MemberConfig::campaign_retry_ticks`]). A round has just begun when a
+/// (pre-)candidate's election clock is at zero: raft-rs zeroes it as it campaigns, and again
+/// when a pre-candidate becomes a candidate.
+fn shorten_campaign_retry<S: raft::Storage>(
+    raft: &mut raft::Raft<S>,
+    retry: std::ops::Range<usize>,
+    rng: &mut impl rand::Rng,
+) {
+    if matches!(raft.state, StateRole::Candidate | StateRole::PreCandidate)
+        && raft.election_elapsed == 0
+    {
+        let wait = rng.gen_range(retry);
+        raft.election_elapsed = raft.randomized_election_timeout().saturating_sub(wait);
+    }
+}
+
 /// A proposal applied to the state machine.
 struct AppliedProposal {
     /// The proposing member and its sequence number (see [`PROPOSAL_HEADER`]).
@@ -1373,4 +1395,61 @@ pub(crate) fn encode_messages(messages: &[Message]) -> Vec<Bytes> {
         .iter()
         .filter_map(|m| m.write_to_bytes().ok().map(Bytes::from))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::storage::MemStorage;
+
+    /// A lone campaigner (its two peers silent) starts each next round within the retry window,
+    /// not after a whole campaign timeout.
+    #[test]
+    fn a_campaign_that_did_not_win_tries_again_within_the_retry_window() {
+        let storage = MemStorage::new_with_conf_state((vec![1, 2, 3], vec![]));
+        let config = raft::Config {
+            id: 1,
+            election_tick: 10,
+            min_election_tick: 12,
+            max_election_tick: 20,
+            heartbeat_tick: 1,
+            pre_vote: true,
+            check_quorum: true,
+            ..Default::default()
+        };
+        let logger = crate::raft_trace::raft_logger("t");
+        let mut node = RawNode::new(&config, storage, &logger).expect("raft node");
+        let retry = 4..12;
+        let mut rng = rand::thread_rng();
+        // The first campaign comes after the follower's timeout.
+        let mut ticks = 0;
+        while node.raft.state == StateRole::Follower {
+            shorten_campaign_retry(&mut node.raft, retry.clone(), &mut rng);
+            node.tick();
+            ticks += 1;
+            assert!(ticks < 20, "no campaign within the follower's timeout");
+        }
+        assert!(ticks >= 12, "campaigned after {ticks} ticks");
+        for round in 0..20 {
+            let mut ticks = 0;
+            let rounds_before = node.raft.election_elapsed;
+            assert_eq!(rounds_before, 0, "round {round} begins at zero");
+            loop {
+                shorten_campaign_retry(&mut node.raft, retry.clone(), &mut rng);
+                node.tick();
+                ticks += 1;
+                if node.raft.election_elapsed == 0 {
+                    break;
+                }
+                assert!(
+                    ticks < retry.end,
+                    "round {round}: no retry within {ticks} ticks"
+                );
+            }
+            assert!(
+                (retry.start..=retry.end).contains(&ticks),
+                "round {round}: retried after {ticks} ticks"
+            );
+        }
+    }
 }
