@@ -19,9 +19,10 @@
 //! snapshot and 10,000 entries took 6 s under load); a member that spent them absent left the
 //! cluster one failure from losing its quorum. Until the state is back the member answers its
 //! clients `Unavailable`, and the entries raft commits meanwhile are applied from the log when
-//! the thread hands over. Leading without a state is fine: the other members take the clients'
+//! the thread hands over. Leading without a state works — the other members take the clients'
 //! writes and forward them, and answer reads after a ReadIndex, neither of which needs the
-//! leader's state machine.
+//! leader's state machine — but a restoring member yields to one with a state when their logs
+//! are as long ([`RESTORED_PRIORITY`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -307,6 +308,13 @@ struct SnapshotTask {
     cancel: Arc<AtomicBool>,
     thread: std::thread::JoinHandle<Result<(SnapshotWrite, bool), LogError>>,
 }
+
+/// raft-rs election priority of a member with its state; a restoring member has 0. A voter
+/// refuses a candidate of lower priority whose log is only as long as its own, so a restoring
+/// member leads only when its log is longer than every other survivor's (and then it must:
+/// no other could win). Leading while restoring works (the others forward the writes) but
+/// shares the member's CPU with the rebuild.
+const RESTORED_PRIORITY: i64 = 1;
 
 /// Entries the restore thread may leave for the raft thread to apply when it hands over.
 const RESTORE_HANDOVER_ENTRIES: u64 = 256;
@@ -1028,6 +1036,7 @@ impl Driver {
         self.last_snapshot_bytes = data_bytes;
         self.reset_lease_clocks();
         self.shared.restoring.store(false, Ordering::Release);
+        self.node.raft.set_priority(RESTORED_PRIORITY);
         self.wake_reads();
         Ok(())
     }
@@ -1066,6 +1075,7 @@ impl Driver {
         }
         self.reset_lease_clocks();
         self.shared.restoring.store(false, Ordering::Release);
+        self.node.raft.set_priority(RESTORED_PRIORITY);
         info!(
             applied = self.applied,
             revision = self.shared.mvcc.read().current_revision(),
