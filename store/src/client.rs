@@ -557,10 +557,14 @@ impl Client {
                     match e {
                         // No leader known there (yet): another member may know one. A
                         // restarted member may go seconds without hearing from the leader the
-                        // others already serve. Keep the connection.
-                        StoreError::NoLeader { .. } => self.leave_leaderless(index),
-                        // Stopping: it is going away.
-                        StoreError::Unavailable { .. } => self.move_on(index),
+                        // others already serve. Keep the connection. Unavailable (restoring
+                        // its state after a restart, or stopping) likewise: only to a member
+                        // known to answer, as right after a leader kill the next member in
+                        // line may be the killed one, and a restoring member may serve a
+                        // moment later.
+                        StoreError::NoLeader { .. } | StoreError::Unavailable { .. } => {
+                            self.leave_leaderless(index)
+                        }
                         _ => {}
                     }
                     tokio::time::sleep(backoff).await;
@@ -623,7 +627,8 @@ impl Client {
         member
     }
 
-    /// After member `index` answered that it knows no leader: moves new calls to another member
+    /// After member `index` answered that it knows no leader (or is unavailable, see
+    /// [`Client::call`]): moves new calls to another member
     /// with a usable connection, if there is one and `index` is still preferred. Otherwise the
     /// calls stay on `index`, which answers, and a connection to another member is made in the
     /// background; the next `NoLeader` from `index` moves to it. Moving at once would connect
@@ -816,8 +821,9 @@ impl Client {
                             return;
                         }
                         if matches!(e, StoreError::Unavailable { .. }) {
-                            // Stopping, or still restoring its state: resume elsewhere.
-                            self.move_on(index);
+                            // Stopping, or still restoring its state: resume elsewhere (or here
+                            // again, after the backoff, if no other member is known to answer).
+                            self.leave_leaderless(index);
                             tokio::time::sleep(backoff).await;
                             backoff = (backoff * 2).min(Duration::from_millis(500));
                         }
@@ -911,11 +917,13 @@ mod tests {
     use super::{Client, ClientConfig};
     use crate::types::*;
 
-    /// A stand-in member that gives every call the same answer, after answering `NoLeader`
-    /// until `leader_from` (a survivor campaigning after its leader was killed).
+    /// A stand-in member that gives every call the same answer, after answering `before` until
+    /// `leader_from` (`NoLeader`: a survivor campaigning after its leader was killed;
+    /// `Unavailable`: a restarted member restoring its state).
     struct FakeMember {
         answer: ClientResponse,
         leader_from: Option<Instant>,
+        before: ClientResponse,
     }
 
     impl Handler for FakeMember {
@@ -924,7 +932,7 @@ mod tests {
 
         async fn handle(&self, _peer: Peer, _request: ClientRequest, call: Call<ClientResponse>) {
             if self.leader_from.is_some_and(|at| Instant::now() < at) {
-                let _ = call.reply(&no_leader()).await;
+                let _ = call.reply(&self.before).await;
                 return;
             }
             let _ = call.reply(&self.answer).await;
@@ -941,6 +949,7 @@ mod tests {
             FakeMember {
                 answer,
                 leader_from: None,
+                before: no_leader(),
             },
         )
     }
@@ -1074,11 +1083,44 @@ mod tests {
             FakeMember {
                 answer: written(),
                 leader_from: Some(Instant::now() + Duration::from_millis(100)),
+                before: no_leader(),
             },
         )?;
         let (killed, _socket) = killed_member()?;
         let (serving, _stop_c, _c) = fake_member(certs.path(), written())?;
         let client = prober(certs.path(), vec![campaigning, killed, serving])?;
+        client.prefer(0);
+        let started = Instant::now();
+        let answer = client.put(put()).await;
+        let took = started.elapsed();
+        assert!(answer.is_ok(), "{answer:?} after {took:?}");
+        assert!(
+            took < super::CONNECT_STAGGER / 2,
+            "the write took {took:?}: it moved to the killed member"
+        );
+        Ok(())
+    }
+
+    /// The same with a restarted member that answers `Unavailable` while it restores its state
+    /// (the chaos run's 1.73 s kill: the write moved to the killed leader's port and waited
+    /// `CONNECT_STAGGER`, while the restoring member served 80 ms later).
+    #[tokio::test]
+    async fn a_restoring_member_keeps_the_calls_when_no_other_is_connected() -> anyhow::Result<()> {
+        let certs = certs()?;
+        let restoring = ClientResponse::Error(StoreError::Unavailable {
+            reason: "member s3 is restoring its state after a start".into(),
+        });
+        let (restored_soon, _stop_a, _a) = serve_fake(
+            certs.path(),
+            FakeMember {
+                answer: written(),
+                leader_from: Some(Instant::now() + Duration::from_millis(100)),
+                before: restoring,
+            },
+        )?;
+        let (killed, _socket) = killed_member()?;
+        let (serving, _stop_c, _c) = fake_member(certs.path(), written())?;
+        let client = prober(certs.path(), vec![restored_soon, killed, serving])?;
         client.prefer(0);
         let started = Instant::now();
         let answer = client.put(put()).await;
