@@ -963,14 +963,7 @@ impl Driver {
     /// Reaps a finished snapshot thread. A failed write is retried at the next snapshot; a failed
     /// commit leaves the storage unusable and stops the member.
     fn finish_snapshot(&mut self) -> Result<(), MemberError> {
-        if !self
-            .snapshot_task
-            .as_ref()
-            .is_some_and(|task| task.thread.is_finished())
-        {
-            return Ok(());
-        }
-        let Some(task) = self.snapshot_task.take() else {
+        let Some(task) = take_finished(&mut self.snapshot_task, |task| &task.thread) else {
             return Ok(());
         };
         let outcome = task
@@ -1044,14 +1037,7 @@ impl Driver {
     /// Takes the rebuilt state machine from the restore thread once it is done, and applies
     /// what raft committed since from the log.
     fn finish_restore(&mut self) -> Result<(), MemberError> {
-        if !self
-            .restore
-            .as_ref()
-            .is_some_and(|task| task.thread.is_finished())
-        {
-            return Ok(());
-        }
-        let Some(task) = self.restore.take() else {
+        let Some(task) = take_finished(&mut self.restore, |task| &task.thread) else {
             return Ok(());
         };
         let restored = task
@@ -1289,6 +1275,19 @@ fn fill_header(mut result: CommandResult, member_id: u64, term: u64) -> CommandR
 
 /// Starts the driver thread. It stops when `shutdown` turns true (or its sender is dropped); the
 /// returned join handle yields its result.
+/// Takes the task out of `slot` once its thread has finished; `None` while it runs (or if
+/// there is none).
+fn take_finished<T, R>(
+    slot: &mut Option<T>,
+    thread: impl Fn(&T) -> &std::thread::JoinHandle<R>,
+) -> Option<T> {
+    if slot.as_ref().is_some_and(|task| thread(task).is_finished()) {
+        slot.take()
+    } else {
+        None
+    }
+}
+
 /// Starts the next round of a campaign that has not won after `retry` ticks rather than after a
 /// whole campaign timeout ([`MemberConfig::campaign_retry_ticks`]). A round has just begun when a
 /// (pre-)candidate's election clock is at zero: raft-rs zeroes it as it campaigns, and again
