@@ -14,7 +14,7 @@
 //! the full request timeout, and are never proposed a second time, so nothing is applied twice.
 //!
 //! After a restart the state machine is rebuilt — the snapshot decoded, then the log after it
-//! applied — on a thread of its own ([`RestoreTask`]), while the driver already takes part in raft:
+//! applied — on a thread of its own (`RestoreTask`), while the driver already takes part in raft:
 //! it stores appends, votes, and may even lead. Rebuilding a large state takes seconds (a 400 MB
 //! snapshot and 10,000 entries took 6 s under load); a member that spent them absent left the
 //! cluster one failure from losing its quorum. Until the state is back the member answers its
@@ -22,7 +22,7 @@
 //! the thread hands over. Leading without a state works — the other members take the clients'
 //! writes and forward them, and answer reads after a ReadIndex, neither of which needs the
 //! leader's state machine — but a restoring member yields to one with a state when their logs
-//! are as long ([`RESTORED_PRIORITY`]).
+//! are as long (`RESTORED_PRIORITY`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -1027,11 +1027,18 @@ impl Driver {
         self.applied = index;
         self.last_snapshot_index = index;
         self.last_snapshot_bytes = data_bytes;
+        self.state_is_back();
+        self.wake_reads();
+        Ok(())
+    }
+
+    /// The state machine is complete again (restored after the start, or installed from the
+    /// leader's snapshot): lease clocks restart from it, clients are served, and the member
+    /// campaigns at full priority.
+    fn state_is_back(&mut self) {
         self.reset_lease_clocks();
         self.shared.restoring.store(false, Ordering::Release);
         self.node.raft.set_priority(RESTORED_PRIORITY);
-        self.wake_reads();
-        Ok(())
     }
 
     /// Takes the rebuilt state machine from the restore thread once it is done, and applies
@@ -1059,9 +1066,7 @@ impl Driver {
             rest = entries.len();
             self.apply_entries(entries)?;
         }
-        self.reset_lease_clocks();
-        self.shared.restoring.store(false, Ordering::Release);
-        self.node.raft.set_priority(RESTORED_PRIORITY);
+        self.state_is_back();
         info!(
             applied = self.applied,
             revision = self.shared.mvcc.read().current_revision(),
@@ -1273,8 +1278,6 @@ fn fill_header(mut result: CommandResult, member_id: u64, term: u64) -> CommandR
     result
 }
 
-/// Starts the driver thread. It stops when `shutdown` turns true (or its sender is dropped); the
-/// returned join handle yields its result.
 /// Takes the task out of `slot` once its thread has finished; `None` while it runs (or if
 /// there is none).
 fn take_finished<T, R>(
@@ -1371,6 +1374,8 @@ fn apply_proposal(
     })
 }
 
+/// Starts the driver thread. It stops when `shutdown` turns true (or its sender is dropped); the
+/// returned join handle yields its result.
 pub(crate) fn spawn_driver(
     parts: DriverParts,
     channels: DriverChannels,
