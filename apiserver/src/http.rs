@@ -324,6 +324,7 @@ fn non_resource(state: &AppState, route: Route, method: &Method) -> Response {
                 .collect();
             let mut body = state.metrics.render(&watchers, &objects);
             state.registry.pipeline().render(&mut body);
+            state.registry.storage().metrics().render(&mut body);
             (
                 StatusCode::OK,
                 [(

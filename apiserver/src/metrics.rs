@@ -19,6 +19,75 @@ struct Histogram {
     count: u64,
 }
 
+/// Store request latency by operation and resource, as kube-apiserver's
+/// `etcd_request_duration_seconds{operation,type}`: the time from the call to the store client
+/// to its answer, batching and raft commit included.
+#[derive(Default)]
+pub struct StoreMetrics {
+    durations: Mutex<BTreeMap<(&'static str, String), Histogram>>,
+}
+
+impl StoreMetrics {
+    /// Records one call on `key` (`/registry/<resource>/...`; a prefix for lists).
+    pub fn observe(&self, operation: &'static str, key: &str, took: Duration) {
+        let resource = key
+            .strip_prefix("/registry/")
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or("");
+        let mut durations = self.durations.lock();
+        match durations.get_mut(&(operation, resource.to_string())) {
+            Some(h) => h.observe(took),
+            None => {
+                let mut h = Histogram::default();
+                h.observe(took);
+                durations.insert((operation, resource.to_string()), h);
+            }
+        }
+    }
+
+    pub fn render(&self, out: &mut String) {
+        out.push_str("# HELP etcd_request_duration_seconds Store request latency in seconds for each operation and object type.\n");
+        out.push_str("# TYPE etcd_request_duration_seconds histogram\n");
+        for ((operation, resource), h) in self.durations.lock().iter() {
+            h.render(
+                out,
+                "etcd_request_duration_seconds",
+                &format!("operation=\"{operation}\",type=\"{resource}\""),
+            );
+        }
+    }
+}
+
+impl Histogram {
+    fn observe(&mut self, took: Duration) {
+        let seconds = took.as_secs_f64();
+        if self.counts.is_empty() {
+            self.counts = vec![0; BUCKETS.len()];
+        }
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if seconds <= *bound {
+                self.counts[i] += 1;
+            }
+        }
+        self.sum += seconds;
+        self.count += 1;
+    }
+
+    /// The buckets, sum and count of `name` with `labels` (without braces).
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels},le=\"{bound}\"}} {}",
+                self.counts[i]
+            );
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
+}
+
 /// Request counters and latency histograms by verb, resource and code.
 #[derive(Default)]
 pub struct Metrics {
@@ -33,21 +102,11 @@ impl Metrics {
             .lock()
             .entry((verb.to_string(), resource.to_string(), code))
             .or_default() += 1;
-        let seconds = took.as_secs_f64();
-        let mut durations = self.durations.lock();
-        let h = durations
+        self.durations
+            .lock()
             .entry((verb.to_string(), resource.to_string()))
-            .or_default();
-        if h.counts.is_empty() {
-            h.counts = vec![0; BUCKETS.len()];
-        }
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if seconds <= *bound {
-                h.counts[i] += 1;
-            }
-        }
-        h.sum += seconds;
-        h.count += 1;
+            .or_default()
+            .observe(took);
     }
 
     /// The text exposition, with `watchers` as the registered-watchers gauge per resource.
@@ -61,16 +120,11 @@ impl Metrics {
         out.push_str("# HELP apiserver_request_duration_seconds Response latency distribution in seconds for each verb and resource.\n");
         out.push_str("# TYPE apiserver_request_duration_seconds histogram\n");
         for ((verb, resource), h) in self.durations.lock().iter() {
-            for (i, bound) in BUCKETS.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "apiserver_request_duration_seconds_bucket{{verb=\"{verb}\",resource=\"{resource}\",le=\"{bound}\"}} {}",
-                    h.counts[i]
-                );
-            }
-            let _ = writeln!(out, "apiserver_request_duration_seconds_bucket{{verb=\"{verb}\",resource=\"{resource}\",le=\"+Inf\"}} {}", h.count);
-            let _ = writeln!(out, "apiserver_request_duration_seconds_sum{{verb=\"{verb}\",resource=\"{resource}\"}} {}", h.sum);
-            let _ = writeln!(out, "apiserver_request_duration_seconds_count{{verb=\"{verb}\",resource=\"{resource}\"}} {}", h.count);
+            h.render(
+                &mut out,
+                "apiserver_request_duration_seconds",
+                &format!("verb=\"{verb}\",resource=\"{resource}\""),
+            );
         }
         out.push_str("# HELP apiserver_registered_watchers Number of currently registered watchers for a given resource.\n");
         out.push_str("# TYPE apiserver_registered_watchers gauge\n");
@@ -109,5 +163,23 @@ mod tests {
             "apiserver_request_duration_seconds_count{verb=\"POST\",resource=\"pods\"} 2"
         ));
         assert!(text.contains("apiserver_registered_watchers{resource=\"pods\"} 2"));
+    }
+
+    #[test]
+    fn store_requests_are_labelled_by_operation_and_resource() {
+        let m = StoreMetrics::default();
+        m.observe("create", "/registry/pods/ns/p1", Duration::from_millis(20));
+        m.observe("create", "/registry/pods/ns/p2", Duration::from_millis(700));
+        m.observe("list", "/registry/nodes/", Duration::from_millis(2));
+        let mut text = String::new();
+        m.render(&mut text);
+        assert!(text.contains(
+            "etcd_request_duration_seconds_bucket{operation=\"create\",type=\"pods\",le=\"0.025\"} 1"
+        ));
+        assert!(text.contains(
+            "etcd_request_duration_seconds_bucket{operation=\"create\",type=\"pods\",le=\"0.8\"} 2"
+        ));
+        assert!(text
+            .contains("etcd_request_duration_seconds_count{operation=\"list\",type=\"nodes\"} 1"));
     }
 }

@@ -221,6 +221,11 @@ impl Registry {
         &self.pipeline
     }
 
+    /// The store operations, with their timings.
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
     fn key(resource: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
         resource.key(namespace, name)
     }

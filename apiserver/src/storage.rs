@@ -2,17 +2,21 @@
 //! create = `Txn(ModRevision(key) == 0 → Put)`, update = `Txn(ModRevision(key) == rv → Put, else
 //! Get)`, delete likewise. An object's resourceVersion is its key's mod revision.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use bytes::Bytes;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use store::client::Client;
 use store::types::{
     Compare, CompareResult, CompareTarget, DeleteRangeRequest, KeyRange, LeaseId, PutRequest,
-    RangeRequest, RequestOp, ResponseOp, TxnRequest,
+    RangeRequest, RangeResponse, RequestOp, ResponseOp, TxnRequest, TxnResponse,
 };
 
 use crate::errors::ApiError;
 use crate::meta;
+use crate::metrics::StoreMetrics;
 
 /// The outcome of a conditional write.
 pub enum Written {
@@ -25,15 +29,56 @@ pub enum Written {
 #[derive(Clone)]
 pub struct Storage {
     client: Client,
+    metrics: Arc<StoreMetrics>,
 }
 
 impl Storage {
     pub fn new(client: Client) -> Storage {
-        Storage { client }
+        Storage {
+            client,
+            metrics: Arc::default(),
+        }
     }
 
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// How long this server's store calls took (`etcd_request_duration_seconds`).
+    pub fn metrics(&self) -> &StoreMetrics {
+        &self.metrics
+    }
+
+    /// A read through the store client, timed as `operation` on `key`.
+    async fn range(
+        &self,
+        operation: &'static str,
+        key: &str,
+        range: KeyRange,
+    ) -> Result<RangeResponse, ApiError> {
+        let started = Instant::now();
+        let response = self
+            .client
+            .range(RangeRequest {
+                range,
+                ..Default::default()
+            })
+            .await;
+        self.metrics.observe(operation, key, started.elapsed());
+        Ok(response?)
+    }
+
+    /// A transaction through the store client's batches, timed as `operation` on `key`.
+    async fn txn(
+        &self,
+        operation: &'static str,
+        key: &str,
+        txn: TxnRequest,
+    ) -> Result<TxnResponse, ApiError> {
+        let started = Instant::now();
+        let response = self.client.txn_batched(txn).await;
+        self.metrics.observe(operation, key, started.elapsed());
+        Ok(response?)
     }
 
     /// Serializes an object for storage: without resourceVersion, which is the key's revision.
@@ -48,11 +93,7 @@ impl Storage {
     /// Reads one object from the store (linearizable).
     pub async fn get(&self, key: &str) -> Result<Option<(Value, i64)>, ApiError> {
         let response = self
-            .client
-            .range(RangeRequest {
-                range: KeyRange::single(key.to_string()),
-                ..Default::default()
-            })
+            .range("get", key, KeyRange::single(key.to_string()))
             .await?;
         match response.kvs.first() {
             Some(kv) => Ok(Some((decode(&kv.value, kv.mod_revision)?, kv.mod_revision))),
@@ -78,7 +119,7 @@ impl Storage {
             })],
             failure: vec![],
         };
-        let response = self.client.txn_batched(txn).await?;
+        let response = self.txn("create", key, txn).await?;
         Ok(if response.succeeded {
             Written::Ok(response.header.revision)
         } else {
@@ -102,7 +143,7 @@ impl Storage {
             lease,
             prev_kv: false,
         });
-        self.guarded(key, 0, put, guards).await
+        self.guarded("create", key, 0, put, guards).await
     }
 
     /// Deletes `key` (if its revision is still `expected`) and writes each `guards` object, all
@@ -117,11 +158,12 @@ impl Storage {
             range: KeyRange::single(key.to_string()),
             prev_kv: false,
         });
-        self.guarded(key, expected, delete, guards).await
+        self.guarded("delete", key, expected, delete, guards).await
     }
 
     async fn guarded(
         &self,
+        operation: &'static str,
         key: &str,
         expected: i64,
         op: RequestOp,
@@ -146,7 +188,7 @@ impl Storage {
                 ..Default::default()
             })],
         };
-        let response = self.client.txn_batched(txn).await?;
+        let response = self.txn(operation, key, txn).await?;
         if response.succeeded {
             return Ok(Written::Ok(response.header.revision));
         }
@@ -156,11 +198,7 @@ impl Storage {
     /// Every object under `prefix`, with its revision (linearizable).
     pub async fn list(&self, prefix: &str) -> Result<Vec<(String, Value, i64)>, ApiError> {
         let response = self
-            .client
-            .range(RangeRequest {
-                range: KeyRange::prefix(prefix.to_string()),
-                ..Default::default()
-            })
+            .range("list", prefix, KeyRange::prefix(prefix.to_string()))
             .await?;
         response
             .kvs
@@ -190,7 +228,7 @@ impl Storage {
             lease,
             prev_kv: false,
         });
-        self.conditional(key, expected, put).await
+        self.conditional("update", key, expected, put).await
     }
 
     /// Deletes `key` if its mod revision is still `expected`.
@@ -199,11 +237,12 @@ impl Storage {
             range: KeyRange::single(key.to_string()),
             prev_kv: false,
         });
-        self.conditional(key, expected, delete).await
+        self.conditional("delete", key, expected, delete).await
     }
 
     async fn conditional(
         &self,
+        operation: &'static str,
         key: &str,
         expected: i64,
         op: RequestOp,
@@ -216,7 +255,7 @@ impl Storage {
                 ..Default::default()
             })],
         };
-        let response = self.client.txn_batched(txn).await?;
+        let response = self.txn(operation, key, txn).await?;
         if response.succeeded {
             return Ok(Written::Ok(response.header.revision));
         }

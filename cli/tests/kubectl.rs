@@ -375,6 +375,16 @@ async fn kubectl_drives_pods_through_their_lifecycle() -> anyhow::Result<()> {
             .any(|l| l.starts_with("wp") && l.contains("NodePort") && l.contains("80:3")),
         "{svc}"
     );
+
+    // The server's metrics, as an operator reads them: its requests, and its store calls.
+    let metrics = c.ok(&["get", "--raw", "/metrics"]);
+    for series in [
+        "apiserver_request_total{verb=\"POST\",resource=\"pods\",code=\"201\"}",
+        "etcd_request_duration_seconds_count{operation=\"create\",type=\"pods\"}",
+        "etcd_request_duration_seconds_count{operation=\"update\",type=\"pods\"}",
+    ] {
+        assert!(metrics.contains(series), "/metrics lacks {series}");
+    }
     Ok(())
 }
 
