@@ -23,6 +23,9 @@ pub struct Metrics {
     lease_gap_buckets: [AtomicU64; GAP_BUCKETS.len()],
     pub node_status_reports: AtomicU64,
     pub watches_opened: AtomicU64,
+    /// Pod watch events read only as far as the uid: a running pod's own status coming back,
+    /// or a deletion.
+    pub pod_events_skimmed: AtomicU64,
     pub pods_started: AtomicU64,
     pub pods_finished: AtomicU64,
     pub status_writes: AtomicU64,
@@ -62,6 +65,10 @@ impl Metrics {
                 &self.node_status_reports,
             ),
             ("kemu_node_host_watches_opened_total", &self.watches_opened),
+            (
+                "kemu_node_host_pod_events_skimmed_total",
+                &self.pod_events_skimmed,
+            ),
             ("kemu_node_host_pods_started_total", &self.pods_started),
             ("kemu_node_host_pods_finished_total", &self.pods_finished),
             (
