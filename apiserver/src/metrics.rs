@@ -24,7 +24,8 @@ struct Histogram {
 /// to its answer, batching and raft commit included.
 #[derive(Default)]
 pub struct StoreMetrics {
-    durations: Mutex<BTreeMap<(&'static str, String), Histogram>>,
+    /// operation → resource → histogram (looked up by `&str`: no allocation per call).
+    durations: Mutex<BTreeMap<&'static str, BTreeMap<String, Histogram>>>,
 }
 
 impl StoreMetrics {
@@ -35,20 +36,24 @@ impl StoreMetrics {
             .and_then(|rest| rest.split('/').next())
             .unwrap_or("");
         let mut durations = self.durations.lock();
-        match durations.get_mut(&(operation, resource.to_string())) {
+        let by_resource = durations.entry(operation).or_default();
+        match by_resource.get_mut(resource) {
             Some(h) => h.observe(took),
-            None => {
-                let mut h = Histogram::default();
-                h.observe(took);
-                durations.insert((operation, resource.to_string()), h);
-            }
+            None => by_resource
+                .entry(resource.to_string())
+                .or_default()
+                .observe(took),
         }
     }
 
     pub fn render(&self, out: &mut String) {
         out.push_str("# HELP etcd_request_duration_seconds Store request latency in seconds for each operation and object type.\n");
         out.push_str("# TYPE etcd_request_duration_seconds histogram\n");
-        for ((operation, resource), h) in self.durations.lock().iter() {
+        let durations = self.durations.lock();
+        let series = durations.iter().flat_map(|(operation, by)| {
+            by.iter().map(move |(resource, h)| (operation, resource, h))
+        });
+        for (operation, resource, h) in series {
             h.render(
                 out,
                 "etcd_request_duration_seconds",

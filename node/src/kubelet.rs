@@ -436,11 +436,7 @@ impl Kubelet {
             return;
         };
         match kind {
-            WatchEventKind::Deleted => {
-                if self.pods.contains_key(&uid) {
-                    self.step(&uid, Input::Removed, ctx);
-                }
-            }
+            WatchEventKind::Deleted => self.pod_gone(&uid, ctx),
             WatchEventKind::Added | WatchEventKind::Modified => {
                 if self.pods.contains_key(&uid) {
                     // Most updates are our own status writes coming back; only deletion
@@ -486,6 +482,13 @@ impl Kubelet {
                 self.step(&uid, Input::Tick, ctx);
             }
             WatchEventKind::Bookmark => {}
+        }
+    }
+
+    /// A pod deleted from the API: a running one is cleaned up locally.
+    fn pod_gone(&mut self, uid: &str, ctx: &mut Context<Self>) {
+        if self.pods.contains_key(uid) {
+            self.step(uid, Input::Removed, ctx);
         }
     }
 
@@ -872,9 +875,7 @@ impl Handler<PodGone> for Kubelet {
     type Result = ();
 
     fn handle(&mut self, msg: PodGone, ctx: &mut Context<Self>) {
-        if self.pods.contains_key(&msg.uid) {
-            self.step(&msg.uid, Input::Removed, ctx);
-        }
+        self.pod_gone(&msg.uid, ctx);
     }
 }
 
