@@ -1,5 +1,5 @@
 //! The garbage collector: keeps a graph of every object's ownerReferences (from metadata-only
-//! informers of every served resource but events) and
+//! informers of every served resource but events, and the shared pod informer) and
 //! - deletes an object all of whose owners are gone (background cascade),
 //! - drops references to vanished owners from an object that still has a live one,
 //! - for an owner deleted with `propagationPolicy=Foreground` (the API server's
@@ -18,6 +18,7 @@ use std::time::Duration;
 use api::client::{Client, DeleteParams, ListParams};
 use api::informer::{Informer, InformerEvent, Store};
 use api::resources::{ResourceInfo, RESOURCES};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use parking_lot::Mutex;
 use serde::Deserialize;
@@ -255,16 +256,36 @@ pub struct GarbageCollector {
     client: Client,
     graph: Arc<Mutex<Graph>>,
     stores: Vec<Store<PartialObject>>,
+    pods: Store<Pod>,
 }
 
 impl GarbageCollector {
-    /// Starts the collector's own metadata informers (until `shutdown`).
-    pub fn new(client: Client, shutdown: Shutdown) -> (Arc<GarbageCollector>, WorkQueue) {
+    /// Starts the collector's own metadata informers (until `shutdown`), but for pods: their
+    /// changes come from the manager's shared `pods` informer (as in kube-controller-manager,
+    /// whose collector reuses a typed informer where one runs), so every pod change is not
+    /// watched and decoded twice.
+    pub fn new(
+        client: Client,
+        shutdown: Shutdown,
+        pods: &mut Informer<Pod>,
+    ) -> (Arc<GarbageCollector>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(20), Duration::from_secs(60));
         let graph = Arc::new(Mutex::new(Graph::default()));
         let (events_tx, events_rx) = mpsc::channel(4096);
         let mut stores = Vec::new();
         for resource in followed() {
+            if resource.storage == api::resources::pods().storage {
+                let mut events = pods.subscribe();
+                let tx = events_tx.clone();
+                tokio::spawn(async move {
+                    while let Some(event) = events.recv().await {
+                        if tx.send(change(resource, &event)).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                continue;
+            }
             let mut informer = Informer::<PartialObject>::new(
                 client.clone(),
                 resource,
@@ -277,7 +298,7 @@ impl GarbageCollector {
             let tx = events_tx.clone();
             tokio::spawn(async move {
                 while let Some(event) = events.recv().await {
-                    if tx.send((resource, event)).await.is_err() {
+                    if tx.send(change(resource, &event)).await.is_err() {
                         return;
                     }
                 }
@@ -291,30 +312,50 @@ impl GarbageCollector {
                 client,
                 graph,
                 stores,
+                pods: pods.store(),
             }),
             queue,
         )
     }
 }
 
+/// What an informer event changes in the graph.
+#[derive(Debug)]
+enum GraphChange {
+    Upsert(GraphNode),
+    Remove { uid: String },
+}
+
+fn change<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(
+    resource: &'static ResourceInfo,
+    event: &InformerEvent<T>,
+) -> GraphChange {
+    match event {
+        InformerEvent::Added(object) | InformerEvent::Updated { new: object, .. } => {
+            GraphChange::Upsert(GraphNode::from_meta(resource, object.metadata()))
+        }
+        InformerEvent::Deleted(object) => GraphChange::Remove {
+            uid: object.metadata().uid.clone().unwrap_or_default(),
+        },
+    }
+}
+
 /// Keeps the graph in step with the informers and queues the objects to look at.
 async fn maintain(
-    mut events: mpsc::Receiver<(&'static ResourceInfo, InformerEvent<PartialObject>)>,
+    mut events: mpsc::Receiver<GraphChange>,
     graph: Arc<Mutex<Graph>>,
     queue: WorkQueue,
 ) {
-    while let Some((resource, event)) = events.recv().await {
+    while let Some(change) = events.recv().await {
         let mut to_queue: Vec<String> = Vec::new();
         {
             let mut graph = graph.lock();
-            match event {
-                InformerEvent::Added(object) | InformerEvent::Updated { new: object, .. } => {
-                    let node = GraphNode::from_meta(resource, &object.metadata);
+            match change {
+                GraphChange::Upsert(node) => {
                     to_queue = to_look_at(graph.get(&node.uid), &node);
                     graph.upsert(node);
                 }
-                InformerEvent::Deleted(object) => {
-                    let uid = object.metadata.uid.clone().unwrap_or_default();
+                GraphChange::Remove { uid } => {
                     if let Some(node) = graph.remove(&uid) {
                         to_queue.extend(node.owners.iter().map(|o| o.uid.clone()));
                     }
@@ -354,7 +395,11 @@ pub fn to_look_at(previous: Option<&GraphNode>, node: &GraphNode) -> Vec<String>
 impl crate::manager::HasCaches for GarbageCollector {
     fn caches_synced(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
         let stores = self.stores.clone();
+        let pods = self.pods.clone();
         Box::pin(async move {
+            if !pods.wait_synced().await {
+                return false;
+            }
             for store in stores {
                 if !store.wait_synced().await {
                     return false;

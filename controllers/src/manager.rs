@@ -256,7 +256,7 @@ fn start_controllers(
         stop.clone(),
     );
     start("resourcequota", rq, q);
-    let (gc, q) = GarbageCollector::new(client.clone(), stop.clone());
+    let (gc, q) = GarbageCollector::new(client.clone(), stop.clone(), &mut pods);
     start("garbagecollector", gc, q);
 
     for run in [

@@ -339,12 +339,13 @@ impl Reconciler for NodeLifecycleController {
         let now_s = now_seconds();
         // From the node index: a scan of every pod per node and heartbeat was what bound the
         // controller manager with 10,000 pods on 5,000 nodes.
-        let on_node: Vec<Arc<Pod>> = self
-            .pods
-            .by_index(pods::BY_NODE, name)
-            .into_iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
-            .collect();
+        let on_node = || -> Vec<Arc<Pod>> {
+            self.pods
+                .by_index(pods::BY_NODE, name)
+                .into_iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name))
+                .collect()
+        };
 
         if health == Health::Unreachable {
             let ready = ready_condition(&node).map(|c| c.status.clone());
@@ -373,7 +374,7 @@ impl Reconciler for NodeLifecycleController {
                     .await
                     .map_err(ReconcileError::api("mark node Unknown"))?;
                 // Its pods are no longer ready.
-                for pod in on_node.iter().filter(|p| pods::is_ready(p)) {
+                for pod in on_node().iter().filter(|p| pods::is_ready(p)) {
                     self.mark_not_ready(pod).await?;
                 }
             }
@@ -394,9 +395,14 @@ impl Reconciler for NodeLifecycleController {
                 .and_then(|s| s.taints.clone())
                 .unwrap_or_default(),
         };
-        // The taint manager: evict what does not tolerate the NoExecute taints.
+        // The taint manager: evict what does not tolerate the NoExecute taints. A node without
+        // one (every healthy node: each lease renewal and each binding lands here) has nothing
+        // to evict, and its pods are not looked at.
+        if !taints.iter().any(|t| t.effect == "NoExecute") {
+            return Ok(Outcome::Done);
+        }
         let mut next_eviction: Option<i64> = None;
-        for pod in on_node.iter().filter(|p| pods::is_active(p)) {
+        for pod in on_node().iter().filter(|p| pods::is_active(p)) {
             match eviction(pod, &taints, now_s) {
                 Some(at) if at <= now_s => {
                     let pod_name = pod.metadata.name.clone().unwrap_or_default();

@@ -27,8 +27,10 @@ pub const BY_NODE: &str = "node";
 ///   name and restartCount of each container status that restarted (Job failures, which pods
 ///   go first; the others add nothing to a pod's restarts).
 ///
-/// Dropped: managedFields, annotations, finalizers (the garbage collector keeps its own
-/// metadata informers), images, commands, probes, volumes and every other spec field, the
+/// Kept for the garbage collector, which takes its pod graph from this informer: uid,
+/// ownerReferences, finalizers, deletionTimestamp.
+///
+/// Dropped: managedFields, annotations, images, commands, probes, volumes and every other spec field, the
 /// other conditions, hostIP, podIPs, container states. A controller that writes a pod's
 /// conditions must therefore patch by condition type (a strategic merge), never write the
 /// cached list back.
@@ -44,6 +46,8 @@ pub fn keep_controller_fields(pod: &mut Pod) {
         resource_version: meta.resource_version,
         labels: meta.labels,
         owner_references: meta.owner_references,
+        // The garbage collector's graph reads them (orphan and foreground deletion).
+        finalizers: meta.finalizers,
         creation_timestamp: meta.creation_timestamp,
         deletion_timestamp: meta.deletion_timestamp,
         deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
@@ -333,11 +337,12 @@ mod tests {
             assert_eq!(again, kept, "applying it twice changes nothing");
             let size = |p: &Pod| serde_json::to_vec(p).expect("json").len();
             assert!(
-                size(&kept) * 5 < size(&full) * 3,
+                size(&kept) * 3 < size(&full) * 2,
                 "{} vs {}",
                 size(&kept),
                 size(&full)
             );
+            assert_eq!(kept.metadata.finalizers, full.metadata.finalizers);
             assert!(kept.metadata.managed_fields.is_none());
             assert!(kept.metadata.annotations.is_none());
             if let Some(spec) = &kept.spec {
