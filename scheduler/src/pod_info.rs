@@ -318,15 +318,14 @@ pub struct CachedPod {
 
 impl CachedPod {
     pub fn new(mut pod: Pod) -> CachedPod {
-        use std::hash::{Hash, Hasher};
+        use std::hash::Hasher;
         strip_for_scheduling(&mut pod);
         let declared_priority = PodInfo::declared_priority(&pod);
         let info = Arc::new(PodInfo::new(&pod, declared_priority.unwrap_or(0)));
         // Deterministic: struct fields serialize in order and maps are sorted.
+        // Serialized straight into the hasher: no buffer per decoded pod.
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        serde_json::to_vec(&(&pod.spec, &pod.metadata.labels))
-            .unwrap_or_default()
-            .hash(&mut hasher);
+        let _ = serde_json::to_writer(HashWriter(&mut hasher), &(&pod.spec, &pod.metadata.labels));
         let meta = pod.metadata;
         CachedPod {
             metadata: ObjectMeta {
@@ -339,6 +338,20 @@ impl CachedPod {
             info,
             spec_digest: hasher.finish(),
         }
+    }
+}
+
+/// An `io::Write` that feeds a hasher.
+struct HashWriter<'a, H: std::hash::Hasher>(&'a mut H);
+
+impl<H: std::hash::Hasher> std::io::Write for HashWriter<'_, H> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
