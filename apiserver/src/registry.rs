@@ -299,6 +299,33 @@ impl Registry {
         Ok(canonical)
     }
 
+    /// [`Self::admit`] for a status write whose object is the stored one but for its status
+    /// (see [`same_but_status`]): the rest was normalised when it was stored and is replaced by
+    /// the stored copy anyway, so only the status is decoded and normalised — a kubelet's
+    /// status patch no longer round-trips the whole pod.
+    fn admit_status(&self, resource: &ResourceInfo, mut object: Value) -> Result<Value, ApiError> {
+        let Value::Object(map) = &mut object else {
+            return self.admit(resource, object, FieldValidation::Ignore);
+        };
+        let mut slim = serde_json::Map::new();
+        for key in ["apiVersion", "kind", "status"] {
+            if let Some(v) = map.remove(key) {
+                slim.insert(key.into(), v);
+            }
+        }
+        let Value::Object(mut admitted) =
+            self.admit(resource, Value::Object(slim), FieldValidation::Ignore)?
+        else {
+            return Err(ApiError::internal("a decoded object is not a JSON object"));
+        };
+        for key in ["apiVersion", "kind", "status"] {
+            if let Some(v) = admitted.remove(key) {
+                map.insert(key.into(), v);
+            }
+        }
+        Ok(object)
+    }
+
     pub async fn create(
         &self,
         resource: &'static ResourceInfo,
@@ -857,10 +884,15 @@ impl Registry {
                 if !pinned.is_empty() && pinned != meta::resource_version(current) {
                     return Err(ApiError::stale(resource, name));
                 }
-                let mut next = from_view(
-                    resource,
-                    self.admit(resource, patched, options.field_validation)?,
-                );
+                let admitted = if subresource == Some("status")
+                    && options.field_validation != FieldValidation::Strict
+                    && same_but_status(&shown, &patched)
+                {
+                    self.admit_status(resource, patched)?
+                } else {
+                    self.admit(resource, patched, options.field_validation)?
+                };
+                let mut next = from_view(resource, admitted);
                 strategy::prepare_update(resource, current, &mut next, subresource);
                 admission_time
                     .time(|| self.mutate_update(resource, current, &mut next, subresource));
@@ -1347,6 +1379,37 @@ pub fn view(resource: &ResourceInfo, mut object: Value) -> Value {
 
 /// [`view`] of a borrowed object, copied only when the view differs from it (a stored object
 /// normally has its resource's apiVersion and kind already).
+/// Whether `patched` is `shown` but for its status and its resourceVersion: a status patch
+/// that leaves the rest of the object as stored (every kubelet's does).
+fn same_but_status(shown: &Value, patched: &Value) -> bool {
+    let (Some(a), Some(b)) = (shown.as_object(), patched.as_object()) else {
+        return false;
+    };
+    let outside =
+        |m: &'_ serde_json::Map<String, Value>| m.keys().filter(|k| *k != "status").count();
+    if outside(a) != outside(b) {
+        return false;
+    }
+    a.iter()
+        .filter(|(k, _)| *k != "status")
+        .all(|(k, v)| match (k.as_str(), b.get(k)) {
+            ("metadata", Some(w)) => match (v.as_object(), w.as_object()) {
+                (Some(x), Some(y)) => {
+                    let keys = |m: &'_ serde_json::Map<String, Value>| {
+                        m.keys().filter(|k| *k != "resourceVersion").count()
+                    };
+                    keys(x) == keys(y)
+                        && x.iter()
+                            .filter(|(k, _)| *k != "resourceVersion")
+                            .all(|(k, v)| y.get(k) == Some(v))
+                }
+                _ => v == w,
+            },
+            (_, Some(w)) => v == w,
+            (_, None) => false,
+        })
+}
+
 fn view_of<'a>(resource: &ResourceInfo, object: &'a Value) -> Cow<'a, Value> {
     if resource.group != "events.k8s.io"
         && object.get("kind").and_then(Value::as_str) == Some(resource.kind)
@@ -1426,6 +1489,35 @@ fn decode_continue(token: &str) -> Result<(String, i64), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_status_patch_that_leaves_the_rest_as_stored_skips_the_whole_decode() {
+        let stored = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "resourceVersion": "5", "labels": {"a": "b"}},
+            "spec": {"containers": [{"name": "c", "image": "pause"}]},
+            "status": {"phase": "Pending"}});
+        let mut patched = stored.clone();
+        patched["status"] = json!({"phase": "Running", "podIP": "10.0.0.1"});
+        patched["metadata"]["resourceVersion"] = json!("4");
+        assert!(same_but_status(&stored, &patched));
+        let mut no_status = stored.clone();
+        no_status.as_object_mut().map(|m| m.remove("status"));
+        assert!(same_but_status(&stored, &no_status));
+        for change in [
+            &(|v: &mut Value| v["spec"]["containers"][0]["image"] = json!(1))
+                as &dyn Fn(&mut Value),
+            &|v| v["metadata"]["labels"]["a"] = json!("c"),
+            &|v| v["metadata"]["annotations"] = json!({"x": "y"}),
+            &|v| v["extra"] = json!(true),
+            &|v| {
+                v.as_object_mut().map(|m| m.remove("spec"));
+            },
+        ] {
+            let mut other = patched.clone();
+            change(&mut other);
+            assert!(!same_but_status(&stored, &other), "{other}");
+        }
+    }
 
     #[test]
     fn continue_tokens_round_trip() {

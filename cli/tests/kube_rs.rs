@@ -262,6 +262,34 @@ async fn pods(client: &Client) -> anyhow::Result<()> {
         running.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Running")
     );
+    // A status write is decoded like any other: a wrong type in the status is refused and
+    // changes nothing.
+    let refused = pods
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": 5}})),
+        )
+        .await;
+    match &refused {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 400, "{status:?}");
+            assert!(
+                status.message.contains("cannot be handled as a Pod"),
+                "{status:?}"
+            );
+        }
+        other => panic!("expected a 400, got {other:?}"),
+    }
+    let again = pods.get(name).await?;
+    assert_eq!(
+        again.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Running")
+    );
+    assert_eq!(
+        again.metadata.resource_version,
+        running.metadata.resource_version
+    );
     let seen = next_matching(&mut raw_watch, "the raw watch sees Running", |e| {
         matches!(e, WatchEvent::Modified(p)
             if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
