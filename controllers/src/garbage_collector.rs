@@ -275,15 +275,7 @@ impl GarbageCollector {
         let mut stores = Vec::new();
         for resource in followed() {
             if resource.storage == api::resources::pods().storage {
-                let mut events = pods.subscribe();
-                let tx = events_tx.clone();
-                tokio::spawn(async move {
-                    while let Some(event) = events.recv().await {
-                        if tx.send(change(resource, &event)).await.is_err() {
-                            return;
-                        }
-                    }
-                });
+                tokio::spawn(forward(resource, pods.subscribe(), events_tx.clone()));
                 continue;
             }
             let mut informer = Informer::<PartialObject>::new(
@@ -294,15 +286,7 @@ impl GarbageCollector {
             )
             .with_transform(keep_graph_fields);
             stores.push(informer.store());
-            let mut events = informer.subscribe();
-            let tx = events_tx.clone();
-            tokio::spawn(async move {
-                while let Some(event) = events.recv().await {
-                    if tx.send(change(resource, &event)).await.is_err() {
-                        return;
-                    }
-                }
-            });
+            tokio::spawn(forward(resource, informer.subscribe(), events_tx.clone()));
             let mut stop = shutdown.clone();
             tokio::spawn(informer.run(async move { stopped(&mut stop).await }));
         }
@@ -316,6 +300,19 @@ impl GarbageCollector {
             }),
             queue,
         )
+    }
+}
+
+/// Passes one informer's events on to [`maintain`] as graph changes, until either side goes.
+async fn forward<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(
+    resource: &'static ResourceInfo,
+    mut events: mpsc::Receiver<InformerEvent<T>>,
+    graph: mpsc::Sender<GraphChange>,
+) {
+    while let Some(event) = events.recv().await {
+        if graph.send(change(resource, &event)).await.is_err() {
+            return;
+        }
     }
 }
 
