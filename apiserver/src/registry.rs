@@ -1377,39 +1377,39 @@ pub fn view(resource: &ResourceInfo, mut object: Value) -> Value {
     object
 }
 
-/// [`view`] of a borrowed object, copied only when the view differs from it (a stored object
-/// normally has its resource's apiVersion and kind already).
 /// Whether `patched` is `shown` but for its status and its resourceVersion: a status patch
 /// that leaves the rest of the object as stored (every kubelet's does).
 fn same_but_status(shown: &Value, patched: &Value) -> bool {
     let (Some(a), Some(b)) = (shown.as_object(), patched.as_object()) else {
         return false;
     };
-    let outside =
-        |m: &'_ serde_json::Map<String, Value>| m.keys().filter(|k| *k != "status").count();
-    if outside(a) != outside(b) {
-        return false;
-    }
-    a.iter()
-        .filter(|(k, _)| *k != "status")
-        .all(|(k, v)| match (k.as_str(), b.get(k)) {
-            ("metadata", Some(w)) => match (v.as_object(), w.as_object()) {
-                (Some(x), Some(y)) => {
-                    let keys = |m: &'_ serde_json::Map<String, Value>| {
-                        m.keys().filter(|k| *k != "resourceVersion").count()
-                    };
-                    keys(x) == keys(y)
-                        && x.iter()
-                            .filter(|(k, _)| *k != "resourceVersion")
-                            .all(|(k, v)| y.get(k) == Some(v))
-                }
-                _ => v == w,
-            },
-            (_, Some(w)) => v == w,
-            (_, None) => false,
-        })
+    let metadata_same = match (
+        a.get("metadata").and_then(Value::as_object),
+        b.get("metadata").and_then(Value::as_object),
+    ) {
+        (Some(x), Some(y)) => same_except(x, y, &["resourceVersion"]),
+        _ => a.get("metadata") == b.get("metadata"),
+    };
+    metadata_same && same_except(a, b, &["status", "metadata"])
 }
 
+/// Whether two JSON objects hold the same members, `skip`ped ones aside.
+fn same_except(
+    a: &serde_json::Map<String, Value>,
+    b: &serde_json::Map<String, Value>,
+    skip: &[&str],
+) -> bool {
+    let kept = |m: &serde_json::Map<String, Value>| {
+        m.keys().filter(|k| !skip.contains(&k.as_str())).count()
+    };
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(k, _)| !skip.contains(&k.as_str()))
+            .all(|(k, v)| b.get(k) == Some(v))
+}
+
+/// [`view`] of a borrowed object, copied only when the view differs from it (a stored object
+/// normally has its resource's apiVersion and kind already).
 fn view_of<'a>(resource: &ResourceInfo, object: &'a Value) -> Cow<'a, Value> {
     if resource.group != "events.k8s.io"
         && object.get("kind").and_then(Value::as_str) == Some(resource.kind)

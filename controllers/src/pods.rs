@@ -30,8 +30,8 @@ pub const BY_NODE: &str = "node";
 /// Kept for the garbage collector, which takes its pod graph from this informer: uid,
 /// ownerReferences, finalizers, deletionTimestamp.
 ///
-/// Dropped: managedFields, annotations, images, commands, probes, volumes and every other spec field, the
-/// other conditions, hostIP, podIPs, container states. A controller that writes a pod's
+/// Dropped: managedFields, annotations, images, commands, probes, volumes and every other spec
+/// field, the other conditions, hostIP, podIPs, container states. A controller that writes a pod's
 /// conditions must therefore patch by condition type (a strategic merge), never write the
 /// cached list back.
 pub fn keep_controller_fields(pod: &mut Pod) {
