@@ -102,6 +102,9 @@ impl Default for RuntimeProfile {
     }
 }
 
+/// The sandbox ("pause") image of containerd 2.x, which every node has before its first pod.
+pub const SANDBOX_IMAGE: &str = "registry.k8s.io/pause:3.10";
+
 /// Everything a node host needs besides the API client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -140,6 +143,9 @@ pub struct NodeHostConfig {
     pub runtime: RuntimeProfile,
     /// Images whose name contains any of these fail to pull.
     pub failing_image_patterns: Vec<String>,
+    /// Images every node has from the start, as a provisioned node has its runtime's sandbox
+    /// image: a container using one starts with "already present on machine", no pull.
+    pub images: Vec<String>,
     /// Static pod manifests: `<dir>/<node name>/*.yaml` (and `<dir>/*.yaml` for every node).
     pub static_pod_dir: Option<PathBuf>,
     /// Where the node host serves container logs (QUIC); port 0 picks one.
@@ -225,6 +231,7 @@ impl Default for NodeHostConfig {
             status_report_interval: Duration::from_secs(300),
             runtime: RuntimeProfile::realistic(),
             failing_image_patterns: vec!["fail".into(), "doesnotexist".into()],
+            images: vec![SANDBOX_IMAGE.into()],
             static_pod_dir: None,
             logs_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             logs_advertise: None,

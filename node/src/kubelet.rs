@@ -102,6 +102,7 @@ impl Kubelet {
         let runtime = NodeRuntime::new(
             shared.profile.clone(),
             shared.failing_images.clone(),
+            &shared.config.images,
             node.pod_network,
             node.internal_ip,
             allocatable(&shared.config),

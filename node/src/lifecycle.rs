@@ -1693,6 +1693,7 @@ mod tests {
         NodeRuntime::new(
             Arc::new(profile),
             Arc::new(vec!["fail".into()]),
+            &[],
             Ipv4Addr::new(10, 64, 0, 0),
             Ipv4Addr::new(100, 64, 0, 1),
             Resources {
@@ -1833,6 +1834,26 @@ mod tests {
         assert_eq!(ready["status"], "True");
         assert_eq!(h.reasons(), vec!["Pulling", "Pulled", "Created", "Started"]);
         assert!(h.wake.is_none(), "an idle running pod needs no timer");
+    }
+
+    #[test]
+    fn an_image_the_node_has_starts_without_a_pull() {
+        let mut h = Harness::new(pod(json!({"containers": [
+            {"name": "pause", "image": crate::config::SANDBOX_IMAGE}
+        ]})));
+        h.node.store_image(crate::config::SANDBOX_IMAGE);
+        h.run_for(1.0);
+        assert_eq!(h.status()["phase"], "Running");
+        assert_eq!(h.reasons(), vec!["Pulled", "Created", "Started"]);
+        let pulled = h
+            .commands
+            .iter()
+            .find_map(|c| match c {
+                Command::Event { message, .. } => Some(message.as_str()),
+                _ => None,
+            })
+            .unwrap_or_default();
+        assert!(pulled.ends_with("already present on machine"), "{pulled}");
     }
 
     #[test]

@@ -75,6 +75,7 @@ impl NodeRuntime {
     pub fn new(
         profile: Arc<RuntimeProfile>,
         failing_images: Arc<Vec<String>>,
+        images: &[String],
         pod_network: Ipv4Addr,
         host_ip: Ipv4Addr,
         allocatable: Resources,
@@ -83,7 +84,7 @@ impl NodeRuntime {
         NodeRuntime {
             profile,
             failing_images,
-            images: HashSet::new(),
+            images: images.iter().cloned().collect(),
             pod_network,
             // .0 (network) and .1 (the bridge) are never handed out; .255 neither.
             ips_in_use: [0b11, 0, 0, 1 << 63],
@@ -217,6 +218,7 @@ mod tests {
         NodeRuntime::new(
             Arc::new(RuntimeProfile::realistic()),
             Arc::new(vec!["fail".into()]),
+            &[],
             Ipv4Addr::new(10, 64, 0, 0),
             Ipv4Addr::new(100, 64, 0, 1),
             Resources {

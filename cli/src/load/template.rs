@@ -9,7 +9,7 @@ use super::plan::LoadPlan;
 /// The label every pod of a run carries, valued with the run's id.
 pub const RUN_LABEL: &str = "kemu.dev/load-run";
 
-pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
+pub const PAUSE_IMAGE: &str = node::config::SANDBOX_IMAGE;
 
 /// A pod body without name and namespace, filled in per pod by [`PodTemplate::pod`].
 #[derive(Clone, Debug)]
