@@ -213,6 +213,7 @@ impl NodeRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{NodeHostConfig, SANDBOX_IMAGE};
 
     fn runtime() -> NodeRuntime {
         NodeRuntime::new(
@@ -228,6 +229,23 @@ mod tests {
             },
             7,
         )
+    }
+
+    #[test]
+    fn a_node_starts_with_the_images_it_is_given() {
+        let given = NodeHostConfig::default().images;
+        assert!(given.iter().any(|i| i == SANDBOX_IMAGE), "{given:?}");
+        let r = NodeRuntime::new(
+            Arc::new(RuntimeProfile::instant()),
+            Arc::new(Vec::new()),
+            &given,
+            Ipv4Addr::new(10, 64, 0, 0),
+            Ipv4Addr::new(100, 64, 0, 1),
+            Resources::default(),
+            7,
+        );
+        assert!(r.has_image(SANDBOX_IMAGE));
+        assert!(!r.has_image("nginx"));
     }
 
     #[test]

@@ -2,14 +2,13 @@
 //! manifest from a file. Every pod of a run carries the run's label, which its watches select.
 
 use anyhow::{bail, Context};
+use node::config::SANDBOX_IMAGE;
 use serde_json::{json, Value};
 
 use super::plan::LoadPlan;
 
 /// The label every pod of a run carries, valued with the run's id.
 pub const RUN_LABEL: &str = "kemu.dev/load-run";
-
-pub const PAUSE_IMAGE: &str = node::config::SANDBOX_IMAGE;
 
 /// A pod body without name and namespace, filled in per pod by [`PodTemplate::pod`].
 #[derive(Clone, Debug)]
@@ -77,7 +76,7 @@ impl PodTemplate {
 fn pause(init_containers: u32, probes: bool) -> Value {
     let mut container = json!({
         "name": "pause",
-        "image": PAUSE_IMAGE,
+        "image": SANDBOX_IMAGE,
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
     });
     if probes {
@@ -115,7 +114,7 @@ mod tests {
         let pod = PodTemplate::from_plan(&plan, "r1").unwrap().pod("ns", "p");
         assert_eq!(pod["metadata"]["labels"][RUN_LABEL], "r1");
         assert_eq!(pod["metadata"]["name"], "p");
-        assert_eq!(pod["spec"]["containers"][0]["image"], PAUSE_IMAGE);
+        assert_eq!(pod["spec"]["containers"][0]["image"], SANDBOX_IMAGE);
         assert_eq!(pod["spec"]["initContainers"].as_array().unwrap().len(), 2);
         assert!(pod["spec"]["containers"][0]["readinessProbe"].is_object());
     }
