@@ -3,7 +3,7 @@
 //! `kemu_apiserver_request_pipeline_seconds{stage="authn|authz|admission"}`, with buckets fine
 //! enough (from 1 µs) to read a p50 of a few microseconds. Creates over the HTTP front also
 //! record the three stages' sum per request in `kemu_apiserver_create_pipeline_seconds`, which
-//! is the figure ("the pipeline adds ≤ 20 µs per request at p50 on the create path").
+//! is the figure to hold: the pipeline adds ≤ 20 µs per request at p50 on the create path.
 //!
 //! Admission is also recorded per verb that runs it (`create`, `update`, `patch`, `delete`) in
 //! `kemu_apiserver_admission_seconds{verb}`.

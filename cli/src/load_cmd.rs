@@ -41,7 +41,7 @@ pub struct LoadArgs {
     /// Namespaces to spread the pods over.
     #[arg(long)]
     namespaces: Option<u32>,
-    /// pods (deployments and replicasets need issue [9/9]).
+    /// pods (deployments and replicasets are not generated yet).
     #[arg(long, value_parser = parse_mode)]
     mode: Option<LoadMode>,
     /// A built-in pod template (pause).

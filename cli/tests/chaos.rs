@@ -75,7 +75,7 @@ async fn three_leader_kills_pass_every_check() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Issue [7/9]'s CI run through `kemu run`: 2,400 pods created and deleted at 100/s on 50
+/// The chaos run CI makes through `kemu run`: 2,400 pods created and deleted at 100/s on 50
 /// nodes and two API servers (the load's requests spread over both) while the store leader is
 /// SIGKILLed at 8, 24 and 40 s and an API server at 16 s (the supervisor restarts each a second
 /// later). Every check must pass: the load's pods accounted for (every acknowledged create

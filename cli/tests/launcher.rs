@@ -11,8 +11,7 @@ use std::time::Duration;
 use common::{kemu_exe, wait_until};
 use serde_json::Value;
 
-/// Whether this kemu can run `sub` (scheduler and node-host arrive in other issues): test
-/// clusters include those components only when it can.
+/// Whether this kemu can run `sub`: test clusters include a component only when it can.
 fn has_subcommand(sub: &str) -> bool {
     Command::new(kemu_exe())
         .args([sub, "--help"])

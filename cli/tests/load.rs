@@ -199,7 +199,7 @@ per_host = 100
     )
 }
 
-/// Issue [6/9]'s CI target: 500 pods at 100/s on 200 nodes, left Running to compare the
+/// The load run CI makes: 500 pods at 100/s on 200 nodes, left Running to compare the
 /// report with the API's listing, through `kemu run`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kemu_run_accounts_for_every_pod() -> anyhow::Result<()> {

@@ -639,9 +639,9 @@ async fn a_client_on_a_killed_leader_moves_on_within_seconds() -> anyhow::Result
 
 /// A restarted member rebuilds its state off the raft thread and takes part in raft meanwhile.
 /// Here the rebuild is held for 20 s (fault injection); the leader is killed while it lasts: the
-/// survivors must elect one of them and serve writes within seconds. Before, a restarting member
-/// was absent until its state was back, so the survivor had no quorum: the 3–13 s stalls of
-/// docs/chaos.md "Session 11". With logs as long, the member with a state wins (the restoring
+/// survivors must elect one of them and serve writes within seconds. A restarting member that
+/// stayed absent until its state was back would leave the survivor without a quorum for the
+/// whole rebuild (stalls of 3–13 s were measured so). With logs as long, the member with a state wins (the restoring
 /// one has the lower raft priority). The restoring member answers its clients `Unavailable`
 /// meanwhile, and converges afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -767,7 +767,7 @@ async fn a_restoring_member_votes_before_it_serves() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Issue [7/9]'s convergence check while writes go on (as node leases do under `kemu run`): the
+/// The chaos run's convergence check while writes go on (as node leases do under `kemu run`): the
 /// members never stand still at one revision, yet they agree on the hash at a revision all have
 /// applied; a revision a member has not applied yet is refused, not hashed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

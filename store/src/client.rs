@@ -38,8 +38,8 @@ use crate::types::*;
 /// watches move to another member. A live member answers the keep-alive sent every 250 ms
 /// (`transport::tls::KEEP_ALIVE`), so this is two of them missed. A SIGKILLed member gives no
 /// sign over UDP (over TCP, etcd's clients get a reset at once), so this is most of what a
-/// client connected to a killed leader waits before it writes again: 1 s until session 6, which
-/// set the store-write recovery of most leader kills at exactly 1.0 s.
+/// client connected to a killed leader waits before it writes again (at 1 s, the store-write
+/// recovery of most leader kills was exactly 1.0 s).
 pub const SUSPECT_AFTER: Duration = Duration::from_millis(600);
 /// Silence after which a suspected member's connection is closed.
 pub const DEAD_AFTER: Duration = Duration::from_secs(5);
@@ -634,8 +634,7 @@ impl Client {
     /// background; the next `NoLeader` from `index` moves to it. Moving at once would connect
     /// first to a member not connected yet, and after a leader kill that may be the killed
     /// leader, which holds every call for [`CONNECT_STAGGER`], while the survivor that answered
-    /// `NoLeader` was only campaigning and leads a few milliseconds later (docs/chaos.md,
-    /// session 10's two slow kills).
+    /// `NoLeader` was only campaigning and leads a few milliseconds later.
     fn leave_leaderless(&self, index: usize) {
         let order = {
             let mut slot = self.inner.slot.lock();

@@ -466,7 +466,7 @@ mod tests {
         assert!(!index.allows(&metrics));
     }
 
-    /// The budget is 20 µs per request for the whole pipeline; an RBAC decision on the
+    /// The budget is 20 µs per request for the whole pipeline; an RBAC decision on the
     /// create path (a non-admin user bound to the aggregated `edit`, among the bootstrap
     /// policy) must take a small part of it even in a debug build on a loaded machine.
     #[test]

@@ -58,7 +58,7 @@ pub struct ClusterConfig {
     pub store: StoreSection,
     pub apiserver: ApiServerSection,
     pub scheduler: SchedulerSection,
-    /// The controller manager. 0 replicas until `kemu controllers` exists (issue [9/9]).
+    /// The controller manager: 0 replicas unless the config's `[controllers]` sets them.
     pub controllers: ReplicasSection,
     pub nodes: NodesSection,
     pub hosts: HostsSection,
@@ -221,8 +221,7 @@ pub struct HostSpec {
     pub components: Vec<String>,
 }
 
-/// The `[chaos]` plan, run by `kemu run` alongside the load (issue [7/9] gives it actions'
-/// meaning; for now it is only read and checked).
+/// The `[chaos]` plan: the faults `kemu run` injects while the load runs.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ChaosPlan {

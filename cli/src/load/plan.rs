@@ -11,9 +11,9 @@ pub enum LoadMode {
     /// Bare pods, created one request each.
     #[default]
     Pods,
-    /// Through Deployments (needs the workload controllers of issue [9/9]).
+    /// Through Deployments (not generated yet: the plan refuses it).
     Deployments,
-    /// Through ReplicaSets (needs the workload controllers of issue [9/9]).
+    /// Through ReplicaSets (not generated yet: the plan refuses it).
     ReplicaSets,
 }
 
@@ -151,8 +151,8 @@ impl LoadPlan {
         if self.mode != LoadMode::Pods {
             return Err(bad(
                 "mode",
-                "only \"pods\" is supported until the workload controllers land (issue [9/9]); \
-                 deployments and replicasets are not yet",
+                "only \"pods\" is supported: the load generator does not create deployments or \
+                 replicasets yet",
             ));
         }
         if self.template_file.is_none() && !BUILT_IN_TEMPLATES.contains(&self.template.as_str()) {
