@@ -64,7 +64,7 @@ pub const LEASE_MARGIN_TICKS: usize = 2;
 
 /// [`MemberConfig::batch_window`]'s default: none. A 2 ms window saved a tenth of the members'
 /// CPU at 70 pods/s but cut the creates a 5,000-node cluster took at 1,000 pods/s from 759/s to
-/// 434/s (docs/store.md, "Batching writes").
+/// 434/s (docs/store.md, "How a write travels").
 pub const DEFAULT_BATCH_WINDOW: Duration = Duration::ZERO;
 
 /// Which setting is wrong, and why.

@@ -5,7 +5,7 @@
 //! raft driver keeps queueing, and a leader probing a lagging follower queues the same append
 //! (up to `max_size_per_msg`, 4 MiB) again on every heartbeat response. Sent in order, that
 //! backlog held whatever came after it: in a chaos run, a pre-vote grant reached its candidate
-//! 1.4 s late, behind hundreds of megabytes of such appends on the same stream (docs/chaos.md).
+//! 1.4 s late, behind hundreds of megabytes of such appends on the same stream.
 //!
 //! Raft takes a lost message in its stride, so the link does not send what raft no longer needs:
 //! a message that waited longer than an election timeout (its candidate's round or its leader's

@@ -930,7 +930,7 @@ mod peer_link_tests {
         m
     }
 
-    /// docs/chaos.md: a pre-vote grant reached its candidate 1.4 s late, together with two later
+    /// In a chaos run a pre-vote grant reached its candidate 1.4 s late, together with two later
     /// ones, because the link sent, in order, a backlog of the same multi-MiB append that a
     /// leader repeats to a lagging follower on every heartbeat response. A vote behind such a
     /// backlog must not wait for it. 400 repeats are 400 MiB: sent in order (before the backlog

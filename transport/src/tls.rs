@@ -256,7 +256,7 @@ pub fn provider() -> Arc<CryptoProvider> {
 /// `kemu bench apiserver`). A client past it waits for a stream to finish, it is not refused.
 /// quinn-proto allocates state for every allowed stream when a connection is made, so this is
 /// also a per-connection cost paid on every (re)connection: at 100,000 a reconnection storm on a
-/// starved machine cost gigabytes and handshakes that never finished (docs/node.md).
+/// starved machine cost gigabytes and handshakes that never finished.
 pub const SERVER_INCOMING_STREAMS: u32 = 8_192;
 
 /// How long a connection may be quiet before a keep-alive is sent on it.
@@ -284,7 +284,7 @@ fn transport_config(incoming_streams: u32) -> quinn::TransportConfig {
         // killed (SIGKILL sends no close) or cut off within a second or two. The idle timeout is
         // only the last resort, and long: on a starved machine a live peer can go seconds
         // without processing a packet, and a connection closed under it takes every call and
-        // watch on it along, then has to be made again under the same starvation (docs/node.md).
+        // watch on it along, then has to be made again under the same starvation.
         .keep_alive_interval(Some(KEEP_ALIVE))
         .max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
             IDLE_TIMEOUT_MS,

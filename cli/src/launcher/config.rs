@@ -97,13 +97,13 @@ pub struct StoreSection {
     /// Snapshot and compact the raft log after this many entries...
     pub snapshot_entries: u64,
     /// ...and once the WAL since the last snapshot is at least this fraction of that snapshot's
-    /// size (0 = entries alone decide; see docs/store.md "When a member snapshots").
+    /// size (0 = entries alone decide; see docs/store.md "On disk").
     pub snapshot_wal_fraction: f64,
     /// Entries kept before a snapshot's index when the log is compacted: a member behind by
     /// fewer catches up from the log, not through a whole snapshot.
     pub snapshot_catch_up_entries: u64,
     /// Microseconds a leader may hold new proposals so that more share one fsync and one append
-    /// to each follower (0 = none; see docs/store.md "Batching writes").
+    /// to each follower (0 = none; see docs/store.md "How a write travels").
     pub batch_window_us: u64,
 }
 
