@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{wait_until, Cluster};
 use serde_json::{json, Value};
 
-/// The seed documents' manifests, unchanged.
+/// Sample manifests as users write them, applied unchanged.
 const POD_NGINX: &str = "apiVersion: v1
 kind: Pod
 metadata:
@@ -332,7 +332,7 @@ async fn kubectl_drives_pods_through_their_lifecycle() -> anyhow::Result<()> {
     // A plain delete of an unbound pod is immediate, and kubectl's wait ends.
     c.ok(&["delete", "pod", "watched"]);
 
-    // The seed manifests apply unchanged.
+    // The sample manifests apply unchanged.
     c.ok_stdin(
         &["apply", "-f", "-"],
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: m61-namespace\n",

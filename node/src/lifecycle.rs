@@ -4,7 +4,7 @@
 //! [`Command`]s for its driver: publish this status, record this event, wake me at, check these
 //! volumes, delete the pod, forget me. No I/O, no clock.
 //!
-//! The order is the seeds': admit (resource fit, else Failed with OutOf…) → pause sandbox (pod IP
+//! The order is a kubelet's: admit (resource fit, else Failed with OutOf…) → pause sandbox (pod IP
 //! from the podCIDR, the host's IP for hostNetwork) → volumes (a missing configMap or secret
 //! holds the pod in ContainerCreating with FailedMount events) → per container: pull per
 //! imagePullPolicy (ErrImagePull → ImagePullBackOff with exponential back-off), create, start,

@@ -1,4 +1,4 @@
-//! Static pods: manifests in a directory (as `/etc/kubernetes/manifests` in the seeds) that a
+//! Static pods: manifests in a directory (a kubelet's `/etc/kubernetes/manifests`) that a
 //! kubelet runs without the API server having asked, made visible in the API as mirror pods
 //! (annotation `kubernetes.io/config.mirror`). Files in `<dir>/` apply to every node of the
 //! host, files in `<dir>/<node name>/` to that node only. The mirror pod, bound to the node,
