@@ -449,11 +449,12 @@ async fn status(client: &Client, json_out: bool) -> anyhow::Result<ExitCode> {
                 row["endpoint"].as_str().unwrap_or(""),
                 row["name"].as_str().unwrap_or(""),
                 row["leader"].as_str().unwrap_or(""),
-                row["term"],
-                row["raft_index"],
-                row["applied_index"],
-                row["revision"],
-                row["keys"],
+                // A JSON value's Display ignores width and alignment; its string does not.
+                row["term"].to_string(),
+                row["raft_index"].to_string(),
+                row["applied_index"].to_string(),
+                row["revision"].to_string(),
+                row["keys"].to_string(),
                 human_bytes(row["data_size"].as_u64().unwrap_or(0)),
             );
         }
