@@ -17,6 +17,17 @@ pub struct MemberConfig {
     pub data_dir: PathBuf,
     pub listen_client: SocketAddr,
     pub listen_peer: SocketAddr,
+    /// Where the etcd v3 gRPC front listens (TCP), if it is served ([`crate::grpc`]).
+    pub listen_grpc: Option<SocketAddr>,
+    /// The gRPC addresses of the members (this one's included or not), which the front lists as
+    /// their client URLs in `MemberList` — where etcd clients look for the rest of the cluster.
+    pub grpc_cluster: Vec<(String, SocketAddr)>,
+    /// Most compares, and most operations in either branch, of one transaction on the gRPC front
+    /// (etcd's `--max-txn-ops`).
+    pub max_txn_ops: usize,
+    /// How often a gRPC watch that asked for progress notifications gets one while it has seen
+    /// no events (etcd's `--experimental-watch-progress-notify-interval`).
+    pub watch_progress_notify_interval: Duration,
     /// Every member, in the same order on every member: (name, peer address). A member's raft id
     /// is its position here plus one.
     pub initial_cluster: Vec<(String, SocketAddr)>,
@@ -89,6 +100,10 @@ impl MemberConfig {
             data_dir: data_dir.into(),
             listen_client,
             listen_peer,
+            listen_grpc: None,
+            grpc_cluster: Vec::new(),
+            max_txn_ops: 128,
+            watch_progress_notify_interval: Duration::from_secs(600),
             initial_cluster,
             certs_dir: certs_dir.into(),
             tick: Duration::from_millis(50),
@@ -185,6 +200,22 @@ impl MemberConfig {
         }
         if self.request_timeout.is_zero() {
             return invalid("request_timeout", "must be positive");
+        }
+        if let Some((name, _)) = self
+            .grpc_cluster
+            .iter()
+            .find(|(name, _)| self.member_id(name).is_none())
+        {
+            return Err(ConfigError::Invalid {
+                field: "grpc_cluster",
+                reason: format!("names {name:?}, which is not in initial_cluster"),
+            });
+        }
+        if self.max_txn_ops == 0 {
+            return invalid("max_txn_ops", "must be positive");
+        }
+        if self.watch_progress_notify_interval.is_zero() {
+            return invalid("watch_progress_notify_interval", "must be positive");
         }
         Ok(())
     }

@@ -8,11 +8,13 @@
 //! - [`member`]: one store member: the raft `RawNode` driver, proposals, ReadIndex and leases.
 //! - [`raft_trace`]: raft-rs's own log records, handed to `tracing`.
 //! - [`service`]: the member's QUIC services (client API and raft peer links).
+//! - [`grpc`]: etcd's v3 gRPC API, a second client front beside the QUIC one.
 //! - `peer_backlog`: what a peer link that fell behind still sends of its queued raft messages.
 //! - [`client`]: [`Client`], which talks to any member and follows retries.
 
 pub mod client;
 pub mod config;
+pub mod grpc;
 pub mod member;
 pub mod mvcc;
 mod peer_backlog;

@@ -68,6 +68,12 @@ pub enum MemberError {
     Snapshot(String),
     #[error(transparent)]
     Transport(#[from] transport::TransportError),
+    #[error("binding the gRPC front to {addr}")]
+    GrpcBind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Raft facts the driver publishes after every `Ready`, for `Status` and for header fields.
@@ -93,12 +99,21 @@ pub struct Shared {
     /// True until the state machine is rebuilt after a start ([`RestoreTask`]): `mvcc` is an
     /// empty stand-in meanwhile.
     restoring: AtomicBool,
+    /// When each lease runs out by this member's clock (the driver's lease clocks, published
+    /// for the gRPC front's `LeaseTimeToLive`).
+    lease_deadlines: Mutex<HashMap<LeaseId, Instant>>,
 }
 
 impl Shared {
     /// True while the state machine is being rebuilt after a start; `mvcc` must not be served.
     pub fn is_restoring(&self) -> bool {
         self.restoring.load(Ordering::Acquire)
+    }
+
+    /// How long lease `id` has left by this member's clock; `None` for a lease it does not know.
+    pub fn lease_remaining(&self, id: LeaseId) -> Option<Duration> {
+        let deadline = *self.lease_deadlines.lock().get(&id)?;
+        Some(deadline.saturating_duration_since(Instant::now()))
     }
 
     pub fn raft_status(&self) -> RaftStatus {
@@ -264,6 +279,7 @@ pub(crate) fn open(config: MemberConfig) -> Result<(MemberHandle, DriverParts), 
         status: RwLock::new(RaftStatus::default()),
         storage: storage.clone(),
         restoring: AtomicBool::new(true),
+        lease_deadlines: Mutex::new(HashMap::new()),
     });
     let (requests_tx, requests_rx) = mpsc::channel(65_536);
     let handle = MemberHandle {
@@ -817,6 +833,11 @@ impl Driver {
                 )
             })
             .collect();
+        *self.shared.lease_deadlines.lock() = self
+            .leases
+            .iter()
+            .map(|(id, clock)| (*id, clock.deadline))
+            .collect();
     }
 
     fn process_ready(&mut self) -> Result<(), MemberError> {
@@ -1161,29 +1182,37 @@ impl Driver {
 
     fn track_lease(&mut self, cmd: &Command, result: &CommandResult) {
         let now = Instant::now();
-        match (cmd, result) {
+        let (id, deadline) = match (cmd, result) {
             (Command::LeaseGrant(_), CommandResult::LeaseGrant(granted)) => {
                 let ttl = Duration::from_secs(granted.ttl.max(1) as u64);
-                self.leases.insert(
-                    granted.id,
-                    LeaseClock {
-                        deadline: now + ttl,
-                        ttl,
-                        expire_proposed: None,
-                    },
-                );
+                let clock = LeaseClock {
+                    deadline: now + ttl,
+                    ttl,
+                    expire_proposed: None,
+                };
+                let deadline = clock.deadline;
+                self.leases.insert(granted.id, clock);
+                (granted.id, Some(deadline))
             }
             (Command::LeaseKeepAlive { id }, CommandResult::LeaseKeepAlive(_)) => {
-                if let Some(clock) = self.leases.get_mut(id) {
-                    clock.deadline = now + clock.ttl;
-                    clock.expire_proposed = None;
-                }
+                let Some(clock) = self.leases.get_mut(id) else {
+                    return;
+                };
+                clock.deadline = now + clock.ttl;
+                clock.expire_proposed = None;
+                (*id, Some(clock.deadline))
             }
             (Command::LeaseRevoke { id } | Command::LeaseExpire { id }, _) => {
                 self.leases.remove(id);
+                (*id, None)
             }
-            _ => {}
-        }
+            _ => return,
+        };
+        let mut published = self.shared.lease_deadlines.lock();
+        match deadline {
+            Some(deadline) => published.insert(id, deadline),
+            None => published.remove(&id),
+        };
     }
 
     fn on_read_state(&mut self, ctx: &[u8], index: u64) {

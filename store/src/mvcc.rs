@@ -262,6 +262,19 @@ impl Mvcc {
             .collect()
     }
 
+    /// The TTL in seconds lease `id` was granted with, if it exists.
+    pub fn lease_granted_ttl(&self, id: LeaseId) -> Option<i64> {
+        self.leases.get(&id).map(|lease| lease.ttl)
+    }
+
+    /// The live keys attached to lease `id`, in key order (none for an unknown lease).
+    pub fn lease_keys(&self, id: LeaseId) -> Vec<Bytes> {
+        self.leases
+            .get(&id)
+            .map(|lease| lease.keys.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// A point-in-time copy of the whole state for a snapshot. It costs a walk of the key index
     /// and the change log cloning pointers (no value bytes, no version lists are copied), so the
     /// raft thread can take it and leave the encoding to another thread.

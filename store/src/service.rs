@@ -160,6 +160,10 @@ pub async fn run_member(
 
     let peer_server = RpcServer::bind(config.listen_peer, &identity)?;
     let client_server = RpcServer::bind(config.listen_client, &identity)?;
+    let grpc_front = match config.listen_grpc {
+        Some(addr) => Some(crate::grpc::GrpcFront::bind(addr, &identity, handle.clone()).await?),
+        None => None,
+    };
     info!(
         member = %config.name, id, client = %config.listen_client, peer = %config.listen_peer,
         "store member serving"
@@ -179,6 +183,7 @@ pub async fn run_member(
     };
     let peer_task = tokio::spawn(peer_server.serve(peer_service, stopped(stop_rx.clone())));
     let client_task = tokio::spawn(client_server.serve(client_service, stopped(stop_rx.clone())));
+    let grpc_task = grpc_front.map(|front| tokio::spawn(front.serve(stopped(stop_rx.clone()))));
 
     let result = tokio::select! {
         _ = shutdown => {
@@ -200,6 +205,9 @@ pub async fn run_member(
     let _ = tokio::time::timeout(Duration::from_secs(3), async {
         let _ = peer_task.await;
         let _ = client_task.await;
+        if let Some(task) = grpc_task {
+            let _ = task.await;
+        }
     })
     .await;
     result

@@ -151,6 +151,17 @@ impl WatchHub {
         }
     }
 
+    /// Tells one watcher that nothing it has not been sent happened up to `header.revision` (its
+    /// client asked). The caller holds the state lock, so every event up to that revision is
+    /// already in the watcher's channel, ahead of this message. A full channel misses it.
+    pub fn progress_to(&mut self, id: u64, header: &ResponseHeader) {
+        if let Some(watcher) = self.watchers.get(&id) {
+            let _ = watcher.sender.try_send(WatchResponse::Progress {
+                header: header.clone(),
+            });
+        }
+    }
+
     /// Tells every watcher that nothing it has not been sent happened up to `header.revision`.
     /// A full channel just misses this notification; a closed one is removed.
     pub fn progress(&mut self, header: &ResponseHeader) {
