@@ -695,12 +695,12 @@ async fn a_watch_resumes_across_a_leader_kill_without_gaps() {
         let options = WatchOptions::new()
             .with_prefix()
             .with_start_revision(resume_from);
-        match resumed_client.watch("/seq/", Some(options)).await {
-            Ok(mut stream) => match stream.message().await {
-                Ok(Some(created)) if created.created() && !created.canceled() => break stream,
-                _ => {}
-            },
-            Err(_) => {}
+        if let Ok(mut stream) = resumed_client.watch("/seq/", Some(options)).await {
+            if let Ok(Some(created)) = stream.message().await {
+                if created.created() && !created.canceled() {
+                    break stream;
+                }
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
@@ -1011,7 +1011,7 @@ async fn bad_requests_get_etcds_errors_and_the_member_serves_on() {
     let cluster = Cluster::start(3, |c| c.max_request_bytes = LIMIT);
     cluster.leader().await;
     let endpoint = cluster.members[0].endpoint();
-    let mut client = cluster.client(ADMIN, &[endpoint.clone()]).await;
+    let mut client = cluster.client(ADMIN, std::slice::from_ref(&endpoint)).await;
     let code = |e: &etcd_client::Error| match e {
         etcd_client::Error::GRpcStatus(status) => (status.code(), status.message().to_string()),
         other => panic!("not a gRPC status: {other}"),
