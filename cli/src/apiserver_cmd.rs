@@ -72,7 +72,7 @@ pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
     config.token_auth_file = args.token_auth_file;
     config.authorization = AuthorizationMode::parse(&args.authorization_mode)?;
     config.anonymous_auth = args.anonymous_auth;
-    apiserver::server::run(config, crate::shutdown::signal())
+    apiserver::server::run(config, cluster::shutdown::signal())
         .await
         .context("API server")?;
     Ok(ExitCode::SUCCESS)

@@ -3,9 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
-use transport::pki::{self, CertSpec};
 
 #[derive(Args, Debug)]
 pub struct CertsArgs {
@@ -26,40 +24,15 @@ pub struct CertsArgs {
     san: Vec<String>,
 }
 
-/// Every identity in a cluster: (name, organisations). Organisations become groups later.
-pub fn identities(store_members: &[String], node_hosts: &[String]) -> Vec<(String, Vec<String>)> {
-    let mut out: Vec<(String, Vec<String>)> = store_members
-        .iter()
-        .map(|m| (m.clone(), vec![store::config::STORE_MEMBER_ORG.to_string()]))
-        .collect();
-    out.push(("apiserver".into(), vec!["kemu:apiserver".into()]));
-    out.push(("scheduler".into(), vec!["system:kube-scheduler".into()]));
-    out.push((
-        "controllers".into(),
-        vec!["system:kube-controller-manager".into()],
-    ));
-    out.extend(
-        node_hosts
-            .iter()
-            .map(|h| (h.clone(), vec!["system:nodes".to_string()])),
-    );
-    out.push(("admin".into(), vec!["system:masters".into()]));
-    out
-}
-
 pub fn run(args: CertsArgs) -> anyhow::Result<ExitCode> {
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("creating {}", args.dir.display()))?;
-    pki::create_ca(&args.dir, &args.cluster_name)?;
-    for (name, organizations) in identities(&args.store_members, &args.node_hosts) {
-        let spec = CertSpec {
-            name: name.clone(),
-            organizations,
-            sans: args.san.clone(),
-        };
-        pki::issue(&args.dir, &spec)
-            .with_context(|| format!("issuing the certificate of {name}"))?;
-        println!("{}", args.dir.join(format!("{name}.crt")).display());
+    for crt in cluster::certs::create_all(
+        &args.dir,
+        &args.cluster_name,
+        &args.store_members,
+        &args.node_hosts,
+        &args.san,
+    )? {
+        println!("{}", crt.display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,11 +10,13 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use crate::chaos::actions::{self, ActionKind};
-use crate::chaos::run::{self, ChaosRunConfig};
-use crate::chaos::targets::{ChaosCluster, LocalStoreTarget};
-use crate::cluster_proc::LocalStore;
-use crate::launcher::config::{ChaosPlan, ClusterConfig};
+use chaos::actions::{self, ActionKind};
+use chaos::plan::ChaosPlan;
+use chaos::run::{self, ChaosRunConfig};
+use chaos::targets::{ChaosCluster, LocalStoreTarget};
+use cluster::process::LocalStore;
+
+use crate::run_config::RunConfig;
 
 #[derive(Args, Debug)]
 pub struct ChaosArgs {
@@ -69,7 +71,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
 
     // A first stop signal ends the run early, as its duration would: the checks run on what
     // happened and the report is written. A second one stops at once.
-    let interrupt = crate::shutdown::Interrupt::listen();
+    let interrupt = cluster::shutdown::Interrupt::listen();
     let stop = {
         let interrupt = interrupt.clone();
         async move { interrupt.first().await }
@@ -140,10 +142,10 @@ fn plan_of(dir: &std::path::Path) -> anyhow::Result<ChaosPlan> {
             path.display()
         )
     })?;
-    let config = ClusterConfig::parse(&text, &path)?;
+    let config = RunConfig::parse(text, &path)?;
     config
         .chaos
-        .filter(|c| !c.actions.is_empty())
+        .filter(ChaosPlan::has_actions)
         .with_context(|| {
             format!(
                 "{} has no [chaos] actions; give --kill-leader-every or add [[chaos.action]]",

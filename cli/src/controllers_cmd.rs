@@ -52,7 +52,7 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<ExitCode> {
     config.node_lifecycle.grace_period = Duration::from_secs(args.node_monitor_grace_secs);
     config.node_lifecycle.monitor_period = Duration::from_secs(args.node_monitor_period_secs);
     config.quota_resync = Duration::from_secs(args.resource_quota_sync_period_secs);
-    controllers::manager::run(config, crate::shutdown::signal())
+    controllers::manager::run(config, cluster::shutdown::signal())
         .await
         .context("controller manager")?;
     Ok(ExitCode::SUCCESS)

@@ -325,7 +325,7 @@ async fn watch(
     let mut seen = 0u64;
     loop {
         let message = tokio::select! {
-            _ = crate::shutdown::signal() => return Ok(ExitCode::SUCCESS),
+            _ = cluster::shutdown::signal() => return Ok(ExitCode::SUCCESS),
             m = stream.next() => m,
         };
         let Some(message) = message else {

@@ -7,7 +7,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Deserialize as _;
 
-use crate::load::{self, plan::LoadMode, LoadPlan, LoadTarget, SampledProcess};
+use load::{plan::LoadMode, LoadPlan, LoadTarget, SampledProcess};
 
 #[derive(Args, Debug)]
 pub struct LoadArgs {
@@ -185,7 +185,7 @@ impl LoadArgs {
 pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let plan = args.plan()?;
     let target = args.target()?;
-    let interrupt = crate::shutdown::Interrupt::listen();
+    let interrupt = cluster::shutdown::Interrupt::listen();
     let outcome = tokio::select! {
         biased;
         _ = interrupt.second() => bail!("interrupted twice: stopped at once, no report written"),

@@ -1,10 +1,29 @@
-//! `kemu`: every kemu component and tool, as subcommands of one binary (see the library's
-//! modules for each).
+//! `kemu`: every kemu component and tool, as subcommands of one binary. The binary is thin:
+//! clap, tracing, then one library call per subcommand.
+//!
+//! - Components: [`store_member`] (`kemu store`), [`apiserver_cmd`], [`scheduler_cmd`],
+//!   [`controllers_cmd`], [`node_host_cmd`] (`kemu node-host`): one process each.
+//! - Tools: [`certs`], [`kv`] (an etcdctl-like client for the store), [`bench_cmd`]
+//!   (`kemu bench`, the `bench` crate), [`load_cmd`] (`kemu load`, the `load` crate),
+//!   [`chaos_cmd`] (`kemu chaos`, the `chaos` crate).
+//! - Clusters: [`cluster_cmd`] (`kemu up`, `down`, `status`, the `cluster` crate) and
+//!   [`run_cmd`] (`kemu run`: cluster, load and chaos composed; its config in [`run_config`]).
+
+mod apiserver_cmd;
+mod bench_cmd;
+mod certs;
+mod chaos_cmd;
+mod cluster_cmd;
+mod controllers_cmd;
+mod kv;
+mod load_cmd;
+mod node_host_cmd;
+mod run_cmd;
+mod run_config;
+mod scheduler_cmd;
+mod store_member;
 
 use clap::{Parser, Subcommand};
-use kemu::{
-    apiserver_cmd, bench, certs, chaos_cmd, kv, launcher, load_cmd, scheduler_cmd, store_member,
-};
 
 /// Every kemu process allocates through mimalloc rather than glibc's malloc: with heaps of GBs
 /// (a 300,000-pod cluster) glibc spent a third of the API server's and the store members' CPU in
@@ -26,7 +45,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run N emulated kubelets (nodes with a pause-sandbox runtime) in one process.
-    NodeHost(kemu::node_host_cmd::NodeHostArgs),
+    NodeHost(node_host_cmd::NodeHostArgs),
     /// Create the cluster CA and a certificate for each component identity.
     Certs(certs::CertsArgs),
     /// Run one member of the replicated store (the etcd stand-in).
@@ -35,20 +54,20 @@ enum Command {
     Apiserver(apiserver_cmd::ApiServerArgs),
     /// Run the controller manager (ReplicaSet, Deployment, Job, node lifecycle, endpoints,
     /// namespace, garbage collector; leader-elected).
-    Controllers(kemu::controllers_cmd::ControllersArgs),
+    Controllers(controllers_cmd::ControllersArgs),
     /// Run one scheduler replica (leader-elected).
     Scheduler(scheduler_cmd::SchedulerArgs),
     /// Talk to the store like etcdctl: put, get, del, txn, watch, compact, lease, status, hash.
     Kv(kv::KvArgs),
     /// Load generators.
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(bench_cmd::BenchCommand),
     /// Pod create/delete load against a running cluster, with a latency report and SLO check.
     Load(load_cmd::LoadArgs),
     /// Faults on a schedule (store leader kills, …) under a register workload, then checks.
     Chaos(chaos_cmd::ChaosArgs),
     #[command(flatten)]
-    Launcher(launcher::LauncherCommand),
+    Launcher(cluster_cmd::LauncherCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -66,17 +85,17 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::NodeHost(args) => kemu::node_host_cmd::run(args).await,
+            Command::NodeHost(args) => node_host_cmd::run(args).await,
             Command::Certs(args) => certs::run(args),
             Command::Store(args) => store_member::run(args).await,
             Command::Apiserver(args) => apiserver_cmd::run(args).await,
-            Command::Controllers(args) => kemu::controllers_cmd::run(args).await,
+            Command::Controllers(args) => controllers_cmd::run(args).await,
             Command::Scheduler(args) => scheduler_cmd::run(args).await,
             Command::Kv(args) => kv::run(args).await,
-            Command::Bench(command) => bench::run(command).await,
+            Command::Bench(command) => bench_cmd::run(command).await,
             Command::Load(args) => load_cmd::run(args).await,
             Command::Chaos(args) => chaos_cmd::run(args).await,
-            Command::Launcher(command) => launcher::run(command).await,
+            Command::Launcher(command) => cluster_cmd::run(command).await,
         }
     });
     // Watch streams and connection tasks may still be parked; don't wait for them.
@@ -95,7 +114,7 @@ fn main() -> std::process::ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(
-            "warn,kemu=info,store=info,transport=info,apiserver=info,api=info,scheduler=info,node=info,controllers=info",
+            "warn,kemu=info,cluster=info,load=info,chaos=info,bench=info,store=info,transport=info,apiserver=info,api=info,scheduler=info,node=info,controllers=info",
         )
     });
     // Colour only on a terminal: logs usually go to files.

@@ -81,7 +81,7 @@ pub async fn run(args: NodeHostArgs) -> anyhow::Result<ExitCode> {
     tokio::pin!(host);
     tokio::select! {
         biased;
-        () = crate::shutdown::signal() => {
+        () = cluster::shutdown::signal() => {
             let _ = stop.send(());
             host.await.context("node host")?.context("node host")?;
         }

@@ -73,7 +73,7 @@ pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
     config.batch_window = Duration::from_micros(args.batch_window_us);
     config.restore_pause = Duration::from_millis(args.restore_pause_ms);
     config.validate()?;
-    store::service::run_member(config, crate::shutdown::signal())
+    store::service::run_member(config, cluster::shutdown::signal())
         .await
         .with_context(|| format!("store member {}", args.name))?;
     Ok(ExitCode::SUCCESS)

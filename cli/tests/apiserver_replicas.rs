@@ -8,10 +8,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use cluster::process::{LocalApiServer, LocalStore};
 use common::{kemu_exe, wait_until};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kemu::cluster_proc::{LocalApiServer, LocalStore};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };

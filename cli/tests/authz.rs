@@ -79,7 +79,8 @@ async fn tokens_certificates_rbac_and_can_i() -> anyhow::Result<()> {
     assert_eq!(c.ok(&["auth", "can-i", "delete", "nodes"]).trim(), "yes");
 
     // Without credentials only the public paths answer; the rest is 401 in Kubernetes' shape.
-    let anonymous = kemu::api_access::ApiAccess::from_certs(c.api.http, c.api.certs_dir(), None)?;
+    let anonymous =
+        cluster::api_access::ApiAccess::from_certs(c.api.http, c.api.certs_dir(), None)?;
     assert_eq!(anonymous.get("/healthz").await?.0, 200);
     assert_eq!(anonymous.get("/version").await?.0, 200);
     let (code, body) = anonymous.get("/api/v1/namespaces").await?;
@@ -410,8 +411,11 @@ async fn a_node_host_cannot_touch_another_hosts_pods() -> anyhow::Result<()> {
         stderr(&out)
     );
     // The write itself, sent directly, is refused too.
-    let host =
-        kemu::api_access::ApiAccess::from_certs(c.api.http, c.api.certs_dir(), Some("nodehost-1"))?;
+    let host = cluster::api_access::ApiAccess::from_certs(
+        c.api.http,
+        c.api.certs_dir(),
+        Some("nodehost-1"),
+    )?;
     let (code, body) = host
         .request(
             "PATCH",

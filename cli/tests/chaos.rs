@@ -9,11 +9,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chaos::actions::{self, ActionKind};
+use chaos::run::{self, ChaosRunConfig};
+use chaos::targets::{ChaosCluster, LocalStoreTarget};
+use cluster::process::LocalStore;
 use common::{kemu_exe, Interruptible};
-use kemu::chaos::actions::{self, ActionKind};
-use kemu::chaos::run::{self, ChaosRunConfig};
-use kemu::chaos::targets::{ChaosCluster, LocalStoreTarget};
-use kemu::cluster_proc::LocalStore;
 use serde_json::Value;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

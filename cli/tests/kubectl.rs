@@ -437,7 +437,7 @@ async fn bad_input_gets_the_right_status_and_never_a_5xx() -> anyhow::Result<()>
     assert_eq!(code, 201);
     // A second API server starts its cache now: revision 1 is before its window.
     let second =
-        kemu::cluster_proc::LocalApiServer::start(common::kemu_exe(), &c.store, "apiserver-2")
+        cluster::process::LocalApiServer::start(common::kemu_exe(), &c.store, "apiserver-2")
             .await?;
     let (code, body) = second
         .admin()

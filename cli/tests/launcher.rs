@@ -473,7 +473,7 @@ async fn netns_hosts_reach_each_other() {
         .find_map(|l| l.trim().strip_prefix("server: https://"))
         .unwrap()
         .to_string();
-    let admin = kemu::api_access::ApiAccess::from_certs(
+    let admin = cluster::api_access::ApiAccess::from_certs(
         server.parse().unwrap(),
         &c.dir.join("certs"),
         Some("admin"),

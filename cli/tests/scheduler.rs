@@ -44,7 +44,7 @@ fn start_scheduler(c: &Cluster, holder: &str) -> anyhow::Result<SchedulerProc> {
             },
         )?;
     }
-    let port = kemu::cluster_proc::free_ports(1)?[0];
+    let port = cluster::process::free_ports(1)?[0];
     let metrics: std::net::SocketAddr = format!("127.0.0.1:{port}").parse()?;
     let log = c.dir.path().join(format!("scheduler-{holder}.log"));
     let child = Command::new(kemu_exe())
@@ -356,7 +356,7 @@ async fn schedules_explains_and_handles_conflicts() -> anyhow::Result<()> {
     create(&c, PODS, &pod("after-race", "100m", json!({}))).await?;
     wait_bound(&c, "after-race", Duration::from_secs(30)).await?;
 
-    let (code, text) = kemu::cluster_proc::http_get(s.metrics, "/metrics").await?;
+    let (code, text) = cluster::process::http_get(s.metrics, "/metrics").await?;
     assert_eq!(code, 200);
     assert!(
         text.contains("scheduler_schedule_attempts_total{result=\"scheduled\"}"),
@@ -593,7 +593,7 @@ async fn preemption_evicts_nominates_and_binds() -> anyhow::Result<()> {
     assert_eq!(node_of(&c, "sneaky").await, None);
     assert_eq!(node_of(&c, "peer").await, None);
 
-    let (code, text) = kemu::cluster_proc::http_get(s.metrics, "/metrics").await?;
+    let (code, text) = cluster::process::http_get(s.metrics, "/metrics").await?;
     assert_eq!(code, 200);
     assert!(
         text.lines()

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
+use cluster::process::LocalStore;
 use common::{kemu_exe, wait_until};
-use kemu::cluster_proc::LocalStore;
 use parking_lot::Mutex;
 use store::client::{Client, ClientConfig, ClientError};
 use store::types::*;
@@ -404,7 +404,7 @@ async fn catches_up(puts: usize, value_bytes: usize, catch_up: usize) -> anyhow:
     for i in 0..puts {
         let put = PutRequest {
             key: Bytes::from(format!("snap/{i:04}")),
-            value: Bytes::from(kemu::bench::incompressible(i as u64, value_bytes)),
+            value: Bytes::from(bench::store::incompressible(i as u64, value_bytes)),
             lease: 0,
             prev_kv: false,
         };
@@ -466,7 +466,7 @@ async fn catches_up(puts: usize, value_bytes: usize, catch_up: usize) -> anyhow:
         .await?;
     assert_eq!(
         got.kvs.first().map(|kv| kv.value.clone()),
-        Some(Bytes::from(kemu::bench::incompressible(
+        Some(Bytes::from(bench::store::incompressible(
             (puts - 1) as u64,
             value_bytes
         ))),
@@ -798,8 +798,7 @@ async fn members_converge_while_writes_go_on() -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let endpoints = cluster.client_endpoints();
     let report =
-        kemu::chaos::convergence::wait_for_convergence(&admin, &endpoints, Duration::from_secs(30))
-            .await;
+        chaos::convergence::wait_for_convergence(&admin, &endpoints, Duration::from_secs(30)).await;
     let _ = stop.send(true);
     let written = writes.await??;
     assert!(report.passed, "{report:?}");

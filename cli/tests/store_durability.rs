@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use bytes::Bytes;
+use cluster::process::LocalStore;
 use common::{kemu_exe, wait_until};
-use kemu::cluster_proc::LocalStore;
 use serde_json::Value;
 use store::client::{Client, ClientConfig, ClientError};
 use store::types::*;

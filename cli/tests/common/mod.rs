@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use kemu::cluster_proc::{LocalApiServer, LocalStore};
+use cluster::process::{LocalApiServer, LocalStore};
 
 pub fn kemu_exe() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_kemu"))

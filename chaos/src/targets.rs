@@ -1,0 +1,242 @@
+//! What chaos acts on: a [`ChaosCluster`] names the store members and other components and can
+//! signal, restart and cut them off. Two kinds: a cluster directory made by `kemu up`
+//! ([`ClusterDirTarget`]: pids from its state file, restarts left to its supervisor) and a
+//! [`LocalStore`] of the benchmarks and tests ([`LocalStoreTarget`]).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use nix::sys::signal::Signal;
+use store::client::{Client, ClientConfig};
+
+use cluster::api_access::{ApiAccess, ApiCredentials};
+use cluster::layout::{Kind, Layout};
+use cluster::netns;
+use cluster::process::LocalStore;
+use cluster::state::{pid_is_ours, ClusterState};
+
+/// A cluster chaos can act on.
+pub trait ChaosCluster: Send + Sync {
+    /// Store members: (name, client endpoint).
+    fn store_members(&self) -> Vec<(String, SocketAddr)>;
+    /// Names of the components of `kind`.
+    fn components(&self, kind: Kind) -> Vec<String>;
+    /// Sends `signal` to component `name`.
+    fn signal(&self, name: &str, signal: Signal) -> anyhow::Result<()>;
+    /// Starts a killed component again. `Ok(false)`: something else restarts it (a supervisor).
+    fn restart(&self, name: &str) -> anyhow::Result<bool>;
+    /// netns mode: takes host `host`'s link down or up.
+    fn set_link(&self, host: &str, up: bool) -> anyhow::Result<()>;
+    /// A store client with the admin identity; `attempt` and `call` bound each attempt and call.
+    fn store_client(&self, attempt: Duration, call: Duration) -> anyhow::Result<Client>;
+    /// The API servers, each with the admin credential (none: a store-only target).
+    fn api_servers(&self) -> anyhow::Result<Vec<(String, ApiAccess)>> {
+        Ok(Vec::new())
+    }
+}
+
+fn send(pid: u32, signal: Signal) -> anyhow::Result<()> {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
+        .with_context(|| format!("sending {signal} to pid {pid}"))
+}
+
+fn client(
+    endpoints: Vec<SocketAddr>,
+    certs: &Path,
+    attempt: Duration,
+    call: Duration,
+) -> anyhow::Result<Client> {
+    let mut config = ClientConfig::new(endpoints);
+    config.attempt_timeout = attempt;
+    config.call_timeout = call;
+    Ok(Client::new(config, certs, "admin")?)
+}
+
+/// A cluster directory made by `kemu up`.
+pub struct ClusterDirTarget {
+    dir: PathBuf,
+    layout: Layout,
+}
+
+impl ClusterDirTarget {
+    pub fn open(dir: &Path) -> anyhow::Result<ClusterDirTarget> {
+        let layout = Layout::read(dir)?;
+        if ClusterState::read(dir)?.is_none() {
+            bail!("{} has no state file: is the cluster up?", dir.display());
+        }
+        Ok(ClusterDirTarget {
+            dir: dir.to_path_buf(),
+            layout,
+        })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The pid of component `name` now (it changes with every restart), if it is ours.
+    fn pid(&self, name: &str) -> anyhow::Result<u32> {
+        let state = ClusterState::read(&self.dir)?.context("the state file is gone")?;
+        let component = state
+            .components
+            .iter()
+            .find(|c| c.name == name)
+            .with_context(|| format!("no component {name}"))?;
+        let pid = component
+            .pid
+            .with_context(|| format!("{name} is not running"))?;
+        if !pid_is_ours(pid, &self.dir.display().to_string()) {
+            bail!("pid {pid} of {name} is not a process of this cluster");
+        }
+        Ok(pid)
+    }
+}
+
+impl ChaosCluster for ClusterDirTarget {
+    fn store_members(&self) -> Vec<(String, SocketAddr)> {
+        self.layout
+            .components
+            .iter()
+            .filter(|c| c.kind == Kind::Store)
+            .filter_map(|c| c.addresses.get("client").map(|a| (c.name.clone(), *a)))
+            .collect()
+    }
+
+    fn components(&self, kind: Kind) -> Vec<String> {
+        self.layout
+            .components
+            .iter()
+            .filter(|c| c.kind == kind)
+            .map(|c| c.name.clone())
+            .collect()
+    }
+
+    fn signal(&self, name: &str, signal: Signal) -> anyhow::Result<()> {
+        send(self.pid(name)?, signal)
+    }
+
+    fn restart(&self, _name: &str) -> anyhow::Result<bool> {
+        // The supervisor restarts crashed components (with its back-off).
+        Ok(false)
+    }
+
+    fn set_link(&self, host: &str, up: bool) -> anyhow::Result<()> {
+        let ns = self
+            .layout
+            .host(host)
+            .and_then(|h| h.netns.clone())
+            .with_context(|| format!("{host} is not a network-namespace host of this cluster"))?;
+        // Only namespaces the launcher created and that exist now.
+        if !netns::existing(&self.layout).contains(&ns) {
+            bail!("namespace {ns} of host {host} does not exist");
+        }
+        let state = if up { "up" } else { "down" };
+        let out = Command::new("ip")
+            .args(["-n", &ns, "link", "set", "eth0", state])
+            .output()
+            .context("running `ip` (package iproute2)")?;
+        if !out.status.success() {
+            bail!(
+                "ip -n {ns} link set eth0 {state}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+
+    fn store_client(&self, attempt: Duration, call: Duration) -> anyhow::Result<Client> {
+        client(
+            self.layout.store_endpoints.clone(),
+            &self.layout.certs,
+            attempt,
+            call,
+        )
+    }
+
+    fn api_servers(&self) -> anyhow::Result<Vec<(String, ApiAccess)>> {
+        let (_, credentials) = ApiCredentials::from_kubeconfig(&self.layout.kubeconfig)?;
+        self.layout
+            .components
+            .iter()
+            .filter(|c| c.kind == Kind::Apiserver)
+            .filter_map(|c| c.addresses.get("http").map(|a| (c.name.clone(), *a)))
+            .map(|(name, addr)| Ok((name, ApiAccess::new(addr, &credentials)?)))
+            .collect()
+    }
+}
+
+/// A [`LocalStore`] (benchmarks and tests): the store only, restarted by us.
+pub struct LocalStoreTarget {
+    pub store: Arc<LocalStore>,
+}
+
+impl LocalStoreTarget {
+    /// The pid of member `name`, found by its data directory on its command line (the store
+    /// keeps its children private).
+    fn pid(&self, name: &str) -> anyhow::Result<u32> {
+        let needle = self.store.data_dir(name).display().to_string();
+        let entries = std::fs::read_dir("/proc").context("reading /proc")?;
+        for entry in entries.flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+                continue;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            if args
+                .windows(2)
+                .any(|w| w[0] == b"--data-dir" && w[1] == needle.as_bytes())
+            {
+                return Ok(pid);
+            }
+        }
+        bail!("member {name} is not running")
+    }
+}
+
+impl ChaosCluster for LocalStoreTarget {
+    fn store_members(&self) -> Vec<(String, SocketAddr)> {
+        self.store
+            .names()
+            .into_iter()
+            .filter_map(|n| self.store.endpoint(&n).map(|e| (n, e)))
+            .collect()
+    }
+
+    fn components(&self, _kind: Kind) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn signal(&self, name: &str, signal: Signal) -> anyhow::Result<()> {
+        if signal == Signal::SIGKILL {
+            // Through the store, so it reaps the child and can restart it.
+            self.store.kill(name);
+            Ok(())
+        } else {
+            send(self.pid(name)?, signal)
+        }
+    }
+
+    fn restart(&self, name: &str) -> anyhow::Result<bool> {
+        self.store.restart(name)?;
+        Ok(true)
+    }
+
+    fn set_link(&self, _host: &str, _up: bool) -> anyhow::Result<()> {
+        bail!("partitions need a netns cluster")
+    }
+
+    fn store_client(&self, attempt: Duration, call: Duration) -> anyhow::Result<Client> {
+        client(
+            self.store.client_endpoints(),
+            &self.store.certs_dir(),
+            attempt,
+            call,
+        )
+    }
+}

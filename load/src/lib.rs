@@ -1,0 +1,984 @@
+//! The load generator (`kemu load`, and `kemu run`'s `[load]` plan): pod create/delete
+//! throughput and latency against a running cluster, clusterloader2-style.
+//!
+//! - [`plan`]: the `[load]` plan of a cluster config (also given to `kemu load` directly).
+//! - [`client`]: the HTTP Kubernetes API client (connection pool, many calls in flight, every
+//!   call timed per verb and resource).
+//! - [`pacer`]: the open-loop rate limiter that keeps the target rate.
+//! - [`watcher`]: one watch per namespace, started before the first create; the source of the
+//!   pod measurements.
+//! - [`tracker`]: the pure core that turns sends and watch events into per-pod times.
+//! - [`template`]: the pod templates.
+//! - [`sampler`]: CPU and RSS of the cluster's processes, every second.
+//! - [`report`] and [`html`]: `load-report.json` (schema in `docs/load-report.schema.json`), the
+//!   terminal summary, and `load-report.html`.
+//! - [`accounting`]: the pods the API acknowledged against the pods that exist at the end.
+//!
+//! `kemu run` calls [`run`] with the running cluster as the [`LoadTarget`].
+//!
+//! ## Clocks
+//! Kubernetes stamps objects with whole seconds (creationTimestamp, conditions' transition
+//! times), so latencies taken from them have a one-second resolution (clusterloader2 has the
+//! same problem). The headline figures use the client's monotonic clock instead: a pod's life
+//! starts when the client sends its create (an upper bound on the server's creation time, by
+//! the create call's own latency) and each later point is when the watch saw it. The
+//! server-stamped figures, by clusterloader2's definitions, are reported beside them.
+
+pub mod accounting;
+pub mod client;
+pub mod html;
+pub mod pacer;
+pub mod plan;
+pub mod report;
+pub mod sampler;
+pub mod template;
+pub mod tracker;
+pub mod watcher;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use hyper::{Method, StatusCode};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use parking_lot::Mutex;
+use serde_json::json;
+use tokio::sync::{oneshot, watch, Semaphore};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::accounting::{AccountingReport, AckLog, ObservedPod};
+use client::ApiClient;
+use cluster::shutdown::Interrupt;
+pub use plan::LoadPlan;
+use report::{LoadAccounting, LoadReport, Percentiles, PhaseReport, PhaseStatus, SloCheck};
+use template::{PodTemplate, RUN_LABEL};
+use tracker::{Counts, PodRecord, Tracker};
+use watcher::NamespaceWatch;
+pub use watcher::WatchHistory;
+
+/// One kemu process whose CPU and memory the load run samples.
+#[derive(Clone, Debug)]
+pub struct SampledProcess {
+    /// Component name, e.g. `store-s1`, `apiserver-1`, `nodehost-2`.
+    pub name: String,
+    pub pid: u32,
+}
+
+/// Where the load goes and where its report is written.
+#[derive(Clone, Debug)]
+pub struct LoadTarget {
+    pub kubeconfig: PathBuf,
+    /// Directory for `load-report.json` and `load-report.html`.
+    pub report_dir: PathBuf,
+    pub processes: Vec<SampledProcess>,
+    /// Record every event the pod watches deliver (for the chaos watch check).
+    pub record_watch: bool,
+    /// With `record_watch`: other API servers (URLs, same credentials) to watch the run's pods
+    /// through as well, one watch per namespace each, only to record what they deliver (each
+    /// API server's watch cache is fed by its own store watch; the chaos check compares each).
+    pub extra_watch_servers: Vec<String>,
+    /// Other API servers (URLs, same credentials) the load's requests are spread over, in turn
+    /// with the kubeconfig's, as through a load balancer; watches stay on the kubeconfig's.
+    pub spread_servers: Vec<String>,
+}
+
+/// What a finished run produced.
+#[derive(Clone, Debug)]
+pub struct LoadOutcome {
+    /// Every SLO check passed and every pod was accounted for (never after an interrupt).
+    pub passed: bool,
+    /// A stop signal cut the run short; the report holds what was measured until then.
+    pub interrupted: bool,
+    pub report_json: PathBuf,
+    pub report_html: PathBuf,
+    /// The terminal summary table.
+    pub summary: String,
+    pub report: LoadReport,
+    /// The creates and deletes the API acknowledged.
+    pub acks: AckLog,
+    /// Per namespace, when `record_watch` was asked for.
+    pub watch_histories: Vec<WatchHistory>,
+    /// Every pod of the run, when `record_watch` was asked for (a chaos run times its
+    /// recoveries with them).
+    pub records: Vec<PodRecord>,
+}
+
+/// The namespace of load namespace `i`.
+pub fn namespace_name(i: u32) -> String {
+    format!("kemu-load-{i}")
+}
+
+/// Attempts of one create or delete before it counts as failed: with the doubling pause from
+/// 100 ms, about 6 s — long enough to ride out a restarted API server (retrying a create that
+/// got no answer is safe: 409 AlreadyExists after a retry counts as created).
+const ATTEMPTS: u32 = 7;
+
+/// Live progress bars, one per phase (drawn only when stderr is a terminal).
+struct Progress {
+    bars: MultiProgress,
+}
+
+impl Progress {
+    fn new() -> Self {
+        Progress {
+            bars: MultiProgress::new(),
+        }
+    }
+
+    fn bar(&self, name: &str, len: u64) -> ProgressBar {
+        let bar = self.bars.add(ProgressBar::new(len));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>22} [{bar:40}] {pos:>7}/{len:7} {per_sec:>12} {elapsed:>4}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_prefix(name.to_string());
+        bar
+    }
+}
+
+/// What every phase of a run shares.
+struct Run {
+    plan: LoadPlan,
+    run_id: String,
+    client: ApiClient,
+    template: PodTemplate,
+    tracker: Arc<Mutex<Tracker>>,
+    start: Instant,
+    permits: Arc<Semaphore>,
+    progress: Progress,
+    phases: Vec<PhaseReport>,
+    next_pod: u64,
+    acks: Arc<Mutex<AckLog>>,
+    /// The first stop signal ends the current phase and starts no other.
+    interrupt: Interrupt,
+    /// When it came, seconds since the start (set by the phase it cut short).
+    interrupted_at: Option<f64>,
+}
+
+/// Retry a call that got no answer, or an answer that says "try again".
+fn retryable(code: u16) -> bool {
+    matches!(code, 0 | 429 | 500 | 502 | 503 | 504)
+}
+
+impl Run {
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Whether a stop signal came; notes when, the first time it is seen.
+    fn interrupted(&mut self) -> bool {
+        if self.interrupted_at.is_none() && self.interrupt.requested() {
+            self.interrupted_at = Some(self.now());
+        }
+        self.interrupted_at.is_some()
+    }
+
+    /// The status of a phase that just ended, `finished` telling whether it did all its work.
+    fn ended(&mut self, finished: bool) -> PhaseStatus {
+        if finished {
+            PhaseStatus::Completed
+        } else if self.interrupted() {
+            PhaseStatus::Interrupted
+        } else {
+            PhaseStatus::TimedOut
+        }
+    }
+
+    /// After an interrupt: the plan's phases after the last one that started, as not started.
+    fn not_started(&mut self) {
+        let at = self.interrupted_at.unwrap_or_else(|| self.now());
+        let planned = report::planned_phases(&self.plan);
+        let next = match self.phases.last() {
+            Some(last) => planned
+                .iter()
+                .position(|&(kind, cycle)| kind == last.kind && cycle == last.cycle)
+                .map_or(planned.len(), |i| i + 1),
+            None => 0,
+        };
+        for &(kind, cycle) in &planned[next..] {
+            self.phases.push(PhaseReport {
+                kind: kind.into(),
+                cycle,
+                start_s: at,
+                end_s: at,
+                ops: None,
+                target_rate: None,
+                achieved_rate: None,
+                send_lag_ms: None,
+                completed: false,
+                status: PhaseStatus::NotStarted,
+            });
+        }
+    }
+
+    fn selector(&self) -> String {
+        format!("{RUN_LABEL}={}", self.run_id)
+    }
+
+    fn phase_name(kind: &str, cycle: u32) -> String {
+        if cycle == 0 {
+            kind.to_string()
+        } else {
+            format!("churn {cycle} {kind}")
+        }
+    }
+
+    /// Creates `count` pods at the plan's rate.
+    async fn create_phase(&mut self, count: u64, cycle: u32) {
+        let name = Self::phase_name("create", cycle);
+        tracing::info!("load: {name}: {count} pods at {}/s", self.plan.rate);
+        let bar = self.progress.bar(&name, count);
+        let first = self.next_pod;
+        self.next_pod += count;
+        let start_s = self.now();
+        let items: Vec<u64> = (first..first + count).collect();
+        let (client, template, tracker, start, run_id, acks) = (
+            self.client.clone(),
+            self.template.clone(),
+            self.tracker.clone(),
+            self.start,
+            self.run_id.clone(),
+            self.acks.clone(),
+        );
+        let namespaces = self.plan.namespaces;
+        let interrupt = self.interrupt.clone();
+        let stats = pacer::paced(
+            items,
+            self.plan.rate,
+            &self.permits,
+            self.plan.max_in_flight,
+            interrupt.first(),
+            |i| {
+                let ns_index = (i % namespaces as u64) as u32;
+                let namespace = namespace_name(ns_index);
+                let name = format!("load-{run_id}-{i}");
+                let index = tracker.lock().create_sent(
+                    &name,
+                    ns_index,
+                    cycle,
+                    start.elapsed().as_secs_f64(),
+                );
+                bar.inc(1);
+                let (client, template, tracker, acks) = (
+                    client.clone(),
+                    template.clone(),
+                    tracker.clone(),
+                    acks.clone(),
+                );
+                async move {
+                    let body = template.pod(&namespace, &name);
+                    let path = format!("/api/v1/namespaces/{namespace}/pods");
+                    let mut outcome = Some(0);
+                    for attempt in 0..ATTEMPTS {
+                        let code = match client
+                            .call_json("create", "pods", Method::POST, &path, &body)
+                            .await
+                        {
+                            Ok(r) => {
+                                if r.status.is_success() {
+                                    // Acknowledged, with the uid the API server gave the pod.
+                                    let uid = r
+                                        .json()
+                                        .ok()
+                                        .and_then(|v| {
+                                            v["metadata"]["uid"].as_str().map(str::to_string)
+                                        })
+                                        .unwrap_or_default();
+                                    acks.lock().created.push((
+                                        namespace.clone(),
+                                        name.clone(),
+                                        uid,
+                                    ));
+                                }
+                                r.status.as_u16()
+                            }
+                            Err(_) => 0,
+                        };
+                        // AlreadyExists after a retry: an earlier attempt went through.
+                        if (200..300).contains(&code) || (code == 409 && attempt > 0) {
+                            outcome = None;
+                            break;
+                        }
+                        outcome = Some(code);
+                        if !retryable(code) {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                    }
+                    tracker.lock().create_answered(index, outcome);
+                }
+            },
+        )
+        .await;
+        bar.finish();
+        let status = self.ended(!stats.stopped);
+        self.phases.push(PhaseReport {
+            kind: "create".into(),
+            cycle,
+            start_s,
+            end_s: self.now(),
+            ops: Some(stats.ops),
+            target_rate: Some(stats.target_rate),
+            achieved_rate: Some(stats.achieved_rate),
+            send_lag_ms: Some(Percentiles::from_us(&stats.lag_us)),
+            completed: !stats.stopped,
+            status,
+        });
+    }
+
+    /// Deletes the pods `indices` at the plan's delete rate.
+    async fn delete_phase(&mut self, indices: Vec<usize>, cycle: u32) {
+        let name = Self::phase_name("delete", cycle);
+        let rate = self.plan.effective_delete_rate();
+        tracing::info!("load: {name}: {} pods at {rate}/s", indices.len());
+        let bar = self.progress.bar(&name, indices.len() as u64);
+        let start_s = self.now();
+        let (client, tracker, start, acks) = (
+            self.client.clone(),
+            self.tracker.clone(),
+            self.start,
+            self.acks.clone(),
+        );
+        let body = match self.plan.delete_grace_seconds {
+            Some(g) => {
+                json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": g})
+            }
+            None => json!({"apiVersion": "v1", "kind": "DeleteOptions"}),
+        };
+        let interrupt = self.interrupt.clone();
+        let stats = pacer::paced(
+            indices,
+            rate,
+            &self.permits,
+            self.plan.max_in_flight,
+            interrupt.first(),
+            |index| {
+                let (namespace, name) = {
+                    let mut tracker = tracker.lock();
+                    tracker.delete_sent(index, start.elapsed().as_secs_f64());
+                    let r = &tracker.records()[index];
+                    (namespace_name(r.namespace), r.name.clone())
+                };
+                let path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
+                bar.inc(1);
+                let (client, tracker, body, acks) =
+                    (client.clone(), tracker.clone(), body.clone(), acks.clone());
+                async move {
+                    let mut failed = true;
+                    let mut gone = false;
+                    for attempt in 0..ATTEMPTS {
+                        let code = match client
+                            .call_json("delete", "pods", Method::DELETE, &path, &body)
+                            .await
+                        {
+                            Ok(r) => r.status.as_u16(),
+                            Err(_) => 0,
+                        };
+                        if (200..300).contains(&code) {
+                            failed = false;
+                            break;
+                        }
+                        if code == StatusCode::NOT_FOUND.as_u16() {
+                            (failed, gone) = (false, true);
+                            break;
+                        }
+                        if !retryable(code) {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+                    }
+                    let t = start.elapsed().as_secs_f64();
+                    if failed {
+                        acks.lock().delete_unanswered.push((namespace, name));
+                    } else {
+                        acks.lock().deleted.push((namespace, name));
+                    }
+                    tracker.lock().delete_answered(index, failed, gone, t);
+                }
+            },
+        )
+        .await;
+        bar.finish();
+        let status = self.ended(!stats.stopped);
+        self.phases.push(PhaseReport {
+            kind: "delete".into(),
+            cycle,
+            start_s,
+            end_s: self.now(),
+            ops: Some(stats.ops),
+            target_rate: Some(stats.target_rate),
+            achieved_rate: Some(stats.achieved_rate),
+            send_lag_ms: Some(Percentiles::from_us(&stats.lag_us)),
+            completed: !stats.stopped,
+            status,
+        });
+    }
+
+    /// Waits until `done(counts)` or the timeout; the bar shows `progress(counts)` of `total`.
+    async fn wait_phase(
+        &mut self,
+        kind: &str,
+        cycle: u32,
+        timeout: f64,
+        total: impl Fn(&Counts) -> u64,
+        reached: impl Fn(&Counts) -> u64,
+    ) -> bool {
+        let name = Self::phase_name(kind, cycle);
+        let counts = self.tracker.lock().counts();
+        let bar = self.progress.bar(&name, total(&counts));
+        let start_s = self.now();
+        let deadline = self.start + Duration::from_secs_f64(start_s + timeout);
+        let completed = loop {
+            let counts = self.tracker.lock().counts();
+            bar.set_length(total(&counts));
+            bar.set_position(reached(&counts).min(total(&counts)));
+            if reached(&counts) >= total(&counts) {
+                break true;
+            }
+            if self.interrupted() {
+                tracing::warn!(
+                    "load: {name}: interrupted with {} of {}",
+                    reached(&counts),
+                    total(&counts)
+                );
+                break false;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    "load: {name}: timed out after {timeout} s with {} of {}",
+                    reached(&counts),
+                    total(&counts)
+                );
+                break false;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                _ = self.interrupt.first() => {}
+            }
+        };
+        bar.finish();
+        let status = self.ended(completed);
+        self.phases.push(PhaseReport {
+            kind: kind.into(),
+            cycle,
+            start_s,
+            end_s: self.now(),
+            ops: None,
+            target_rate: None,
+            achieved_rate: None,
+            send_lag_ms: None,
+            completed,
+            status,
+        });
+        completed
+    }
+
+    async fn wait_running(&mut self, cycle: u32) -> bool {
+        let timeout = self.plan.running_timeout_seconds;
+        self.wait_phase("wait_running", cycle, timeout, |c| c.created, |c| c.running)
+            .await
+    }
+
+    async fn wait_gone(&mut self, cycle: u32) -> bool {
+        let timeout = self.plan.gone_timeout_seconds;
+        self.wait_phase(
+            "wait_gone",
+            cycle,
+            timeout,
+            |c| c.delete_sent - c.delete_failed,
+            |c| c.gone,
+        )
+        .await
+    }
+
+    /// Pods of the run the API lists, over all namespaces, a page at a time: a single list of
+    /// 300,000 pods is most of a gigabyte of JSON, which the API server would build and this
+    /// process parse all at once, at the moment every pod is held. Each page is decoded into
+    /// the few fields accounting reads.
+    async fn api_list(&self) -> Option<Vec<ObservedPod>> {
+        #[derive(serde::Deserialize)]
+        struct Page {
+            #[serde(default)]
+            metadata: PageMeta,
+            #[serde(default)]
+            items: Vec<Item>,
+        }
+        #[derive(serde::Deserialize, Default)]
+        struct PageMeta {
+            #[serde(rename = "continue", default)]
+            continue_token: Option<String>,
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct ItemMeta {
+            #[serde(default)]
+            namespace: String,
+            #[serde(default)]
+            name: String,
+            #[serde(default)]
+            uid: String,
+            deletion_timestamp: Option<serde::de::IgnoredAny>,
+        }
+        #[derive(serde::Deserialize, Default)]
+        struct ItemStatus {
+            #[serde(default)]
+            phase: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct Item {
+            #[serde(default)]
+            metadata: ItemMeta,
+            #[serde(default)]
+            status: ItemStatus,
+        }
+        const PAGE: usize = 500;
+        let mut pods = Vec::new();
+        let mut continue_token: Option<String> = None;
+        loop {
+            let mut path = format!(
+                "/api/v1/pods?labelSelector={}&limit={PAGE}",
+                watcher::encode(&self.selector())
+            );
+            if let Some(token) = &continue_token {
+                path.push_str(&format!("&continue={}", watcher::encode(token)));
+            }
+            let response = self
+                .client
+                .call("list", "pods", Method::GET, &path, None, Default::default())
+                .await
+                .ok()?;
+            if !response.status.is_success() {
+                return None;
+            }
+            let page: Page = serde_json::from_slice(&response.body).ok()?;
+            pods.extend(page.items.into_iter().map(|item| ObservedPod {
+                namespace: item.metadata.namespace,
+                name: item.metadata.name,
+                uid: item.metadata.uid,
+                phase: item.status.phase,
+                terminating: item.metadata.deletion_timestamp.is_some(),
+            }));
+            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+                Some(token) => continue_token = Some(token),
+                None => return Some(pods),
+            }
+        }
+    }
+
+    /// Lists the run's pods and accounts for them against the acknowledgements, again until
+    /// they are accounted for or 30 s pass (a list may lag the watch that ended the phase, or
+    /// meet an API server that chaos just killed). The listing's length and the verdict.
+    /// After an interrupt the check excuses pods still Pending
+    /// ([`accounting::check_interrupted`]) and gives up after [`INTERRUPTED_ACCOUNTING`] (the
+    /// report is waited for); a stop signal during the retries ends them.
+    async fn account(&self) -> (Option<u64>, Option<AccountingReport>) {
+        let interrupted = self.interrupted_at.is_some();
+        let patience = if interrupted {
+            INTERRUPTED_ACCOUNTING
+        } else {
+            Duration::from_secs(30)
+        };
+        let deadline = Instant::now() + patience;
+        let mut last = (None, None);
+        loop {
+            let listed = if interrupted {
+                tokio::time::timeout_at(deadline, self.api_list())
+                    .await
+                    .ok()
+                    .flatten()
+            } else {
+                self.api_list().await
+            };
+            if let Some(pods) = listed {
+                let report = if interrupted {
+                    accounting::check_interrupted(&self.acks.lock(), &pods)
+                } else {
+                    accounting::check(&self.acks.lock(), &pods)
+                };
+                let passed = report.passed;
+                last = (Some(pods.len() as u64), Some(report));
+                if passed {
+                    return last;
+                }
+            }
+            if Instant::now() >= deadline || self.interrupt.requested() {
+                return last;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+/// After a stop signal, how long the listing of the run's pods for the accounting may take (a
+/// listing of 300,000 pods takes seconds); without one the report says `at_end: null`.
+const INTERRUPTED_ACCOUNTING: Duration = Duration::from_secs(10);
+
+/// Creates the load namespaces (existing ones are fine).
+async fn ensure_namespaces(client: &ApiClient, count: u32) -> anyhow::Result<()> {
+    for i in 0..count {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace_name(i)}});
+        let response = client
+            .call_json(
+                "create",
+                "namespaces",
+                Method::POST,
+                "/api/v1/namespaces",
+                &body,
+            )
+            .await?;
+        if !response.status.is_success() && response.status != StatusCode::CONFLICT {
+            bail!(
+                "creating namespace {} answered {}: {}",
+                namespace_name(i),
+                response.status,
+                String::from_utf8_lossy(&response.body)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A short id naming the run's pods and label.
+fn new_run_id() -> String {
+    format!("{:08x}", rand::random::<u32>())
+}
+
+/// Runs `plan` against `target`: the phases, then the report. The first stop signal of
+/// `interrupt` ends the phase under way and starts no other: the pods are accounted for, the
+/// processes sampled once more, and the report of what was measured until then written, marked
+/// interrupted (the caller keeps the cluster up until this returns).
+pub async fn run(
+    plan: &LoadPlan,
+    target: &LoadTarget,
+    interrupt: &Interrupt,
+) -> anyhow::Result<LoadOutcome> {
+    plan.validate()?;
+    let (server, credentials) =
+        cluster::api_access::ApiCredentials::from_kubeconfig(&target.kubeconfig)?;
+    let client =
+        ApiClient::new(&server, &credentials, plan.http2)?.spread_over(&target.spread_servers);
+    let run_id = new_run_id();
+    let template = PodTemplate::from_plan(plan, &run_id)?;
+    std::fs::create_dir_all(&target.report_dir)
+        .with_context(|| format!("creating {}", target.report_dir.display()))?;
+    let start = Instant::now();
+    let wall_start = chrono::Utc::now();
+    let tracker = Arc::new(Mutex::new(Tracker::new(wall_start)));
+    tracing::info!("load: run {run_id} against {}", client.servers().join(", "));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut processes = target.processes.clone();
+    processes.push(SampledProcess {
+        name: "kemu-load".into(),
+        pid: std::process::id(),
+    });
+    let sampler = tokio::spawn(sampler::sample(processes, start, stop_rx.clone()));
+
+    ensure_namespaces(&client, plan.namespaces).await?;
+    let mut watchers = Vec::new();
+    let mut histories = Vec::new();
+    let mut ready = Vec::new();
+    for i in 0..plan.namespaces {
+        let (tx, rx) = oneshot::channel();
+        ready.push(rx);
+        let history = target.record_watch.then(|| {
+            Arc::new(Mutex::new(WatchHistory {
+                namespace: namespace_name(i),
+                server: server.clone(),
+                ..Default::default()
+            }))
+        });
+        histories.extend(history.clone());
+        let watch = NamespaceWatch {
+            client: client.clone(),
+            namespace: namespace_name(i),
+            namespace_index: i,
+            selector: format!("{RUN_LABEL}={run_id}"),
+            tracker: tracker.clone(),
+            run_start: start,
+            history,
+        };
+        let span = tracing::info_span!("load_watch", namespace = %namespace_name(i));
+        watchers.push(tokio::spawn(
+            watch.run(tx, stop_rx.clone()).instrument(span),
+        ));
+    }
+    // Recording-only watches through the other API servers, each with a tracker of its own
+    // that nothing reads: the load's measurements come from the watches above.
+    let extra_servers = if target.record_watch {
+        target.extra_watch_servers.as_slice()
+    } else {
+        &[]
+    };
+    for extra in extra_servers {
+        let extra_client = ApiClient::new(extra, &credentials, plan.http2)?;
+        let extra_tracker = Arc::new(Mutex::new(Tracker::new(wall_start)));
+        for i in 0..plan.namespaces {
+            let (tx, rx) = oneshot::channel();
+            ready.push(rx);
+            let history = Arc::new(Mutex::new(WatchHistory {
+                namespace: namespace_name(i),
+                server: extra.clone(),
+                ..Default::default()
+            }));
+            histories.push(history.clone());
+            let watch = NamespaceWatch {
+                client: extra_client.clone(),
+                namespace: namespace_name(i),
+                namespace_index: i,
+                selector: format!("{RUN_LABEL}={run_id}"),
+                tracker: extra_tracker.clone(),
+                run_start: start,
+                history: Some(history),
+            };
+            let span = tracing::info_span!("recorded_watch", namespace = %namespace_name(i), server = %extra);
+            watchers.push(tokio::spawn(
+                watch.run(tx, stop_rx.clone()).instrument(span),
+            ));
+        }
+    }
+    let all_ready = futures::future::join_all(ready);
+    tokio::select! {
+        opened = tokio::time::timeout(Duration::from_secs(30), all_ready) => {
+            if opened.is_err() {
+                let _ = stop_tx.send(true);
+                bail!("the pod watches did not open within 30 s");
+            }
+        }
+        // Reported below: interrupted before the first phase.
+        _ = interrupt.first() => {}
+    }
+
+    let mut run = Run {
+        plan: plan.clone(),
+        run_id: run_id.clone(),
+        client: client.clone(),
+        template,
+        tracker: tracker.clone(),
+        start,
+        permits: Arc::new(Semaphore::new(plan.max_in_flight as usize)),
+        progress: Progress::new(),
+        phases: Vec::new(),
+        next_pod: 0,
+        acks: Arc::default(),
+        interrupt: interrupt.clone(),
+        interrupted_at: None,
+    };
+
+    let mut api_listed_when_running = None;
+    let mut accounted = LoadAccounting::default();
+    // Each phase starts only if no stop signal came; the one under way when it comes ends
+    // early and says so.
+    let mut healthy = false;
+    if !run.interrupted() {
+        run.create_phase(plan.pods, 0).await;
+    }
+    if !run.interrupted() {
+        healthy = run.wait_running(0).await;
+    }
+    if !run.interrupted() {
+        // Even after a timeout: the pods that never ran are what the check reports.
+        let (listed, when_running) = run.account().await;
+        accounted.when_running = when_running;
+        if healthy {
+            api_listed_when_running = listed;
+        }
+    }
+    if plan.hold_seconds > 0.0 && !run.interrupted() {
+        let start_s = run.now();
+        tracing::info!("load: hold for {} s", plan.hold_seconds);
+        let held = tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs_f64(plan.hold_seconds)) => true,
+            _ = interrupt.first() => false,
+        };
+        let status = run.ended(held);
+        run.phases.push(PhaseReport {
+            kind: "hold".into(),
+            cycle: 0,
+            start_s,
+            end_s: run.now(),
+            ops: None,
+            target_rate: None,
+            achieved_rate: None,
+            send_lag_ms: None,
+            completed: held,
+            status,
+        });
+    }
+    for cycle in 1..=plan.churn_cycles {
+        if !healthy || run.interrupted() {
+            break;
+        }
+        let victims: Vec<usize> = {
+            let tracker = tracker.lock();
+            tracker
+                .live_running()
+                .into_iter()
+                .take(plan.churn_pods() as usize)
+                .collect()
+        };
+        let count = victims.len() as u64;
+        run.delete_phase(victims, cycle).await;
+        if run.interrupted() {
+            break;
+        }
+        healthy = run.wait_gone(cycle).await;
+        if run.interrupted() {
+            break;
+        }
+        run.create_phase(count, cycle).await;
+        if run.interrupted() {
+            break;
+        }
+        healthy &= run.wait_running(cycle).await;
+    }
+    if plan.delete && !run.interrupted() {
+        let live = tracker.lock().live();
+        run.delete_phase(live, 0).await;
+        if !run.interrupted() {
+            run.wait_gone(0).await;
+        }
+    }
+    let interrupted = run.interrupted();
+    if interrupted {
+        run.not_started();
+        tracing::warn!(
+            "load: interrupted at {:.1} s; accounting for the pods and writing the report",
+            run.interrupted_at.unwrap_or_default()
+        );
+    }
+    let (api_listed_at_end, at_end) = run.account().await;
+    accounted.at_end = at_end;
+
+    // The sampler takes a last sample of every process as it stops: the cluster is still up.
+    let _ = stop_tx.send(true);
+    for w in watchers {
+        let _ = w.await;
+    }
+    let samples = sampler.await.unwrap_or_default();
+    let duration_s = run.now();
+    let finished_at = chrono::Utc::now();
+
+    let report = {
+        let tracker = tracker.lock();
+        let mut pods = report::pod_counts(&tracker, interrupted);
+        pods.api_listed_when_running = api_listed_when_running;
+        pods.api_listed_at_end = api_listed_at_end;
+        let latency_ms = report::latencies(tracker.records());
+        let startup_observed = latency_ms
+            .get("pod_startup")
+            .filter(|p| p.count > 0)
+            .map(|p| p.p99);
+        let slo = vec![
+            SloCheck {
+                name: "pod_startup_p99_ms".into(),
+                threshold: plan.slo_pod_startup_p99_ms,
+                observed: startup_observed,
+                passed: startup_observed.is_some_and(|p99| p99 <= plan.slo_pod_startup_p99_ms),
+            },
+            SloCheck {
+                name: "unaccounted_pods".into(),
+                threshold: 0.0,
+                observed: Some(pods.unaccounted as f64),
+                passed: pods.unaccounted == 0,
+            },
+            // Every acknowledged create exists and runs (when all ran) unless deleted, every
+            // acknowledged delete is gone, nothing is duplicated: violations counted.
+            SloCheck {
+                name: "accounting_violations".into(),
+                threshold: 0.0,
+                observed: accounted
+                    .at_end
+                    .as_ref()
+                    .map(|_| accounted.violations() as f64),
+                passed: accounted.at_end.is_some() && accounted.violations() == 0,
+            },
+            // The plan ran to its end (1) or a stop signal cut it short (0).
+            SloCheck {
+                name: "run_completed".into(),
+                threshold: 1.0,
+                observed: Some(if interrupted { 0.0 } else { 1.0 }),
+                passed: !interrupted,
+            },
+        ];
+        let (api_calls, errors_by_code) = report::api_calls(client.stats());
+        LoadReport {
+            schema: report::SCHEMA_ID.into(),
+            run_id: run_id.clone(),
+            server: server.clone(),
+            api_servers: client.servers().to_vec(),
+            started_at: wall_start.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            finished_at: finished_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            duration_s,
+            plan: plan.clone(),
+            passed: slo.iter().all(|c| c.passed),
+            interrupted,
+            interrupted_at_s: run.interrupted_at,
+            slo,
+            pods,
+            phases: std::mem::take(&mut run.phases),
+            server_stamped_latency_ms: report::server_stamped(tracker.records()),
+            latency_ms,
+            api_calls,
+            errors_by_code,
+            timeline: report::timeline(tracker.records(), duration_s),
+            processes: report::processes(samples),
+            accounting: accounted,
+        }
+    };
+    let (report_json, report_html, summary) = write_report(&report, &[], &target.report_dir)?;
+    let acks = run.acks.lock().clone();
+    Ok(LoadOutcome {
+        passed: report.passed,
+        interrupted,
+        report_json,
+        report_html,
+        summary,
+        report,
+        acks,
+        watch_histories: histories.iter().map(|h| h.lock().clone()).collect(),
+        records: if target.record_watch {
+            tracker.lock().records().to_vec()
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// Writes `load-report.json` and `load-report.html` into `dir`, with the `attached` sections;
+/// their paths and the terminal summary.
+pub fn write_report(
+    report: &LoadReport,
+    attached: &[report::AttachedSection],
+    dir: &std::path::Path,
+) -> anyhow::Result<(PathBuf, PathBuf, String)> {
+    /// The report's own keys, then each attached section's.
+    #[derive(serde::Serialize)]
+    struct WithSections<'a> {
+        #[serde(flatten)]
+        report: &'a LoadReport,
+        #[serde(flatten)]
+        attached: std::collections::BTreeMap<&'a str, &'a serde_json::Value>,
+    }
+    let mut summary = report::summary(report);
+    for section in attached {
+        summary.push('\n');
+        summary.push_str(&section.summary);
+    }
+    let json = WithSections {
+        report,
+        attached: attached.iter().map(|s| (s.key.as_str(), &s.json)).collect(),
+    };
+    let report_json = dir.join("load-report.json");
+    let report_html = dir.join("load-report.html");
+    std::fs::write(&report_json, serde_json::to_vec_pretty(&json)?)
+        .with_context(|| format!("writing {}", report_json.display()))?;
+    std::fs::write(&report_html, html::render(report, &summary, attached))
+        .with_context(|| format!("writing {}", report_html.display()))?;
+    Ok((report_json, report_html, summary))
+}
