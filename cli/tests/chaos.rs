@@ -128,7 +128,10 @@ kind = "kill-store-leader"
         .arg(&config)
         .arg("--dir")
         .arg(&dir)
-        .env("RUST_LOG", "warn,kemu=info")
+        .env(
+            "RUST_LOG",
+            "warn,kemu=info,cluster=info,load=info,chaos=info",
+        )
         .output()
         .await?;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -244,7 +247,10 @@ async fn a_stopped_chaos_run_keeps_its_action_log() -> anyhow::Result<()> {
             ])
             .arg("--report")
             .arg(tmp.path())
-            .env("RUST_LOG", "warn,kemu=info"),
+            .env(
+                "RUST_LOG",
+                "warn,kemu=info,cluster=info,load=info,chaos=info",
+            ),
         "kill-store-leader",
     )?;
     chaos.reached(Duration::from_secs(90)).await?;

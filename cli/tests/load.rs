@@ -152,7 +152,10 @@ fn kemu_run_command(config: &str, dir: &Path) -> anyhow::Result<tokio::process::
         .arg(&file)
         .arg("--dir")
         .arg(dir)
-        .env("RUST_LOG", "warn,kemu=info");
+        .env(
+            "RUST_LOG",
+            "warn,kemu=info,cluster=info,load=info,chaos=info",
+        );
     Ok(command)
 }
 
