@@ -16,12 +16,15 @@
 //!   JSON bytes).
 //! - [`client`]: [`Client`](client::Client), a component's connection to the API servers.
 //! - [`informer`]: list-then-watch caches as explicit state machines.
+//! - [`leader_election`]: leader election on a Lease (client-go's semantics), a pure core and
+//!   its driver.
 //! - [`node_logs`]: the API server ⇄ node host protocol of `pods/log`.
 
 pub mod client;
 pub mod discovery;
 pub mod event_sink;
 pub mod informer;
+pub mod leader_election;
 pub mod node_logs;
 pub mod patch;
 pub mod printers;

@@ -42,6 +42,8 @@ const BOOKMARK_INTERVAL: Duration = Duration::from_secs(30);
 pub struct AppState {
     pub registry: Arc<Registry>,
     pub metrics: Metrics,
+    /// The process's metrics registry and health checks (`/metrics`, `/readyz`, ...).
+    pub telemetry: telemetry::Telemetry,
     pub server_address: String,
     pub authenticator: Authenticator,
     pub authorizer: Arc<Authorizer>,
@@ -109,7 +111,10 @@ struct PathTarget {
 
 /// Non-resource paths and the resource paths under `/api` and `/apis`.
 enum Route {
-    Health,
+    /// `/healthz`, `/livez`, `/readyz` (open to everyone), or one check under them.
+    Health {
+        check: bool,
+    },
     Metrics,
     Version,
     ApiVersions,
@@ -125,7 +130,8 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
-    let query = parse_query(request.uri().query().unwrap_or(""));
+    let raw_query = request.uri().query().map(str::to_string);
+    let query = parse_query(raw_query.as_deref().unwrap_or(""));
     let peer = request
         .extensions()
         .get::<ConnectInfo<HttpPeer>>()
@@ -183,7 +189,7 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
         }
         Ok(other) => {
             let allowed = match (&user, &other) {
-                (_, Route::Health | Route::Version) => Ok(()),
+                (_, Route::Health { check: false } | Route::Version) => Ok(()),
                 (Some(user), _) => {
                     let started = Instant::now();
                     let allowed = state.authorizer.check(&Attributes {
@@ -196,9 +202,22 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                 }
                 (None, _) => Err(authn::unauthorized()),
             };
-            let response = match allowed {
-                Ok(()) => non_resource(&state, other, &method),
-                Err(e) => error_response(&e),
+            let response = match (allowed, other) {
+                (Ok(()), Route::Health { .. })
+                    if method == Method::GET || method == Method::HEAD =>
+                {
+                    match state
+                        .telemetry
+                        .health
+                        .answer(&path, raw_query.as_deref())
+                        .await
+                    {
+                        Some(answer) => telemetry::health_response(answer),
+                        None => error_response(&not_found()),
+                    }
+                }
+                (Ok(()), other) => non_resource(&state, other, &method),
+                (Err(e), _) => error_response(&e),
             };
             (response, method.as_str().to_string(), String::new())
         }
@@ -238,14 +257,9 @@ fn verb_of(method: &Method, target: &PathTarget, query: &HashMap<String, String>
 fn route(path: &str) -> Result<Route, ApiError> {
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> = trimmed.split('/').filter(|s| !s.is_empty()).collect();
-    let not_found = || ApiError::NotFound {
-        message: "the server could not find the requested resource".into(),
-        name: String::new(),
-        group: String::new(),
-        kind: String::new(),
-    };
     match segments.as_slice() {
-        ["healthz"] | ["livez"] | ["readyz"] => Ok(Route::Health),
+        ["healthz" | "livez" | "readyz"] => Ok(Route::Health { check: false }),
+        ["healthz" | "livez" | "readyz", _, ..] => Ok(Route::Health { check: true }),
         ["metrics"] => Ok(Route::Metrics),
         ["version"] => Ok(Route::Version),
         ["api"] => Ok(Route::ApiVersions),
@@ -263,6 +277,15 @@ fn route(path: &str) -> Result<Route, ApiError> {
             resource_route(group, version, rest).ok_or_else(not_found)
         }
         _ => Err(not_found()),
+    }
+}
+
+fn not_found() -> ApiError {
+    ApiError::NotFound {
+        message: "the server could not find the requested resource".into(),
+        name: String::new(),
+        group: String::new(),
+        kind: String::new(),
     }
 }
 
@@ -304,37 +327,14 @@ fn non_resource(state: &AppState, route: Route, method: &Method) -> Response {
         });
     }
     match route {
-        Route::Health => (
+        // Answered in `handle` (the checks are async); a method other than GET ends above.
+        Route::Health { .. } => error_response(&not_found()),
+        Route::Metrics => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            "ok",
+            [(header::CONTENT_TYPE, telemetry::CONTENT_TYPE)],
+            state.telemetry.metrics.encode(),
         )
             .into_response(),
-        Route::Metrics => {
-            let cache = state.registry.cache();
-            let watchers: Vec<(String, usize)> = cache
-                .caches()
-                .iter()
-                .map(|c| (c.storage.to_string(), c.watcher_count()))
-                .collect();
-            let objects: Vec<(String, usize)> = cache
-                .caches()
-                .iter()
-                .map(|c| (c.storage.to_string(), c.object_count()))
-                .collect();
-            let mut body = state.metrics.render(&watchers, &objects);
-            state.registry.pipeline().render(&mut body);
-            state.registry.storage().metrics().render(&mut body);
-            (
-                StatusCode::OK,
-                [(
-                    header::CONTENT_TYPE,
-                    "text/plain; version=0.0.4; charset=utf-8",
-                )],
-                body,
-            )
-                .into_response()
-        }
         Route::Version => json_response(StatusCode::OK, &api::discovery::version_info()),
         Route::ApiVersions => json_response(
             StatusCode::OK,

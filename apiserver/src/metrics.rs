@@ -1,10 +1,10 @@
-//! Prometheus metrics of the API server, rendered in the text exposition format.
+//! The API server's Prometheus metrics (kube-apiserver's names), registered in the process's
+//! [`telemetry::Registry`] and served on `/metrics` of its HTTPS front.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
+use std::borrow::Cow;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use telemetry::{Counter, Histogram, MetricVec, Registry};
 
 /// Upper bounds (seconds) of the request duration histogram, as kube-apiserver's.
 const BUCKETS: &[f64] = &[
@@ -12,143 +12,162 @@ const BUCKETS: &[f64] = &[
     8.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
 ];
 
-#[derive(Default)]
-struct Histogram {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
 /// Store request latency by operation and resource, as kube-apiserver's
 /// `etcd_request_duration_seconds{operation,type}`: the time from the call to the store client
 /// to its answer, batching and raft commit included.
-#[derive(Default)]
+#[derive(Clone, Debug)]
 pub struct StoreMetrics {
-    /// operation → resource → histogram (looked up by `&str`: no allocation per call).
-    durations: Mutex<BTreeMap<&'static str, BTreeMap<String, Histogram>>>,
+    registry: Registry,
+    durations: MetricVec<Histogram, 2>,
+}
+
+impl Default for StoreMetrics {
+    /// Metrics in a registry of their own.
+    fn default() -> StoreMetrics {
+        StoreMetrics::new(&Registry::new())
+    }
 }
 
 impl StoreMetrics {
+    pub fn new(registry: &Registry) -> StoreMetrics {
+        StoreMetrics {
+            registry: registry.clone(),
+            durations: registry.histogram_vec(
+                "etcd_request_duration_seconds",
+                "Store request latency in seconds for each operation and object type.",
+                &["operation", "type"],
+                BUCKETS,
+            ),
+        }
+    }
+
     /// Records one call on `key` (`/registry/<resource>/...`; a prefix for lists).
     pub fn observe(&self, operation: &'static str, key: &str, took: Duration) {
         let resource = key
             .strip_prefix("/registry/")
             .and_then(|rest| rest.split('/').next())
             .unwrap_or("");
-        let mut durations = self.durations.lock();
-        let by_resource = durations.entry(operation).or_default();
-        match by_resource.get_mut(resource) {
-            Some(h) => h.observe(took),
-            None => by_resource
-                .entry(resource.to_string())
-                .or_default()
-                .observe(took),
-        }
+        self.durations
+            .with([operation.into(), resource.to_string().into()])
+            .observe(took.as_secs_f64());
     }
 
+    /// The text exposition of the registry these metrics are in.
     pub fn render(&self, out: &mut String) {
-        out.push_str("# HELP etcd_request_duration_seconds Store request latency in seconds for each operation and object type.\n");
-        out.push_str("# TYPE etcd_request_duration_seconds histogram\n");
-        let durations = self.durations.lock();
-        let series = durations.iter().flat_map(|(operation, by)| {
-            by.iter().map(move |(resource, h)| (operation, resource, h))
-        });
-        for (operation, resource, h) in series {
-            h.render(
-                out,
-                "etcd_request_duration_seconds",
-                &format!("operation=\"{operation}\",type=\"{resource}\""),
-            );
-        }
-    }
-}
-
-impl Histogram {
-    fn observe(&mut self, took: Duration) {
-        let seconds = took.as_secs_f64();
-        if self.counts.is_empty() {
-            self.counts = vec![0; BUCKETS.len()];
-        }
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            if seconds <= *bound {
-                self.counts[i] += 1;
-            }
-        }
-        self.sum += seconds;
-        self.count += 1;
-    }
-
-    /// The buckets, sum and count of `name` with `labels` (without braces).
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels},le=\"{bound}\"}} {}",
-                self.counts[i]
-            );
-        }
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
-        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
-        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+        out.push_str(&self.registry.encode());
     }
 }
 
 /// Request counters and latency histograms by verb, resource and code.
-#[derive(Default)]
+#[derive(Clone, Debug)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    durations: Mutex<BTreeMap<(String, String), Histogram>>,
+    registry: Registry,
+    requests: MetricVec<Counter, 3>,
+    durations: MetricVec<Histogram, 2>,
+}
+
+impl Default for Metrics {
+    /// Metrics in a registry of their own.
+    fn default() -> Metrics {
+        Metrics::new(&Registry::new())
+    }
+}
+
+/// The response code as a label value; the common ones without an allocation.
+fn code_label(code: u16) -> Cow<'static, str> {
+    match code {
+        200 => "200".into(),
+        201 => "201".into(),
+        404 => "404".into(),
+        409 => "409".into(),
+        422 => "422".into(),
+        other => other.to_string().into(),
+    }
+}
+
+/// The request's verb as a label value; kube-apiserver's verbs without an allocation.
+fn verb_label(verb: &str) -> Cow<'static, str> {
+    const VERBS: [&str; 9] = [
+        "GET",
+        "LIST",
+        "WATCH",
+        "POST",
+        "PUT",
+        "PATCH",
+        "DELETE",
+        "DELETECOLLECTION",
+        "APPLY",
+    ];
+    match VERBS.iter().find(|v| **v == verb) {
+        Some(v) => Cow::Borrowed(v),
+        None => verb.to_string().into(),
+    }
 }
 
 impl Metrics {
-    pub fn observe(&self, verb: &str, resource: &str, code: u16, took: Duration) {
-        *self
-            .requests
-            .lock()
-            .entry((verb.to_string(), resource.to_string(), code))
-            .or_default() += 1;
-        self.durations
-            .lock()
-            .entry((verb.to_string(), resource.to_string()))
-            .or_default()
-            .observe(took);
+    pub fn new(registry: &Registry) -> Metrics {
+        Metrics {
+            registry: registry.clone(),
+            requests: registry.counter_vec(
+                "apiserver_request_total",
+                "Counter of apiserver requests broken out for each verb, resource and HTTP response code.",
+                &["verb", "resource", "code"],
+            ),
+            durations: registry.histogram_vec(
+                "apiserver_request_duration_seconds",
+                "Response latency distribution in seconds for each verb and resource.",
+                &["verb", "resource"],
+                BUCKETS,
+            ),
+        }
     }
 
-    /// The text exposition, with `watchers` as the registered-watchers gauge per resource.
-    pub fn render(&self, watchers: &[(String, usize)], objects: &[(String, usize)]) -> String {
-        let mut out = String::new();
-        out.push_str("# HELP apiserver_request_total Counter of apiserver requests broken out for each verb, resource and HTTP response code.\n");
-        out.push_str("# TYPE apiserver_request_total counter\n");
-        for ((verb, resource, code), n) in self.requests.lock().iter() {
-            let _ = writeln!(out, "apiserver_request_total{{verb=\"{verb}\",resource=\"{resource}\",code=\"{code}\"}} {n}");
-        }
-        out.push_str("# HELP apiserver_request_duration_seconds Response latency distribution in seconds for each verb and resource.\n");
-        out.push_str("# TYPE apiserver_request_duration_seconds histogram\n");
-        for ((verb, resource), h) in self.durations.lock().iter() {
-            h.render(
-                &mut out,
-                "apiserver_request_duration_seconds",
-                &format!("verb=\"{verb}\",resource=\"{resource}\""),
-            );
-        }
-        out.push_str("# HELP apiserver_registered_watchers Number of currently registered watchers for a given resource.\n");
-        out.push_str("# TYPE apiserver_registered_watchers gauge\n");
-        for (resource, n) in watchers {
-            let _ = writeln!(
-                out,
-                "apiserver_registered_watchers{{resource=\"{resource}\"}} {n}"
-            );
-        }
-        out.push_str("# HELP apiserver_storage_objects Number of stored objects per resource.\n");
-        out.push_str("# TYPE apiserver_storage_objects gauge\n");
-        for (resource, n) in objects {
-            let _ = writeln!(
-                out,
-                "apiserver_storage_objects{{resource=\"{resource}\"}} {n}"
-            );
-        }
-        out
+    pub fn observe(&self, verb: &str, resource: &str, code: u16, took: Duration) {
+        let verb = verb_label(verb);
+        let resource: Cow<'static, str> = resource.to_string().into();
+        self.requests
+            .with([verb.clone(), resource.clone(), code_label(code)])
+            .inc();
+        self.durations
+            .with([verb, resource])
+            .observe(took.as_secs_f64());
     }
+
+    /// The text exposition of the registry these metrics are in.
+    pub fn render(&self) -> String {
+        self.registry.encode()
+    }
+}
+
+/// Registers the watch caches' gauges, read when scraped: `read` gives each resource's
+/// `(storage name, registered watchers, stored objects)`.
+pub fn register_cache_gauges(
+    registry: &Registry,
+    read: impl Fn() -> Vec<(String, usize, usize)> + Send + Sync + Clone + 'static,
+) {
+    let watchers = read.clone();
+    registry.gauge_vec_fn(
+        "apiserver_registered_watchers",
+        "Number of currently registered watchers for a given resource.",
+        "resource",
+        move || {
+            watchers()
+                .into_iter()
+                .map(|(resource, n, _)| (resource, n as f64))
+                .collect()
+        },
+    );
+    registry.gauge_vec_fn(
+        "apiserver_storage_objects",
+        "Number of stored objects per resource.",
+        "resource",
+        move || {
+            read()
+                .into_iter()
+                .map(|(resource, _, n)| (resource, n as f64))
+                .collect()
+        },
+    );
 }
 
 #[cfg(test)]
@@ -160,7 +179,8 @@ mod tests {
         let m = Metrics::default();
         m.observe("POST", "pods", 201, Duration::from_millis(3));
         m.observe("POST", "pods", 201, Duration::from_millis(300));
-        let text = m.render(&[("pods".into(), 2)], &[]);
+        register_cache_gauges(&m.registry, || vec![("pods".into(), 2, 0)]);
+        let text = m.render();
         assert!(text
             .contains("apiserver_request_total{verb=\"POST\",resource=\"pods\",code=\"201\"} 2"));
         assert!(text.contains("apiserver_request_duration_seconds_bucket{verb=\"POST\",resource=\"pods\",le=\"0.005\"} 1"));

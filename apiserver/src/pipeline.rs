@@ -9,12 +9,17 @@
 //! `kemu_apiserver_admission_seconds{verb}`.
 //!
 //! The histograms are atomics, so observing costs two clock reads and three relaxed adds; no
-//! lock is taken on the request path.
+//! lock is taken on the request path. [`PipelineMetrics`] is a collector of the process's
+//! [`telemetry::Registry`], which reads the atomics when scraped.
 
 use std::cell::Cell;
-use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use telemetry::prometheus_client::collector::Collector;
+use telemetry::prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
+use telemetry::prometheus_client::metrics::MetricType;
 
 /// Upper bounds (seconds) of the pipeline histograms: 1 µs to 10 ms.
 pub const BUCKETS: &[f64] = &[
@@ -89,6 +94,7 @@ impl AdmissionVerb {
 }
 
 /// A lock-free histogram over [`BUCKETS`] (per-bucket counts; cumulated when rendered).
+#[derive(Debug)]
 pub struct AtomicHistogram {
     counts: [AtomicU64; BUCKETS.len() + 1],
     sum_nanos: AtomicU64,
@@ -127,27 +133,28 @@ impl AtomicHistogram {
             .collect()
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let cumulative = self.cumulative();
-        let sep = if labels.is_empty() { "" } else { "," };
-        for (bound, n) in BUCKETS.iter().zip(&cumulative) {
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {n}");
-        }
-        let count = cumulative.last().copied().unwrap_or(0);
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+    /// The bounds with their own (not cumulated) counts, `+Inf` last; and the sum in seconds.
+    fn buckets(&self) -> (Vec<(f64, u64)>, f64) {
+        let buckets = BUCKETS
+            .iter()
+            .copied()
+            .chain([f64::INFINITY])
+            .zip(&self.counts)
+            .map(|(bound, n)| (bound, n.load(Ordering::Relaxed)))
+            .collect();
         let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        let braces = if labels.is_empty() {
-            String::new()
-        } else {
-            format!("{{{labels}}}")
-        };
-        let _ = writeln!(out, "{name}_sum{braces} {sum}");
-        let _ = writeln!(out, "{name}_count{braces} {count}");
+        (buckets, sum)
+    }
+
+    fn encode(&self, mut metric: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let (buckets, sum) = self.buckets();
+        let count = buckets.iter().map(|(_, n)| n).sum();
+        metric.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
     }
 }
 
 /// The pipeline's histograms, one per stage plus the per-create sum and admission per verb.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct PipelineMetrics {
     stages: [AtomicHistogram; 3],
     create_total: AtomicHistogram,
@@ -178,29 +185,45 @@ impl PipelineMetrics {
         &self.admission_by_verb[verb as usize]
     }
 
-    pub fn render(&self, out: &mut String) {
-        out.push_str("# HELP kemu_apiserver_request_pipeline_seconds Time spent in one stage of the request pipeline (authentication, authorization, admission) per request.\n");
-        out.push_str("# TYPE kemu_apiserver_request_pipeline_seconds histogram\n");
+    /// The text exposition of these histograms alone.
+    pub fn render(self: &Arc<Self>, out: &mut String) {
+        let registry = telemetry::Registry::new();
+        registry.register_collector(self.clone());
+        out.push_str(&registry.encode());
+    }
+}
+
+impl Collector for PipelineMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut stages = encoder.encode_descriptor(
+            "kemu_apiserver_request_pipeline_seconds",
+            "Time spent in one stage of the request pipeline (authentication, authorization, admission) per request.",
+            None,
+            MetricType::Histogram,
+        )?;
         for stage in Stage::ALL {
-            self.stage(stage).render(
-                out,
-                "kemu_apiserver_request_pipeline_seconds",
-                &format!("stage=\"{}\"", stage.label()),
-            );
+            let labels = [("stage", stage.label())];
+            self.stage(stage).encode(stages.encode_family(&labels)?)?;
         }
-        out.push_str("# HELP kemu_apiserver_create_pipeline_seconds Authentication, authorization and admission of one create over HTTP, together.\n");
-        out.push_str("# TYPE kemu_apiserver_create_pipeline_seconds histogram\n");
-        self.create_total
-            .render(out, "kemu_apiserver_create_pipeline_seconds", "");
-        out.push_str("# HELP kemu_apiserver_admission_seconds Time spent in admission per request, by verb.\n");
-        out.push_str("# TYPE kemu_apiserver_admission_seconds histogram\n");
+        let create = encoder.encode_descriptor(
+            "kemu_apiserver_create_pipeline_seconds",
+            "Authentication, authorization and admission of one create over HTTP, together.",
+            None,
+            MetricType::Histogram,
+        )?;
+        self.create_total.encode(create)?;
+        let mut admission = encoder.encode_descriptor(
+            "kemu_apiserver_admission_seconds",
+            "Time spent in admission per request, by verb.",
+            None,
+            MetricType::Histogram,
+        )?;
         for verb in AdmissionVerb::ALL {
-            self.admission(verb).render(
-                out,
-                "kemu_apiserver_admission_seconds",
-                &format!("verb=\"{}\"", verb.label()),
-            );
+            let labels = [("verb", verb.label())];
+            self.admission(verb)
+                .encode(admission.encode_family(&labels)?)?;
         }
+        Ok(())
     }
 }
 
@@ -355,7 +378,7 @@ mod tests {
 
     #[test]
     fn stages_render_as_prometheus_histograms_and_parse_back() {
-        let m = PipelineMetrics::default();
+        let m = Arc::new(PipelineMetrics::default());
         m.observe(Stage::Authz, Duration::from_nanos(800));
         m.observe(Stage::Authz, Duration::from_micros(4));
         m.observe(Stage::Authz, Duration::from_millis(20));
@@ -363,16 +386,16 @@ mod tests {
         let mut text = String::new();
         m.render(&mut text);
         assert!(text.contains(
-            "kemu_apiserver_request_pipeline_seconds_bucket{stage=\"authz\",le=\"0.000001\"} 1"
+            "kemu_apiserver_request_pipeline_seconds_bucket{stage=\"authz\",le=\"1e-06\"} 1"
         ));
         assert!(text.contains(
-            "kemu_apiserver_request_pipeline_seconds_bucket{stage=\"authz\",le=\"0.000005\"} 2"
+            "kemu_apiserver_request_pipeline_seconds_bucket{stage=\"authz\",le=\"5e-06\"} 2"
         ));
         assert!(text.contains(
             "kemu_apiserver_request_pipeline_seconds_bucket{stage=\"authz\",le=\"+Inf\"} 3"
         ));
         assert!(text.contains("kemu_apiserver_request_pipeline_seconds_count{stage=\"authn\"} 0"));
-        assert!(text.contains("kemu_apiserver_create_pipeline_seconds_bucket{le=\"0.000015\"} 1"));
+        assert!(text.contains("kemu_apiserver_create_pipeline_seconds_bucket{le=\"1.5e-05\"} 1"));
         let authz = scrape_buckets(
             &text,
             "kemu_apiserver_request_pipeline_seconds",
@@ -399,7 +422,7 @@ mod tests {
 
     #[tokio::test]
     async fn admission_time_reaches_the_request_that_spent_it() {
-        let m = PipelineMetrics::default();
+        let m = Arc::new(PipelineMetrics::default());
         let ((), spent) = with_admission_time(async {
             let t = AdmissionTimer::start(AdmissionVerb::Create);
             std::thread::sleep(Duration::from_millis(2));

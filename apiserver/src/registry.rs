@@ -217,7 +217,7 @@ impl Registry {
     }
 
     /// The pipeline's timings (admission is timed here; the fronts time authn and authz).
-    pub fn pipeline(&self) -> &PipelineMetrics {
+    pub fn pipeline(&self) -> &Arc<PipelineMetrics> {
         &self.pipeline
     }
 

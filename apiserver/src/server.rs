@@ -10,6 +10,7 @@ use std::time::Duration;
 use axum::Router;
 use serde_json::json;
 use store::client::{Client, ClientConfig};
+use telemetry::Telemetry;
 use tracing::{info, warn};
 use transport::rpc::RpcServer;
 use transport::tls::TlsIdentity;
@@ -22,7 +23,7 @@ use crate::authz::Authorizer;
 use crate::errors::ApiError;
 use crate::http::{self, AppState};
 use crate::https::{HttpPeer, TlsListener};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, StoreMetrics};
 use crate::registry::{Registry, WriteOptions};
 use crate::storage::Storage;
 use crate::watch_cache::{WatchCache, DEFAULT_WINDOW};
@@ -121,6 +122,56 @@ impl ApiServerConfig {
     }
 }
 
+/// How long the health checks wait for the store, and for the watch caches to catch up with it.
+const HEALTH_STORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// kube-apiserver's checks where kemu has the same parts: `etcd` (the store answers a
+/// linearizable read; on every endpoint) and `informer-sync` (the watch caches, which serve
+/// reads and the authorizer, have caught up with the store's revision; on `/readyz`).
+fn add_health_checks(health: &telemetry::Health, cache: &Arc<WatchCache>) {
+    let store = cache.clone();
+    health.liveness(
+        "etcd",
+        telemetry::async_check(move || {
+            let store = store.clone();
+            async move {
+                match tokio::time::timeout(HEALTH_STORE_TIMEOUT, store.current_store_revision())
+                    .await
+                {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(format!("the store did not answer: {e}")),
+                    Err(_) => Err(format!(
+                        "the store did not answer within {HEALTH_STORE_TIMEOUT:?}"
+                    )),
+                }
+            }
+        }),
+    );
+    let caches = cache.clone();
+    health.readiness(
+        "informer-sync",
+        telemetry::async_check(move || {
+            let caches = caches.clone();
+            async move {
+                let revision =
+                    tokio::time::timeout(HEALTH_STORE_TIMEOUT, caches.current_store_revision())
+                        .await
+                        .map_err(|_| "the store did not answer".to_string())?
+                        .map_err(|e| format!("the store did not answer: {e}"))?;
+                caches
+                    .wait_for(revision, HEALTH_STORE_TIMEOUT)
+                    .await
+                    .map_err(|_| {
+                        format!(
+                            "the watch caches are at revision {}, behind the store's {revision}",
+                            caches.revision()
+                        )
+                    })
+            }
+        }),
+    );
+}
+
 /// Errors that stop the server.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -154,10 +205,24 @@ pub async fn run(
     )?;
     let cache = WatchCache::start(client.clone(), config.watch_window).await?;
     crate::logs::configure(config.certs_dir.clone(), config.identity.clone());
+    let telemetry = Telemetry::new();
+    let storage = Storage::new(client.clone()).with_metrics(StoreMetrics::new(&telemetry.metrics));
     let registry = Arc::new(
-        Registry::new(Storage::new(client.clone()), cache, config.event_ttl)
+        Registry::new(storage, cache.clone(), config.event_ttl)
             .with_admission(config.admission.clone()),
     );
+    telemetry
+        .metrics
+        .register_collector(registry.pipeline().clone());
+    let caches = cache.clone();
+    crate::metrics::register_cache_gauges(&telemetry.metrics, move || {
+        caches
+            .caches()
+            .iter()
+            .map(|c| (c.storage.to_string(), c.watcher_count(), c.object_count()))
+            .collect()
+    });
+    add_health_checks(&telemetry.health, &cache);
     info!(plugins = ?config.admission.enabled(), "admission");
     ensure_namespaces(&registry).await?;
     let tokens = match &config.token_auth_file {
@@ -222,7 +287,8 @@ pub async fn run(
     };
     let state = Arc::new(AppState {
         registry,
-        metrics: Metrics::default(),
+        metrics: Metrics::new(&telemetry.metrics),
+        telemetry,
         server_address: local.to_string(),
         authenticator: Authenticator::new(tokens),
         authorizer,

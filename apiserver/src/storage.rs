@@ -40,6 +40,12 @@ impl Storage {
         }
     }
 
+    /// Records the store calls' latency in `metrics` (the process's registry's).
+    pub fn with_metrics(mut self, metrics: StoreMetrics) -> Storage {
+        self.metrics = Arc::new(metrics);
+        self
+    }
+
     pub fn client(&self) -> &Client {
         &self.client
     }

@@ -1,23 +1,22 @@
 //! kemu's controller manager: the controllers that turn workload objects into pods and keep
 //! the cluster's derived state (endpoints, node health, namespaces, garbage) in step.
 //!
-//! - [`manager`]: `ControllerManager` configuration, leader election, shared informers, and
+//! - [`manager`]: `ControllerManager` configuration, leader election (`api::leader_election`
+//!   on the `kube-system/kube-controller-manager` Lease), shared informers, health checks, and
 //!   the start of every controller.
-//! - [`leader`]: leader election on a `coordination.k8s.io` Lease.
 //! - [`queue`] and [`worker`]: the rate-limited, de-duplicating work queue and the workers that
 //!   reconcile its keys one at a time.
 //! - [`expectations`]: creations/deletions in flight, so a slow watch never causes doubles.
 //! - Controllers, each a pure decision core plus a reconciler doing the I/O: [`replicaset`],
 //!   [`deployment`], [`job`], [`node_lifecycle`], [`endpoints`], [`namespace`],
 //!   [`garbage_collector`], [`resource_quota`].
-//! - [`metrics`]: counters and their HTTP endpoint.
+//! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
 
 pub mod deployment;
 pub mod endpoints;
 pub mod expectations;
 pub mod garbage_collector;
 pub mod job;
-pub mod leader;
 pub mod manager;
 pub mod metrics;
 pub mod namespace;

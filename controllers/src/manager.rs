@@ -9,12 +9,16 @@ use std::time::Duration;
 
 use api::client::{Client, ClientConfig, ClientError, ListParams};
 use api::informer::Informer;
+use api::leader_election::{LeaderElectionConfig, LeaderElector};
 use api::resources;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, ResourceQuota, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use telemetry::Telemetry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -22,8 +26,7 @@ use crate::deployment::DeploymentController;
 use crate::endpoints::EndpointsController;
 use crate::garbage_collector::GarbageCollector;
 use crate::job::JobController;
-use crate::leader::{LeaderConfig, LeaderElector};
-use crate::metrics::{self, Metrics};
+use crate::metrics::Metrics;
 use crate::namespace::NamespaceController;
 use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleController};
 use crate::queue::WorkQueue;
@@ -58,7 +61,7 @@ pub enum ManagerError {
     #[error("lost the leader lease")]
     LostLeadership,
     #[error("metrics endpoint: {0}")]
-    Metrics(#[source] std::io::Error),
+    Metrics(#[source] telemetry::ServeError),
 }
 
 impl ControllerManagerConfig {
@@ -109,42 +112,73 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
     let client = Client::new(config.client.clone()).map_err(ManagerError::Client)?;
-    let metrics = Metrics::default();
+    let telemetry = Telemetry::new();
+    let metrics = Metrics::new(&telemetry.metrics);
+    let sync = Arc::new(ControllerSync::default());
+    let check = sync.clone();
+    telemetry
+        .health
+        .readiness("informer-sync", move || check.check());
     if let Some(addr) = config.metrics_addr {
-        let (m, s) = (metrics.clone(), stop.clone());
-        let listener_ready = tokio::spawn(async move { metrics::serve(addr, m, s).await });
         // Bind errors surface at once; later ones only end the endpoint.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        if listener_ready.is_finished() {
-            if let Ok(Err(e)) = listener_ready.await {
-                return Err(ManagerError::Metrics(e));
+        let listener = telemetry::bind(addr).await.map_err(ManagerError::Metrics)?;
+        let mut s = stop.clone();
+        let serving = telemetry.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serving
+                .serve(listener, async move { stopped(&mut s).await })
+                .await
+            {
+                warn!(error = %e, "metrics endpoint failed");
             }
-        }
+        });
     }
 
-    let mut lost = if config.leader_elect {
+    let mut election = None;
+    let mut leadership = None;
+    if config.leader_elect {
         let elector = LeaderElector::new(
             client.clone(),
-            LeaderConfig::new(config.holder_identity.clone()),
+            LeaderElectionConfig::new("kube-controller-manager", config.holder_identity.clone()),
         );
-        match elector.acquire(stop.clone()).await {
-            Some(lost) => Some(lost),
-            None => return Ok(()),
+        let mut watching = elector.leadership();
+        let health_view = elector.leadership();
+        telemetry.health.liveness("leaderElection", move || {
+            health_view.borrow().check(
+                std::time::Instant::now(),
+                std::time::Duration::from_secs(15),
+            )
+        });
+        let mut s = stop.clone();
+        election = Some(tokio::spawn(
+            elector.run(async move { stopped(&mut s).await }),
+        ));
+        let mut stop_wait = stop.clone();
+        tokio::select! {
+            biased;
+            () = stopped(&mut stop_wait) => {
+                finish(election).await;
+                return Ok(());
+            }
+            won = watching.wait_for(|l| l.leading) => {
+                if won.is_err() {
+                    return Ok(());
+                }
+            }
         }
-    } else {
-        None
-    };
+        leadership = Some(watching);
+    }
     metrics.set_leader(true);
 
-    let started = start_controllers(&client, &config, &metrics, stop.clone());
+    let started = start_controllers(&client, &config, &metrics, &sync, stop.clone());
     info!(controllers = started, "controllers started");
 
     let mut stop_wait = stop.clone();
-    let result = match lost.as_mut() {
-        Some(lost) => tokio::select! {
+    let result = match leadership.as_mut() {
+        Some(leadership) => tokio::select! {
             biased;
             () = stopped(&mut stop_wait) => Ok(()),
-            _ = lost.wait_for(|l| *l) => Err(ManagerError::LostLeadership),
+            _ = leadership.wait_for(|l| !l.leading) => Err(ManagerError::LostLeadership),
         },
         None => {
             stopped(&mut stop_wait).await;
@@ -155,7 +189,39 @@ pub async fn run(
     if result.is_err() {
         warn!("stepping down: leadership lost");
     }
+    finish(election).await;
     result
+}
+
+/// Waits (briefly) for the election to release the lease on its way out.
+async fn finish(election: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(election) = election {
+        let _ = tokio::time::timeout(Duration::from_secs(3), election).await;
+    }
+}
+
+/// How many controllers started and how many of them have synced their caches: the
+/// `informer-sync` readiness check. A standby (no controller started) is ready.
+#[derive(Debug, Default)]
+struct ControllerSync {
+    started: AtomicUsize,
+    synced: AtomicUsize,
+}
+
+impl ControllerSync {
+    fn check(&self) -> Result<(), String> {
+        let (started, synced) = (
+            self.started.load(Ordering::Relaxed),
+            self.synced.load(Ordering::Relaxed),
+        );
+        if synced < started {
+            return Err(format!(
+                "{} of {started} controllers wait for their caches to sync",
+                started - synced
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Builds the shared informers and every controller; returns how many controllers started.
@@ -163,6 +229,7 @@ fn start_controllers(
     client: &Client,
     config: &ControllerManagerConfig,
     metrics: &Metrics,
+    sync: &Arc<ControllerSync>,
     stop: Shutdown,
 ) -> usize {
     let all = ListParams::default();
@@ -213,11 +280,13 @@ fn start_controllers(
     let mut count = 0;
     let mut start = |name: &'static str, reconciler: Arc<dyn StartAfterSync>, queue: WorkQueue| {
         count += 1;
-        let (metrics, stop) = (metrics.clone(), stop.clone());
+        sync.started.fetch_add(1, Ordering::Relaxed);
+        let (metrics, stop, sync) = (metrics.clone(), stop.clone(), sync.clone());
         tokio::spawn(async move {
             if !reconciler.synced().await {
                 return;
             }
+            sync.synced.fetch_add(1, Ordering::Relaxed);
             info!(controller = name, "caches synced; starting workers");
             reconciler.spawn(name, queue, workers, metrics, stop);
         });

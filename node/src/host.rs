@@ -1,14 +1,15 @@
 //! [`run`]: one node host — an actix system on its own thread carrying N [`Kubelet`] actors
 //! over one shared [`api::Client`] connection, plus the log service the API server's `pods/log`
-//! asks, and optional Prometheus metrics.
+//! asks, and optional metrics and health endpoints (`apiserver-connection`, `nodes-registered`).
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use actix::{Actor, Addr};
 use api::client::{Client, ClientConfig, ClientError};
 use api::event_sink::EventSink;
+use telemetry::Telemetry;
 use tracing::{info, warn};
 use transport::rpc::RpcServer;
 use transport::tls::TlsIdentity;
@@ -28,12 +29,8 @@ pub enum NodeHostError {
     Client(#[from] ClientError),
     #[error("log service: {0}")]
     Transport(#[from] TransportError),
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("metrics and health endpoint: {0}")]
+    Metrics(#[from] telemetry::ServeError),
     #[error("the node host thread failed: {0}")]
     Thread(String),
 }
@@ -88,13 +85,35 @@ pub async fn run(
         let _ = stopped.wait_for(|s| *s).await;
     }));
 
-    let metrics = Arc::new(Metrics::default());
+    let telemetry = Telemetry::new();
+    let metrics = Metrics::new(&telemetry.metrics);
+    let api = client.clone();
+    telemetry
+        .health
+        .readiness("apiserver-connection", move || match api.connected_to() {
+            Some(_) => Ok(()),
+            None => Err("not connected to an API server".to_string()),
+        });
+    let (registered, nodes) = (metrics.clone(), config.nodes as u64);
+    telemetry.health.readiness("nodes-registered", move || {
+        let done = registered.nodes_registered.load(Ordering::Relaxed);
+        if done >= nodes {
+            Ok(())
+        } else {
+            Err(format!("{done} of {nodes} nodes registered"))
+        }
+    });
     if let Some(addr) = metrics_addr {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| NodeHostError::Listen { addr, source })?;
-        info!(metrics = %listener.local_addr().unwrap_or(addr), "serving node host metrics");
-        actix_rt::spawn(crate::metrics::serve(listener, metrics.clone()));
+        let listener = telemetry::bind(addr).await?;
+        let mut stopped = stop_rx.clone();
+        actix_rt::spawn(async move {
+            let shutdown = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            if let Err(e) = telemetry.serve(listener, shutdown).await {
+                warn!(error = %e, "metrics endpoint failed");
+            }
+        });
     }
 
     let events = EventSink::start(client.clone(), metrics.event_sink.clone());

@@ -1,18 +1,18 @@
-//! [`Metrics`]: the node host's counters, with lease renewal timeliness, served as Prometheus
-//! text on `--metrics-addr`.
+//! [`Metrics`]: the node host's counters, with lease renewal timeliness, served with its health
+//! checks on `--metrics-addr`. The kubelets bump plain atomics (relaxed adds, nothing more on the
+//! per-pod and per-heartbeat paths); the registry reads them when scraped.
 
-use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use api::event_sink::EventSinkStats;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use telemetry::{Histogram, Registry};
 
 /// Upper bounds (seconds) of the lease renewal gap histogram.
-const GAP_BUCKETS: [f64; 9] = [5.0, 9.0, 10.0, 11.0, 12.0, 15.0, 20.0, 40.0, f64::INFINITY];
+const GAP_BUCKETS: [f64; 8] = [5.0, 9.0, 10.0, 11.0, 12.0, 15.0, 20.0, 40.0];
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     pub nodes_registered: AtomicU64,
     pub lease_renewals: AtomicU64,
@@ -20,7 +20,7 @@ pub struct Metrics {
     pub lease_late: AtomicU64,
     pub lease_failures: AtomicU64,
     pub lease_max_gap_ms: AtomicU64,
-    lease_gap_buckets: [AtomicU64; GAP_BUCKETS.len()],
+    lease_gap: Histogram,
     pub node_status_reports: AtomicU64,
     pub watches_opened: AtomicU64,
     /// Pod watch events read only as far as the uid: a running pod's own status coming back,
@@ -36,7 +36,148 @@ pub struct Metrics {
     pub event_sink: Arc<EventSinkStats>,
 }
 
+impl Default for Metrics {
+    /// Metrics registered nowhere (a kubelet's tests).
+    fn default() -> Metrics {
+        Metrics::unregistered(Histogram::new(GAP_BUCKETS))
+    }
+}
+
 impl Metrics {
+    fn unregistered(lease_gap: Histogram) -> Metrics {
+        Metrics {
+            nodes_registered: AtomicU64::new(0),
+            lease_renewals: AtomicU64::new(0),
+            lease_late: AtomicU64::new(0),
+            lease_failures: AtomicU64::new(0),
+            lease_max_gap_ms: AtomicU64::new(0),
+            lease_gap,
+            node_status_reports: AtomicU64::new(0),
+            watches_opened: AtomicU64::new(0),
+            pod_events_skimmed: AtomicU64::new(0),
+            pods_started: AtomicU64::new(0),
+            pods_finished: AtomicU64::new(0),
+            status_writes: AtomicU64::new(0),
+            status_write_failures: AtomicU64::new(0),
+            events: AtomicU64::new(0),
+            event_sink: Arc::default(),
+        }
+    }
+
+    /// The node host's metrics, registered in `registry`.
+    pub fn new(registry: &Registry) -> Arc<Metrics> {
+        let lease_gap = registry.histogram(
+            "kemu_node_host_lease_gap_seconds",
+            "Time between two renewals of a node's lease.",
+            &GAP_BUCKETS,
+        );
+        let metrics = Arc::new(Metrics::unregistered(lease_gap));
+        type Field = fn(&Metrics) -> &AtomicU64;
+        let counters: [(&str, &str, Field); 15] = [
+            (
+                "kemu_node_host_lease_renewals_total",
+                "Node lease renewals.",
+                |m| &m.lease_renewals,
+            ),
+            (
+                "kemu_node_host_lease_late_total",
+                "Lease renewals more than 1.5 intervals after the previous one.",
+                |m| &m.lease_late,
+            ),
+            (
+                "kemu_node_host_lease_failures_total",
+                "Lease renewals that failed.",
+                |m| &m.lease_failures,
+            ),
+            (
+                "kemu_node_host_node_status_reports_total",
+                "Node status reports written.",
+                |m| &m.node_status_reports,
+            ),
+            (
+                "kemu_node_host_watches_opened_total",
+                "Pod watches opened.",
+                |m| &m.watches_opened,
+            ),
+            (
+                "kemu_node_host_pod_events_skimmed_total",
+                "Pod watch events read only as far as the uid.",
+                |m| &m.pod_events_skimmed,
+            ),
+            (
+                "kemu_node_host_pods_started_total",
+                "Pods whose containers started.",
+                |m| &m.pods_started,
+            ),
+            (
+                "kemu_node_host_pods_finished_total",
+                "Pods that stopped on their node.",
+                |m| &m.pods_finished,
+            ),
+            (
+                "kemu_node_host_pod_status_writes_total",
+                "Pod status writes.",
+                |m| &m.status_writes,
+            ),
+            (
+                "kemu_node_host_pod_status_write_failures_total",
+                "Pod status writes that failed and were retried.",
+                |m| &m.status_write_failures,
+            ),
+            (
+                "kemu_node_host_events_total",
+                "Events the kubelets recorded.",
+                |m| &m.events,
+            ),
+            (
+                "kemu_node_host_events_created_total",
+                "Events the API server stored.",
+                |m| &m.event_sink.created,
+            ),
+            (
+                "kemu_node_host_events_failed_total",
+                "Events refused or unanswered.",
+                |m| &m.event_sink.failed,
+            ),
+            (
+                "kemu_node_host_events_dropped_total",
+                "Events never sent (queue full).",
+                |m| &m.event_sink.dropped,
+            ),
+            (
+                "kemu_node_host_event_calls_total",
+                "Calls that carried events.",
+                |m| &m.event_sink.calls,
+            ),
+        ];
+        for (name, help, field) in counters {
+            let m = metrics.clone();
+            registry.counter_fn(name, help, move || field(&m).load(Ordering::Relaxed));
+        }
+        let gauges: [(&str, &str, Field); 2] = [
+            (
+                "kemu_node_host_nodes_registered",
+                "Nodes this host has registered.",
+                |m| &m.nodes_registered,
+            ),
+            (
+                "kemu_node_host_lease_max_gap_ms",
+                "The longest time between two renewals of a lease, in milliseconds.",
+                |m| &m.lease_max_gap_ms,
+            ),
+        ];
+        for (name, help, field) in gauges {
+            let m = metrics.clone();
+            registry.gauge_fn(name, help, move || field(&m).load(Ordering::Relaxed) as f64);
+        }
+        registry.gauge_fn(
+            "kemu_node_host_resident_bytes",
+            "The node host's resident memory in bytes.",
+            || resident_bytes() as f64,
+        );
+        metrics
+    }
+
     /// Records a renewal `gap` after the previous one.
     pub fn lease_renewed(&self, gap: Duration, interval: Duration) {
         self.lease_renewals.fetch_add(1, Ordering::Relaxed);
@@ -45,100 +186,39 @@ impl Metrics {
         }
         self.lease_max_gap_ms
             .fetch_max(gap.as_millis() as u64, Ordering::Relaxed);
-        let secs = gap.as_secs_f64();
-        if let Some(i) = GAP_BUCKETS.iter().position(|b| secs <= *b) {
-            self.lease_gap_buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        let counters = [
-            ("kemu_node_host_nodes_registered", &self.nodes_registered),
-            ("kemu_node_host_lease_renewals_total", &self.lease_renewals),
-            ("kemu_node_host_lease_late_total", &self.lease_late),
-            ("kemu_node_host_lease_failures_total", &self.lease_failures),
-            ("kemu_node_host_lease_max_gap_ms", &self.lease_max_gap_ms),
-            (
-                "kemu_node_host_node_status_reports_total",
-                &self.node_status_reports,
-            ),
-            ("kemu_node_host_watches_opened_total", &self.watches_opened),
-            (
-                "kemu_node_host_pod_events_skimmed_total",
-                &self.pod_events_skimmed,
-            ),
-            ("kemu_node_host_pods_started_total", &self.pods_started),
-            ("kemu_node_host_pods_finished_total", &self.pods_finished),
-            (
-                "kemu_node_host_pod_status_writes_total",
-                &self.status_writes,
-            ),
-            (
-                "kemu_node_host_pod_status_write_failures_total",
-                &self.status_write_failures,
-            ),
-            ("kemu_node_host_events_total", &self.events),
-            (
-                "kemu_node_host_events_created_total",
-                &self.event_sink.created,
-            ),
-            (
-                "kemu_node_host_events_failed_total",
-                &self.event_sink.failed,
-            ),
-            (
-                "kemu_node_host_events_dropped_total",
-                &self.event_sink.dropped,
-            ),
-            ("kemu_node_host_event_calls_total", &self.event_sink.calls),
-        ];
-        for (name, value) in counters {
-            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
-        }
-        let mut cumulative = 0;
-        for (bound, count) in GAP_BUCKETS.iter().zip(&self.lease_gap_buckets) {
-            cumulative += count.load(Ordering::Relaxed);
-            let le = if bound.is_infinite() {
-                "+Inf".to_string()
-            } else {
-                bound.to_string()
-            };
-            let _ = writeln!(
-                out,
-                "kemu_node_host_lease_gap_seconds_bucket{{le=\"{le}\"}} {cumulative}"
-            );
-        }
-        let _ = writeln!(out, "kemu_node_host_resident_bytes {}", resident_bytes());
-        out
+        self.lease_gap.observe(gap.as_secs_f64());
     }
 }
 
 /// This process's resident set size (Linux), 0 elsewhere.
 pub fn resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
+    telemetry::process::resident_bytes()
 }
 
-/// Answers every HTTP request on `listener` with the metrics text.
-pub async fn serve(listener: tokio::net::TcpListener, metrics: std::sync::Arc<Metrics>) {
-    loop {
-        let Ok((mut socket, _)) = listener.accept().await else {
-            continue;
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 2048];
-            let _ = socket.read(&mut buf).await;
-            let body = metrics.render();
-            let response = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = socket.write_all(response.as_bytes()).await;
-        });
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_reads_the_kubelets_atomics() {
+        let registry = Registry::new();
+        let m = Metrics::new(&registry);
+        m.pods_started.fetch_add(3, Ordering::Relaxed);
+        m.nodes_registered.fetch_add(2, Ordering::Relaxed);
+        m.event_sink.created.fetch_add(5, Ordering::Relaxed);
+        m.lease_renewed(Duration::from_secs(16), Duration::from_secs(10));
+        let text = registry.encode();
+        for line in [
+            "kemu_node_host_pods_started_total 3\n",
+            "kemu_node_host_nodes_registered 2\n",
+            "kemu_node_host_events_created_total 5\n",
+            "kemu_node_host_lease_late_total 1\n",
+            "kemu_node_host_lease_max_gap_ms 16000\n",
+            "kemu_node_host_lease_gap_seconds_bucket{le=\"15\"} 0\n",
+            "kemu_node_host_lease_gap_seconds_bucket{le=\"20\"} 1\n",
+            "kemu_node_host_resident_bytes ",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 }

@@ -5,6 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use api::leader_election::LeaderElectionConfig;
+
 /// Why the scheduler could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulerError {
@@ -12,12 +14,8 @@ pub enum SchedulerError {
     Config { field: &'static str, reason: String },
     #[error("API client: {0}")]
     Client(#[source] api::client::ClientError),
-    #[error("metrics address {addr}: {source}")]
-    Metrics {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("metrics address: {0}")]
+    Metrics(#[source] telemetry::ServeError),
     #[error("the actor system thread: {0}")]
     Actors(String),
 }
@@ -39,6 +37,8 @@ pub struct SchedulerConfig {
     /// This process's `holderIdentity` in the lease.
     pub holder_identity: String,
     pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops leading.
+    pub renew_deadline: Duration,
     pub retry_period: Duration,
     /// Seeds the workers' tie-breaking generators.
     pub seed: u64,
@@ -61,6 +61,7 @@ impl SchedulerConfig {
                 std::process::id()
             ),
             lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
             seed: rand::random(),
         }
@@ -85,13 +86,24 @@ impl SchedulerConfig {
         if self.holder_identity.is_empty() {
             return invalid("holder_identity", "must not be empty");
         }
-        if self.retry_period.is_zero() || self.retry_period >= self.lease_duration {
-            return invalid(
-                "retry_period",
-                "must be positive and shorter than lease_duration",
-            );
+        self.leader_election()
+            .validate()
+            .map_err(|e| SchedulerError::Config {
+                field: e.field,
+                reason: e.reason,
+            })
+    }
+
+    /// The election on the scheduler's Lease, as kube-scheduler's `--leader-elect-*` flags.
+    pub fn leader_election(&self) -> LeaderElectionConfig {
+        LeaderElectionConfig {
+            namespace: self.lease_namespace.clone(),
+            name: self.lease_name.clone(),
+            identity: self.holder_identity.clone(),
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
         }
-        Ok(())
     }
 }
 

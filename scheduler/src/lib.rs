@@ -7,14 +7,14 @@
 //! - The state around it: [`cache::Cache`] (nodes with bound and assumed pods, fed by
 //!   informers) and [`queue::SchedulingQueue`] (active, backoff, unschedulable).
 //! - The actors ([`actors`]): the queue actor, worker threads, the binder.
-//! - [`leader`]: leader election on a Lease; [`metrics`]: `/metrics`; [`config`]: settings.
+//! - [`metrics`]: the scheduler's Prometheus metrics; [`config`]: settings. Leader election is
+//!   `api::leader_election`'s, on the `kube-system/kube-scheduler` Lease.
 //! - [`server::run`]: the process, wiring informers, election, actors and metrics.
 
 pub mod actors;
 pub mod cache;
 pub mod config;
 pub mod filters;
-pub mod leader;
 pub mod metrics;
 pub mod node_info;
 pub mod pod_info;

@@ -1,13 +1,13 @@
-//! [`Metrics`]: the scheduler's Prometheus metrics, updated lock-free by the actors and served
-//! as text on `/metrics`.
+//! [`Metrics`]: the scheduler's Prometheus metrics (kube-scheduler's names where they mean the
+//! same), registered in the process's [`telemetry::Registry`] and updated lock-free by the
+//! actors (the e2e histogram takes a short lock per bound pod).
 
-use std::fmt::Write;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use api::event_sink::EventSinkStats;
+use telemetry::{Counter, Gauge, Histogram, Registry};
 
 use crate::queue::QueueLengths;
 
@@ -25,143 +25,119 @@ pub enum AttemptResult {
     Error,
 }
 
-#[derive(Debug, Default)]
+impl AttemptResult {
+    const ALL: [AttemptResult; 3] = [
+        AttemptResult::Scheduled,
+        AttemptResult::Unschedulable,
+        AttemptResult::Error,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            AttemptResult::Scheduled => "scheduled",
+            AttemptResult::Unschedulable => "unschedulable",
+            AttemptResult::Error => "error",
+        }
+    }
+}
+
+#[derive(Debug)]
 pub struct Metrics {
-    attempts: [AtomicU64; 3],
-    e2e_buckets: [AtomicU64; BUCKETS.len()],
-    e2e_count: AtomicU64,
-    e2e_sum_micros: AtomicU64,
-    pending: [AtomicU64; 3],
-    preemption_victims: AtomicU64,
+    registry: Registry,
+    attempts: [Counter; 3],
+    e2e: Histogram,
+    /// active, backoff, unschedulable.
+    pending: [Gauge; 3],
+    preemption_victims: Counter,
     /// What became of the scheduler's events (sent several per call).
     pub event_sink: Arc<EventSinkStats>,
 }
 
+impl Default for Metrics {
+    /// Metrics in a registry of their own.
+    fn default() -> Metrics {
+        Metrics::register(&Registry::new())
+    }
+}
+
 impl Metrics {
-    pub fn new() -> Arc<Metrics> {
-        Arc::new(Metrics::default())
+    /// The scheduler's metrics, registered in `registry`.
+    pub fn new(registry: &Registry) -> Arc<Metrics> {
+        Arc::new(Metrics::register(registry))
+    }
+
+    fn register(registry: &Registry) -> Metrics {
+        let attempts = registry.counter_vec(
+            "scheduler_schedule_attempts_total",
+            "Number of attempts to schedule pods, by the result.",
+            &["result"],
+        );
+        let pending = registry.gauge_vec(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type.",
+            &["queue"],
+        );
+        let event_sink = Arc::new(EventSinkStats::default());
+        let sink = event_sink.clone();
+        registry.counter_vec_fn(
+            "kemu_scheduler_events_total",
+            "The scheduler's events, by what became of them.",
+            "outcome",
+            move || {
+                [
+                    ("created", &sink.created),
+                    ("failed", &sink.failed),
+                    ("dropped", &sink.dropped),
+                ]
+                .into_iter()
+                .map(|(outcome, n)| (outcome.to_string(), n.load(Ordering::Relaxed) as f64))
+                .collect()
+            },
+        );
+        Metrics {
+            registry: registry.clone(),
+            attempts: AttemptResult::ALL.map(|r| attempts.with([r.label().into()])),
+            e2e: registry.histogram(
+                "scheduler_e2e_scheduling_duration_seconds",
+                "E2e scheduling latency in seconds (scheduling algorithm + binding).",
+                &BUCKETS,
+            ),
+            pending: ["active", "backoff", "unschedulable"].map(|q| pending.with([q.into()])),
+            preemption_victims: registry.counter(
+                "scheduler_preemption_victims_total",
+                "Pods evicted by preemption.",
+            ),
+            event_sink,
+        }
     }
 
     pub fn attempt(&self, result: AttemptResult) {
-        self.attempts[result as usize].fetch_add(1, Ordering::Relaxed);
+        self.attempts[result as usize].inc();
     }
 
     pub fn attempts(&self, result: AttemptResult) -> u64 {
-        self.attempts[result as usize].load(Ordering::Relaxed)
+        self.attempts[result as usize].get()
     }
 
     /// Records one pod's time from the start of its attempt to its bind.
     pub fn e2e(&self, took: Duration) {
-        let seconds = took.as_secs_f64();
-        if let Some(i) = BUCKETS.iter().position(|b| seconds <= *b) {
-            self.e2e_buckets[i].fetch_add(1, Ordering::Relaxed);
-        }
-        self.e2e_count.fetch_add(1, Ordering::Relaxed);
-        self.e2e_sum_micros
-            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        self.e2e.observe(took.as_secs_f64());
     }
 
     pub fn victims(&self, n: usize) {
-        self.preemption_victims
-            .fetch_add(n as u64, Ordering::Relaxed);
+        self.preemption_victims.inc_by(n as u64);
     }
 
     pub fn set_pending(&self, lengths: QueueLengths) {
-        self.pending[0].store(lengths.active as u64, Ordering::Relaxed);
-        self.pending[1].store(lengths.backoff as u64, Ordering::Relaxed);
-        self.pending[2].store(lengths.unschedulable as u64, Ordering::Relaxed);
+        self.pending[0].set(lengths.active as i64);
+        self.pending[1].set(lengths.backoff as i64);
+        self.pending[2].set(lengths.unschedulable as i64);
     }
 
-    /// The Prometheus text exposition.
+    /// The text exposition of the registry these metrics are in.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        out.push_str("# HELP scheduler_schedule_attempts_total Number of attempts to schedule pods, by the result.\n# TYPE scheduler_schedule_attempts_total counter\n");
-        for (i, result) in ["scheduled", "unschedulable", "error"].iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "scheduler_schedule_attempts_total{{result=\"{result}\"}} {}",
-                load(&self.attempts[i])
-            );
-        }
-        out.push_str("# HELP scheduler_e2e_scheduling_duration_seconds E2e scheduling latency in seconds (scheduling algorithm + binding).\n# TYPE scheduler_e2e_scheduling_duration_seconds histogram\n");
-        let mut cumulative = 0;
-        for (i, bound) in BUCKETS.iter().enumerate() {
-            cumulative += load(&self.e2e_buckets[i]);
-            let _ = writeln!(
-                out,
-                "scheduler_e2e_scheduling_duration_seconds_bucket{{le=\"{bound}\"}} {cumulative}"
-            );
-        }
-        let count = load(&self.e2e_count);
-        let _ = writeln!(
-            out,
-            "scheduler_e2e_scheduling_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
-        );
-        let _ = writeln!(
-            out,
-            "scheduler_e2e_scheduling_duration_seconds_sum {}",
-            load(&self.e2e_sum_micros) as f64 / 1e6
-        );
-        let _ = writeln!(
-            out,
-            "scheduler_e2e_scheduling_duration_seconds_count {count}"
-        );
-        out.push_str("# HELP scheduler_pending_pods Number of pending pods, by the queue type.\n# TYPE scheduler_pending_pods gauge\n");
-        for (i, queue) in ["active", "backoff", "unschedulable"].iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "scheduler_pending_pods{{queue=\"{queue}\"}} {}",
-                load(&self.pending[i])
-            );
-        }
-        out.push_str("# HELP scheduler_preemption_victims_total Pods evicted by preemption.\n# TYPE scheduler_preemption_victims_total counter\n");
-        let _ = writeln!(
-            out,
-            "scheduler_preemption_victims_total {}",
-            load(&self.preemption_victims)
-        );
-        out.push_str("# HELP kemu_scheduler_events_total The scheduler's events, by what became of them.\n# TYPE kemu_scheduler_events_total counter\n");
-        let sink = &self.event_sink;
-        for (outcome, count) in [
-            ("created", &sink.created),
-            ("failed", &sink.failed),
-            ("dropped", &sink.dropped),
-        ] {
-            let _ = writeln!(
-                out,
-                "kemu_scheduler_events_total{{outcome=\"{outcome}\"}} {}",
-                load(count)
-            );
-        }
-        out
+        self.registry.encode()
     }
-}
-
-/// Serves `/metrics` (and `/healthz`) on `listener` until `shutdown`.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    metrics: Arc<Metrics>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    use axum::routing::get;
-    let app = axum::Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let metrics = metrics.clone();
-                async move { metrics.render() }
-            }),
-        )
-        .route("/healthz", get(|| async { "ok" }));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
-/// Binds the metrics address.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr).await
 }
 
 #[cfg(test)]

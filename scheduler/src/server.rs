@@ -1,5 +1,5 @@
-//! [`run`]: the scheduler process. I/O (informers, leader election, API calls, `/metrics`) runs
-//! on the caller's Tokio runtime; the actors (queue, workers, binder) run in an actix system on
+//! [`run`]: the scheduler process. I/O (informers, leader election, API calls, `/metrics` and
+//! the health endpoints) runs on the caller's Tokio runtime; the actors (queue, workers, binder) run in an actix system on
 //! a thread of their own. The [`InformerBridge`] carries informer events into the cache and the
 //! queue.
 
@@ -10,9 +10,11 @@ use actix::prelude::*;
 use api::client::{Client, ClientConfig, ListParams};
 use api::event_sink::EventSink;
 use api::informer::{Informer, InformerEvent, Store};
+use api::leader_election::LeaderElector;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use parking_lot::RwLock;
+use telemetry::{Condition, Telemetry};
 use tokio::sync::{mpsc, watch};
 use tracing::{info, info_span, Instrument};
 
@@ -21,8 +23,7 @@ use crate::actors::{
 };
 use crate::cache::Cache;
 use crate::config::{SchedulerConfig, SchedulerError};
-use crate::leader::{self, ElectionConfig};
-use crate::metrics::{self, Metrics};
+use crate::metrics::Metrics;
 use crate::pod_info::CachedPod;
 
 /// Runs the scheduler until `shutdown` resolves.
@@ -37,7 +38,8 @@ pub async fn run(
         &config.identity,
     );
     let client = Client::new(client_config).map_err(SchedulerError::Client)?;
-    let metrics = Metrics::new();
+    let telemetry = Telemetry::new();
+    let metrics = Metrics::new(&telemetry.metrics);
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();
@@ -48,11 +50,10 @@ pub async fn run(
 
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(addr) = config.metrics_addr {
-        let listener = metrics::bind(addr)
+        let listener = telemetry::bind(addr)
             .await
-            .map_err(|source| SchedulerError::Metrics { addr, source })?;
-        info!(addr = %listener.local_addr().unwrap_or(addr), "serving /metrics");
-        tasks.spawn(metrics::serve(listener, metrics.clone(), stopped()).map(|_| ()));
+            .map_err(SchedulerError::Metrics)?;
+        tasks.spawn(telemetry.clone().serve(listener, stopped()).map(|_| ()));
     }
 
     let cache = Arc::new(RwLock::new(Cache::new()));
@@ -79,7 +80,11 @@ pub async fn run(
         None,
         ListParams::default(),
     );
+    // Ready once the caches hold what the API server had (kube-scheduler's informer sync).
+    let synced = Condition::new("the node, pod and PriorityClass caches have not synced");
+    telemetry.health.readiness("informer-sync", synced.clone());
     let bridge = InformerBridge {
+        synced,
         cache,
         queue: queue.clone(),
         scheduler_name: config.scheduler_name.clone(),
@@ -96,27 +101,45 @@ pub async fn run(
     );
 
     // Leader election; the queue only hands out pods while we lead.
-    let (leading_tx, mut leading_rx) = watch::channel(false);
-    let election = ElectionConfig {
-        namespace: config.lease_namespace.clone(),
-        name: config.lease_name.clone(),
-        identity: config.holder_identity.clone(),
-        lease_duration: config.lease_duration,
-        retry_period: config.retry_period,
-    };
-    tasks.spawn(leader::run(client.clone(), election, leading_tx, stopped()));
+    let election = LeaderElector::new(client.clone(), config.leader_election());
+    let mut leadership = election.leadership();
+    let lease_duration = config.lease_duration;
+    let health_view = election.leadership();
+    telemetry.health.liveness("leaderElection", move || {
+        health_view
+            .borrow()
+            .check(std::time::Instant::now(), lease_duration)
+    });
+    let status_view = election.leadership();
+    let lease_name = config.lease_name.clone();
+    telemetry.metrics.gauge_vec_fn(
+        "leader_election_master_status",
+        "Whether this process leads (1) or not (0), by the lease's name.",
+        "name",
+        move || {
+            vec![(
+                lease_name.clone(),
+                f64::from(u8::from(status_view.borrow().leading)),
+            )]
+        },
+    );
+    tasks.spawn(election.run(stopped()));
     let forward_queue = queue.clone();
     let forward_stop = stopped();
     tasks.spawn(async move {
         tokio::pin!(forward_stop);
+        let mut was_leading = false;
         loop {
             tokio::select! {
                 biased;
                 () = &mut forward_stop => break,
-                changed = leading_rx.changed() => {
+                changed = leadership.changed() => {
                     if changed.is_err() { break; }
-                    let leading = *leading_rx.borrow_and_update();
-                    forward_queue.do_send(SetLeading(leading));
+                    let leading = leadership.borrow_and_update().leading;
+                    if leading != was_leading {
+                        was_leading = leading;
+                        forward_queue.do_send(SetLeading(leading));
+                    }
                 }
             }
         }
@@ -219,6 +242,8 @@ impl ActorSystem {
 
 /// Carries informer events into the cache and the queue.
 struct InformerBridge {
+    /// Set once every cache has synced.
+    synced: Condition,
     cache: Arc<RwLock<Cache>>,
     queue: Addr<QueueActor>,
     scheduler_name: String,
@@ -256,6 +281,7 @@ impl InformerBridge {
                 && classes.is_empty()
             {
                 announced = true;
+                self.synced.set(true);
                 info!(
                     nodes = self.stores.0.len(),
                     pods = self.stores.1.len(),

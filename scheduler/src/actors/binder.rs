@@ -196,7 +196,7 @@ async fn preempt(
             "status": "True",
             "reason": "PreemptionByScheduler",
             "message": format!("{component}: preempting to accommodate a higher priority pod"),
-            "lastTransitionTime": crate::leader::wall_clock().to_string(),
+            "lastTransitionTime": api::leader_election::wall_clock().to_string(),
         });
         let patch = Patch::Strategic(json!({"status": {"conditions": [condition]}}));
         match client
@@ -255,7 +255,7 @@ async fn report_unschedulable(
         "reason": "Unschedulable",
         "message": message,
         "lastProbeTime": null,
-        "lastTransitionTime": crate::leader::wall_clock().to_string(),
+        "lastTransitionTime": api::leader_election::wall_clock().to_string(),
     });
     let patch = Patch::Strategic(json!({"status": {"conditions": [condition]}}));
     if let Err(e) = client
@@ -283,7 +283,7 @@ fn record_event(
     message: &str,
     component: &str,
 ) {
-    let now = crate::leader::wall_clock();
+    let now = api::leader_election::wall_clock();
     let event = Event {
         metadata: ObjectMeta {
             name: Some(format!(
