@@ -134,17 +134,7 @@ fn add_health_checks(health: &telemetry::Health, cache: &Arc<WatchCache>) {
         "etcd",
         telemetry::async_check(move || {
             let store = store.clone();
-            async move {
-                match tokio::time::timeout(HEALTH_STORE_TIMEOUT, store.current_store_revision())
-                    .await
-                {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(e)) => Err(format!("the store did not answer: {e}")),
-                    Err(_) => Err(format!(
-                        "the store did not answer within {HEALTH_STORE_TIMEOUT:?}"
-                    )),
-                }
-            }
+            async move { store_revision(&store).await.map(|_| ()) }
         }),
     );
     let caches = cache.clone();
@@ -153,11 +143,7 @@ fn add_health_checks(health: &telemetry::Health, cache: &Arc<WatchCache>) {
         telemetry::async_check(move || {
             let caches = caches.clone();
             async move {
-                let revision =
-                    tokio::time::timeout(HEALTH_STORE_TIMEOUT, caches.current_store_revision())
-                        .await
-                        .map_err(|_| "the store did not answer".to_string())?
-                        .map_err(|e| format!("the store did not answer: {e}"))?;
+                let revision = store_revision(&caches).await?;
                 caches
                     .wait_for(revision, HEALTH_STORE_TIMEOUT)
                     .await
@@ -170,6 +156,17 @@ fn add_health_checks(health: &telemetry::Health, cache: &Arc<WatchCache>) {
             }
         }),
     );
+}
+
+/// The store's current revision, read within [`HEALTH_STORE_TIMEOUT`], for a health check.
+async fn store_revision(cache: &WatchCache) -> Result<i64, String> {
+    match tokio::time::timeout(HEALTH_STORE_TIMEOUT, cache.current_store_revision()).await {
+        Ok(Ok(revision)) => Ok(revision),
+        Ok(Err(e)) => Err(format!("the store did not answer: {e}")),
+        Err(_) => Err(format!(
+            "the store did not answer within {HEALTH_STORE_TIMEOUT:?}"
+        )),
+    }
 }
 
 /// Errors that stop the server.

@@ -498,3 +498,141 @@ async fn netns_hosts_reach_each_other() {
     assert!(bridge_left.is_empty(), "{bridge_left:?}");
     assert_nothing_left(&c.dir, &pids, &[]);
 }
+
+/// The `metrics=` address each component of `status` serves on, by component name.
+fn metrics_addresses(status: &Value) -> Vec<(String, SocketAddr)> {
+    status["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            let address = c["address"].as_str()?.split_whitespace().find_map(|kv| {
+                let (key, addr) = kv.split_once('=')?;
+                (key == "metrics").then(|| addr.parse().ok())?
+            })?;
+            Some((c["name"].as_str()?.to_string(), address))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_component_answers_metrics_and_readyz() {
+    if !(has_subcommand("scheduler") && has_subcommand("controllers")) {
+        panic!("this kemu lacks the scheduler or controllers subcommand");
+    }
+    let config = small_config("telemetry", 1, "")
+        .replace("[controllers]\nreplicas = 0", "[controllers]\nreplicas = 1");
+    let c = TestCluster::new(&config);
+    c.up_detached();
+    let status = c.status();
+    let endpoints = metrics_addresses(&status);
+    let kinds = |prefix: &str| {
+        endpoints
+            .iter()
+            .filter(|(n, _)| n.starts_with(prefix))
+            .count()
+    };
+    assert_eq!(kinds("scheduler"), 1, "{endpoints:?}");
+    assert_eq!(kinds("controllers"), 1, "{endpoints:?}");
+    assert_eq!(kinds("nodehost"), 2, "{endpoints:?}");
+
+    // What each component's /metrics must show, and the checks its /readyz must pass.
+    let expect = |name: &str| -> (Vec<&'static str>, Vec<&'static str>) {
+        if name.starts_with("scheduler") {
+            (
+                vec![
+                    "# TYPE scheduler_schedule_attempts_total counter",
+                    "scheduler_pending_pods{queue=\"active\"}",
+                    "leader_election_master_status{name=\"kube-scheduler\"} 1",
+                ],
+                vec!["[+]ping ok", "[+]informer-sync ok", "[+]leaderElection ok"],
+            )
+        } else if name.starts_with("controllers") {
+            (
+                vec!["kemu_controller_manager_leader 1"],
+                vec!["[+]informer-sync ok", "[+]leaderElection ok"],
+            )
+        } else {
+            (
+                vec![
+                    "kemu_node_host_nodes_registered 10",
+                    "# TYPE kemu_node_host_lease_renewals_total counter",
+                ],
+                vec!["[+]apiserver-connection ok", "[+]nodes-registered ok"],
+            )
+        }
+    };
+    for (name, addr) in &endpoints {
+        let (series, checks) = expect(name);
+        wait_until(
+            &format!("{name} is ready and shows its metrics"),
+            Duration::from_secs(60),
+            || {
+                let (series, checks) = (series.clone(), checks.clone());
+                async move {
+                    let get = |path: &'static str| {
+                        kemu::cluster_proc::http_request(*addr, "GET", path, None, b"")
+                    };
+                    let (Ok((200, readyz)), Ok((200, metrics))) =
+                        (get("/readyz?verbose").await, get("/metrics").await)
+                    else {
+                        return false;
+                    };
+                    readyz.ends_with("readyz check passed\n")
+                        && checks.iter().all(|c| readyz.contains(c))
+                        && series.iter().all(|s| metrics.contains(s))
+                        && metrics.contains("process_resident_memory_bytes ")
+                }
+            },
+        )
+        .await
+        .unwrap();
+        // /livez and a per-check path answer too.
+        let (code, body) = kemu::cluster_proc::http_request(*addr, "GET", "/livez", None, b"")
+            .await
+            .unwrap();
+        assert_eq!((code, body.as_str()), (200, "ok"), "{name}");
+        let (code, body) =
+            kemu::cluster_proc::http_request(*addr, "GET", "/readyz/ping", None, b"")
+                .await
+                .unwrap();
+        assert_eq!((code, body.as_str()), (200, "ok"), "{name}");
+    }
+
+    // The API server, through its HTTPS front as kubectl reads it.
+    let kubectl = |args: &[&str]| {
+        let out = Command::new(common::kubectl_path())
+            .arg("--kubeconfig")
+            .arg(c.dir.join("kubeconfig"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, readyz) = kubectl(&["get", "--raw", "/readyz?verbose"]);
+    assert!(ok, "{readyz}");
+    for line in [
+        "[+]ping ok\n",
+        "[+]etcd ok\n",
+        "[+]informer-sync ok\n",
+        "readyz check passed\n",
+    ] {
+        assert!(readyz.contains(line), "{line} in {readyz}");
+    }
+    let (ok, etcd) = kubectl(&["get", "--raw", "/livez/etcd"]);
+    assert!(ok && etcd == "ok", "{etcd}");
+    let (ok, metrics) = kubectl(&["get", "--raw", "/metrics"]);
+    assert!(ok, "{metrics}");
+    for series in [
+        "# TYPE apiserver_request_total counter",
+        "apiserver_request_duration_seconds_bucket{verb=\"GET\"",
+        "etcd_request_duration_seconds_count{operation=",
+        "apiserver_storage_objects{resource=\"pods\"}",
+    ] {
+        assert!(metrics.contains(series), "/metrics lacks {series}");
+    }
+    c.down();
+}
