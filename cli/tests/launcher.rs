@@ -571,7 +571,7 @@ async fn every_component_answers_metrics_and_readyz() {
                 let (series, checks) = (series.clone(), checks.clone());
                 async move {
                     let get = |path: &'static str| {
-                        kemu::cluster_proc::http_request(*addr, "GET", path, None, b"")
+                        cluster::process::http_request(*addr, "GET", path, None, b"")
                     };
                     let (Ok((200, readyz)), Ok((200, metrics))) =
                         (get("/readyz?verbose").await, get("/metrics").await)
@@ -588,14 +588,13 @@ async fn every_component_answers_metrics_and_readyz() {
         .await
         .unwrap();
         // /livez and a per-check path answer too.
-        let (code, body) = kemu::cluster_proc::http_request(*addr, "GET", "/livez", None, b"")
+        let (code, body) = cluster::process::http_request(*addr, "GET", "/livez", None, b"")
             .await
             .unwrap();
         assert_eq!((code, body.as_str()), (200, "ok"), "{name}");
-        let (code, body) =
-            kemu::cluster_proc::http_request(*addr, "GET", "/readyz/ping", None, b"")
-                .await
-                .unwrap();
+        let (code, body) = cluster::process::http_request(*addr, "GET", "/readyz/ping", None, b"")
+            .await
+            .unwrap();
         assert_eq!((code, body.as_str()), (200, "ok"), "{name}");
     }
 
