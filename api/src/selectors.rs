@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value};
 
+use crate::names::{is_qualified_name, is_valid_label_value};
 use crate::resources::ResourceInfo;
-use crate::validation::{is_qualified_name, is_valid_label_value};
 
 /// Why a selector was refused. The API answers 400 BadRequest with the Display text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

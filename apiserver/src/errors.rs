@@ -1,6 +1,6 @@
 //! [`ApiError`]: every way a request can fail, and its Kubernetes `Status` form.
 
-use api::validation::Cause;
+use crate::validation::Cause;
 use api::ResourceInfo;
 use serde_json::{json, Value};
 

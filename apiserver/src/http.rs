@@ -6,8 +6,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use api::patch::PatchType;
-use api::printers::{self, IncludeObject};
+use crate::patch::PatchType;
+use crate::printers::{self, IncludeObject};
 use api::ResourceInfo;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -335,25 +335,25 @@ fn non_resource(state: &AppState, route: Route, method: &Method) -> Response {
             state.telemetry.metrics.encode(),
         )
             .into_response(),
-        Route::Version => json_response(StatusCode::OK, &api::discovery::version_info()),
+        Route::Version => json_response(StatusCode::OK, &crate::discovery::version_info()),
         Route::ApiVersions => json_response(
             StatusCode::OK,
-            &api::discovery::api_versions(&state.server_address),
+            &crate::discovery::api_versions(&state.server_address),
         ),
-        Route::ApiGroupList => json_response(StatusCode::OK, &api::discovery::api_group_list()),
-        Route::ApiGroup(group) => match api::discovery::api_group(&group) {
+        Route::ApiGroupList => json_response(StatusCode::OK, &crate::discovery::api_group_list()),
+        Route::ApiGroup(group) => match crate::discovery::api_group(&group) {
             Some(v) => json_response(StatusCode::OK, &v),
             None => error_response(&not_found_path()),
         },
         Route::ResourceList(group, version) => {
-            match api::discovery::api_resource_list(&group, &version) {
+            match crate::discovery::api_resource_list(&group, &version) {
                 Some(v) => json_response(StatusCode::OK, &v),
                 None => error_response(&not_found_path()),
             }
         }
-        Route::OpenApiRoot => json_response(StatusCode::OK, &api::discovery::openapi_v3_root()),
+        Route::OpenApiRoot => json_response(StatusCode::OK, &crate::discovery::openapi_v3_root()),
         Route::OpenApi(group, version) => {
-            match api::discovery::openapi_v3_group_version(&group, &version) {
+            match crate::discovery::openapi_v3_group_version(&group, &version) {
                 Some(v) => json_response(StatusCode::OK, &v),
                 None => error_response(&not_found_path()),
             }
@@ -941,9 +941,9 @@ pub fn decode_object_for(
         "application/json" | "" | "*/*" => serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
         "application/vnd.kubernetes.protobuf" => match resource {
-            Some(resource) => api::protobuf::decode_request(resource, body).map_err(|e| match e {
-                api::protobuf::ProtobufError::Unsupported(message) => ApiError::UnsupportedMediaType { message },
-                api::protobuf::ProtobufError::Malformed(message) => ApiError::bad_request(message),
+            Some(resource) => crate::protobuf::decode_request(resource, body).map_err(|e| match e {
+                crate::protobuf::ProtobufError::Unsupported(message) => ApiError::UnsupportedMediaType { message },
+                crate::protobuf::ProtobufError::Malformed(message) => ApiError::bad_request(message),
             })?,
             None => {
                 return Err(ApiError::UnsupportedMediaType { message: "protobuf is not supported here; send JSON or YAML".into() })

@@ -8,6 +8,14 @@
 //! - [`http`]: the HTTP front (routing, discovery, Table, watch streams, `Status` errors).
 //! - [`logs`]: `pods/log`, streamed from the node host that runs the pod.
 //! - [`registry`]: the verbs on every resource, shared by both fronts.
+//! - [`protobuf`]: Kubernetes protobuf request bodies (what client-go's typed clients send)
+//!   decoded into JSON; [`strict`]: typed decoding (k8s-openapi v1_37) with unknown-field
+//!   detection.
+//! - [`validation`]: object validation with Kubernetes' field-path causes.
+//! - [`patch`]: JSON merge patch, JSON patch, strategic merge patch and server-side apply.
+//! - [`printers`]: `meta.k8s.io/v1` Table rows with kubectl's columns.
+//! - [`discovery`]: `/api`, `/apis` and group-version discovery documents, `/version`, and the
+//!   minimal OpenAPI v3 that kubectl's validation needs.
 //! - [`scale`]: the `scale` subresource (`kubectl scale`).
 //! - [`strategy`]: per-resource create/update behaviour (server-owned fields, defaults, status).
 //! - [`storage`]: Kubernetes' conditional writes on the store.
@@ -21,6 +29,7 @@
 pub mod admission;
 pub mod authn;
 pub mod authz;
+pub mod discovery;
 pub mod errors;
 pub mod event_view;
 pub mod http;
@@ -28,7 +37,10 @@ pub mod https;
 pub mod logs;
 pub mod meta;
 pub mod metrics;
+pub mod patch;
 pub mod pipeline;
+pub mod printers;
+pub mod protobuf;
 pub mod quic;
 pub mod registry;
 pub mod reviews;
@@ -37,5 +49,7 @@ pub mod server;
 pub mod storage;
 pub mod stored;
 pub mod strategy;
+pub mod strict;
 pub mod uncached;
+pub mod validation;
 pub mod watch_cache;

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use api::patch::PatchType;
+use crate::patch::PatchType;
 use api::protocol::{
     ApiRequest, ApiResponse, CreateOutcome, ResourceRef, WatchEventKind, WatchFrame,
     MAX_CREATE_MANY,

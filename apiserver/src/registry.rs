@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use api::patch::PatchType;
+use crate::patch::PatchType;
 use api::selectors::{FieldSelector, LabelSelector};
 use api::ResourceInfo;
 use parking_lot::Mutex;
@@ -270,9 +270,9 @@ impl Registry {
     ) -> Result<Value, ApiError> {
         let strict = validation == FieldValidation::Strict;
         let decoded = if strict {
-            api::strict::decode(resource, &object)
+            crate::strict::decode(resource, &object)
         } else {
-            api::strict::decode_owned(resource, object.take())
+            crate::strict::decode_owned(resource, object.take())
         };
         let canonical = decoded.map_err(|e| {
             ApiError::bad_request(format!(
@@ -281,7 +281,7 @@ impl Registry {
             ))
         })?;
         if strict {
-            let unknown = api::strict::unknown_fields(&object, &canonical);
+            let unknown = crate::strict::unknown_fields(&object, &canonical);
             if !unknown.is_empty() {
                 let list: Vec<String> = unknown
                     .iter()
@@ -341,7 +341,7 @@ impl Registry {
             return Err(ApiError::invalid(
                 resource,
                 "",
-                vec![api::validation::Cause {
+                vec![crate::validation::Cause {
                     reason: "FieldValueRequired".into(),
                     message: "Required value: name or generateName is required".into(),
                     field: "metadata.name".into(),
@@ -376,7 +376,7 @@ impl Registry {
         // Kubernetes' order: mutating admission, the object's validation, validating admission.
         self.admission.mutate_create(&request, &mut object)?;
         admission_time.pause();
-        let causes = api::validation::validate_create(resource, &object);
+        let causes = crate::validation::validate_create(resource, &object);
         if !causes.is_empty() {
             return Err(ApiError::invalid(resource, &name, causes));
         }
@@ -849,7 +849,7 @@ impl Registry {
         let key = Self::key(resource, namespace, name);
         if patch_type == PatchType::Apply && self.current(resource, &key).await?.is_none() {
             // Server-side apply creates what does not exist.
-            let created = api::patch::apply(
+            let created = crate::patch::apply(
                 resource.kind,
                 &Value::Null,
                 body,
@@ -872,7 +872,7 @@ impl Registry {
             |current| {
                 let shown = view_of(resource, current);
                 let mut patched =
-                    api::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
+                    crate::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
                         .map_err(patch_error)?;
                 check_kind(resource, &mut patched)?;
                 if meta::name(&patched) != name {
@@ -959,8 +959,8 @@ impl Registry {
             };
             // Status writers and binding change what spec validation would forbid.
             let causes = match subresource {
-                Some(_) => api::validation::validate_status_update(resource, &existing, &next),
-                None => api::validation::validate_update(resource, &existing, &next),
+                Some(_) => crate::validation::validate_status_update(resource, &existing, &next),
+                None => crate::validation::validate_update(resource, &existing, &next),
             };
             if !causes.is_empty() {
                 return Err(ApiError::invalid(resource, name, causes));
@@ -1321,8 +1321,8 @@ pub fn set_condition(
     }
 }
 
-fn required(field: &str) -> api::validation::Cause {
-    api::validation::Cause {
+fn required(field: &str) -> crate::validation::Cause {
+    crate::validation::Cause {
         reason: "FieldValueRequired".into(),
         message: "Required value".into(),
         field: field.into(),
@@ -1430,7 +1430,7 @@ fn from_view(resource: &ResourceInfo, object: Value) -> Value {
     }
 }
 
-fn patch_error(e: api::patch::PatchError) -> ApiError {
+fn patch_error(e: crate::patch::PatchError) -> ApiError {
     if e.http_code() == 422 {
         ApiError::Invalid {
             message: e.to_string(),

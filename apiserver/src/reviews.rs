@@ -113,7 +113,7 @@ fn invalid(kind: &str, field: &str, message: &str) -> ApiError {
         name: String::new(),
         group: "authorization.k8s.io".into(),
         kind: kind.into(),
-        causes: vec![api::validation::Cause {
+        causes: vec![crate::validation::Cause {
             reason: "FieldValueInvalid".into(),
             message: message.into(),
             field: field.into(),

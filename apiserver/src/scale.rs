@@ -1,7 +1,7 @@
 //! The `scale` subresource of Deployments and ReplicaSets (`autoscaling/v1` Scale), which
 //! `kubectl scale` reads and patches.
 
-use api::patch::PatchType;
+use crate::patch::PatchType;
 use api::ResourceInfo;
 use serde_json::{json, Value};
 
@@ -49,7 +49,7 @@ pub async fn serve(
         return Ok(scale);
     };
     // PUT comes as a merge patch: the body is the whole new Scale.
-    let wanted = api::patch::apply("Scale", &scale, body, patch_type, "kubectl", true)
+    let wanted = crate::patch::apply("Scale", &scale, body, patch_type, "kubectl", true)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let replicas = wanted
         .pointer("/spec/replicas")

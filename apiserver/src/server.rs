@@ -451,7 +451,7 @@ async fn write_back_aggregations(
                     None,
                     &name,
                     None,
-                    api::patch::PatchType::Merge,
+                    crate::patch::PatchType::Merge,
                     patch.as_bytes(),
                     false,
                     &WriteOptions::default(),

@@ -508,11 +508,11 @@ mod tests {
             panic!("not a strategic merge patch");
         };
         let body = serde_json::to_vec(&patch).expect("json");
-        let patched = api::patch::apply(
+        let patched = apiserver::patch::apply(
             "Pod",
             &served,
             &body,
-            api::patch::PatchType::StrategicMerge,
+            apiserver::patch::PatchType::StrategicMerge,
             "test",
             false,
         )

@@ -1788,7 +1788,7 @@ mod tests {
         fn printed(&self) -> String {
             let mut p = serde_json::to_value(self.machine.pod()).expect("json");
             p["status"] = self.status().clone();
-            api::printers::pod_status_reason(&p)
+            apiserver::printers::pod_status_reason(&p)
         }
 
         fn reasons(&self) -> Vec<&'static str> {

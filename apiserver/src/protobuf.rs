@@ -24,7 +24,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::resources::ResourceInfo;
+use api::resources::ResourceInfo;
 
 /// The four bytes every Kubernetes protobuf body starts with.
 pub const MAGIC: &[u8; 4] = b"k8s\0";
@@ -1778,7 +1778,7 @@ mod tests {
     use serde_json::json;
 
     fn resource(kind: &str) -> &'static ResourceInfo {
-        crate::RESOURCES
+        api::RESOURCES
             .iter()
             .find(|r| r.kind == kind)
             .expect("a served kind")

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::apimachinery::pkg::version::Info;
 use serde_json::{json, Map, Value};
 
-use crate::resources::{self, ResourceInfo, RESOURCES};
+use api::resources::{self, ResourceInfo, RESOURCES};
 
 /// The Kubernetes version kemu presents itself as.
 const MAJOR: &str = "1";

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::resources::ResourceInfo;
+use api::resources::ResourceInfo;
 
 /// Why a body could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -277,7 +277,7 @@ fn json_type(value: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::find;
+    use api::resources::find;
     use serde_json::json;
 
     fn pods() -> &'static ResourceInfo {
@@ -423,7 +423,7 @@ mod tests {
 
     #[test]
     fn every_table_resource_decodes_a_minimal_object() {
-        for resource in crate::resources::RESOURCES {
+        for resource in api::resources::RESOURCES {
             let object = json!({"metadata": {"name": "x"}});
             let canonical =
                 decode(resource, &object).unwrap_or_else(|e| panic!("{}: {e}", resource.plural));

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Map, Value};
 
-use crate::resources::ResourceInfo;
+use api::resources::ResourceInfo;
 
 /// What each row's `object` holds: the `includeObject` query parameter of a Table request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -1257,7 +1257,7 @@ fn default_cells(obj: &Value, now: DateTime<Utc>) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::{find, pods};
+    use api::resources::{find, pods};
 
     fn now() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2025-06-01T12:00:00Z")
