@@ -1,0 +1,426 @@
+//! Server-side apply (`application/apply-patch+yaml`): the applied configuration merged into
+//! the object, and the manager's `metadata.managedFields` entry (FieldsV1) rewritten.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value};
+
+use super::error::{malformed, PatchError};
+use super::list_strategy::{list_strategy, ListStrategy};
+use super::strategic_merge::StrategicMerger;
+
+/// Metadata fields Kubernetes never records in managedFields (its "strip meta" set).
+const UNMANAGED_METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "creationTimestamp",
+    "selfLink",
+    "uid",
+    "clusterName",
+    "generation",
+    "managedFields",
+    "resourceVersion",
+];
+
+/// Server-side apply of `config` to `original` (`null` when the object doesn't exist yet).
+///
+/// Simplifications, compared with Kubernetes' structured-merge-diff:
+/// - Conflicts are not detected, so `force` changes nothing: the applier always wins. Ownership
+///   of other managers is neither transferred nor shared, only respected when removing fields.
+/// - Lists use the strategic-merge keys of [`list_strategy`] rather than the OpenAPI list-map keys
+///   (so container ports are keyed by `containerPort` alone, not `containerPort`+`protocol`).
+/// - Fields the manager applied before and omits now are removed unless another manager's
+///   `managedFields` entry covers them.
+pub(super) fn server_side_apply(
+    kind: &str,
+    original: &Value,
+    config: Value,
+    field_manager: &str,
+    force: bool,
+    now: DateTime<Utc>,
+) -> Result<Value, PatchError> {
+    // Without conflict detection there is nothing for `force` to override.
+    let _ = force;
+    let Value::Object(mut config) = config else {
+        return Err(malformed("an apply configuration must be an object"));
+    };
+    let api_version = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| malformed("an apply configuration needs a string apiVersion"))?
+        .to_string();
+    match config.get("kind").and_then(Value::as_str) {
+        Some(k) if k == kind => {}
+        Some(k) => {
+            return Err(malformed(format!(
+                "the apply configuration's kind {k:?} doesn't match {kind:?}"
+            )))
+        }
+        None => return Err(malformed("an apply configuration needs a string kind")),
+    }
+    // An applier can't claim managedFields, and `null` in an apply configuration means "not set".
+    if let Some(Value::Object(metadata)) = config.get_mut("metadata") {
+        metadata.remove("managedFields");
+    }
+    prune_nulls(&mut config);
+
+    let base = match original {
+        Value::Null => Map::new(),
+        Value::Object(map) => map.clone(),
+        _ => return Err(malformed("the stored object is not a JSON object")),
+    };
+    let entries: Vec<Value> = base
+        .get("metadata")
+        .and_then(|m| m.get("managedFields"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let is_ours = |entry: &Value| {
+        entry.get("manager").and_then(Value::as_str) == Some(field_manager)
+            && entry.get("operation").and_then(Value::as_str) == Some("Apply")
+    };
+    let fields_of = |entry: &Value| entry.get("fieldsV1").and_then(Value::as_object).cloned();
+    let previous = entries.iter().find(|e| is_ours(e)).and_then(fields_of);
+    let others: Vec<Map<String, Value>> = entries
+        .iter()
+        .filter(|e| !is_ours(e))
+        .filter_map(fields_of)
+        .collect();
+
+    let new_fields = apply_field_set(kind, &config);
+    let merger = StrategicMerger {
+        kind,
+        directives: false,
+    };
+    let mut merged = Value::Object(merger.merge_map(base, &config, &mut Vec::new())?);
+    if let Some(previous) = &previous {
+        let others: Vec<&Map<String, Value>> = others.iter().collect();
+        remove_disowned(&mut merged, previous, Some(&new_fields), &others);
+    }
+
+    let mut managed: Vec<Value> = entries.into_iter().filter(|e| !is_ours(e)).collect();
+    managed.push(serde_json::json!({
+        "manager": field_manager,
+        "operation": "Apply",
+        "apiVersion": api_version,
+        "time": now.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": new_fields,
+    }));
+    if let Value::Object(object) = &mut merged {
+        let metadata = object
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if !metadata.is_object() {
+            *metadata = Value::Object(Map::new());
+        }
+        if let Value::Object(metadata) = metadata {
+            metadata.insert("managedFields".to_string(), Value::Array(managed));
+        }
+    }
+    Ok(merged)
+}
+
+fn prune_nulls(map: &mut Map<String, Value>) {
+    map.retain(|_, v| !v.is_null());
+    for value in map.values_mut() {
+        prune_nulls_in(value);
+    }
+}
+
+fn prune_nulls_in(value: &mut Value) {
+    match value {
+        Value::Object(map) => prune_nulls(map),
+        Value::Array(items) => items.iter_mut().for_each(prune_nulls_in),
+        _ => {}
+    }
+}
+
+/// The FieldsV1 set of an apply configuration, in Kubernetes' format: `f:<field>` for fields,
+/// `k:<json of merge key>` for keyed list elements (which carry `"."` for the element itself),
+/// `v:<json>` for set elements; a leaf is `{}`.
+fn apply_field_set(kind: &str, config: &Map<String, Value>) -> Map<String, Value> {
+    let mut set = object_field_set(kind, config, &mut Vec::new());
+    set.remove("f:apiVersion");
+    set.remove("f:kind");
+    if let Some(Value::Object(metadata)) = set.get_mut("f:metadata") {
+        for field in UNMANAGED_METADATA {
+            metadata.remove(&format!("f:{field}"));
+        }
+        if metadata.is_empty() {
+            set.remove("f:metadata");
+        }
+    }
+    set
+}
+
+fn object_field_set(
+    kind: &str,
+    object: &Map<String, Value>,
+    path: &mut Vec<String>,
+) -> Map<String, Value> {
+    let mut set = Map::new();
+    for (key, value) in object {
+        path.push(key.clone());
+        set.insert(
+            format!("f:{key}"),
+            Value::Object(value_field_set(kind, value, path)),
+        );
+        path.pop();
+    }
+    set
+}
+
+fn value_field_set(kind: &str, value: &Value, path: &mut Vec<String>) -> Map<String, Value> {
+    match value {
+        Value::Object(object) => object_field_set(kind, object, path),
+        Value::Array(items) => match list_strategy(kind, path) {
+            // An atomic list is owned as a whole.
+            ListStrategy::Atomic => Map::new(),
+            ListStrategy::PrimitiveSet => items
+                .iter()
+                .map(|item| (format!("v:{item}"), Value::Object(Map::new())))
+                .collect(),
+            ListStrategy::MergeByKey(key) => {
+                let mut set = Map::new();
+                for item in items {
+                    let (Some(object), Some(key_value)) = (item.as_object(), item.get(key)) else {
+                        continue;
+                    };
+                    let mut id = Map::new();
+                    id.insert(key.to_string(), key_value.clone());
+                    let mut element = object_field_set(kind, object, path);
+                    element.insert(".".to_string(), Value::Object(Map::new()));
+                    set.insert(format!("k:{}", Value::Object(id)), Value::Object(element));
+                }
+                set
+            }
+        },
+        _ => Map::new(),
+    }
+}
+
+/// Removes from `value` what `previous` (the manager's last applied field set) has and `current`
+/// (its new one) lacks, unless another manager's set covers it.
+fn remove_disowned(
+    value: &mut Value,
+    previous: &Map<String, Value>,
+    current: Option<&Map<String, Value>>,
+    others: &[&Map<String, Value>],
+) {
+    for (path_element, previous_child) in previous {
+        if path_element == "." {
+            continue;
+        }
+        let current_child = current
+            .and_then(|c| c.get(path_element))
+            .and_then(Value::as_object);
+        let others_child: Vec<&Map<String, Value>> = others
+            .iter()
+            .filter_map(|o| o.get(path_element).and_then(Value::as_object))
+            .collect();
+        if current_child.is_none() && others_child.is_empty() {
+            remove_path_element(value, path_element);
+            continue;
+        }
+        let Some(previous_child) = previous_child.as_object() else {
+            continue;
+        };
+        if let Some(child) = locate_path_element(value, path_element) {
+            remove_disowned(child, previous_child, current_child, &others_child);
+        }
+    }
+}
+
+/// Where a FieldsV1 path element (`f:`, `k:`, `v:`, `i:`) points inside `value`, as an index into
+/// a list or a key of a map.
+enum Slot {
+    Key(String),
+    Index(usize),
+}
+
+fn slot_of(value: &Value, path_element: &str) -> Option<Slot> {
+    if let Some(field) = path_element.strip_prefix("f:") {
+        return value
+            .get(field)
+            .is_some()
+            .then(|| Slot::Key(field.to_string()));
+    }
+    let items = value.as_array()?;
+    if let Some(key) = path_element.strip_prefix("k:") {
+        let key: Map<String, Value> = serde_json::from_str(key).ok()?;
+        return items
+            .iter()
+            .position(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)))
+            .map(Slot::Index);
+    }
+    if let Some(element) = path_element.strip_prefix("v:") {
+        let element: Value = serde_json::from_str(element).ok()?;
+        return items.iter().position(|i| *i == element).map(Slot::Index);
+    }
+    let index: usize = path_element.strip_prefix("i:")?.parse().ok()?;
+    (index < items.len()).then_some(Slot::Index(index))
+}
+
+fn locate_path_element<'v>(value: &'v mut Value, path_element: &str) -> Option<&'v mut Value> {
+    match slot_of(value, path_element)? {
+        Slot::Key(key) => value.get_mut(&key),
+        Slot::Index(index) => value.get_mut(index),
+    }
+}
+
+fn remove_path_element(value: &mut Value, path_element: &str) {
+    match (slot_of(value, path_element), value) {
+        (Some(Slot::Key(key)), Value::Object(map)) => {
+            map.remove(&key);
+        }
+        (Some(Slot::Index(index)), Value::Array(items)) => {
+            items.remove(index);
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::patch::{apply, apply_at, PatchType};
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    fn at(second: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, second)
+            .single()
+            .unwrap()
+    }
+
+    const APPLY_NGINX: &str = "
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: default
+  labels:
+    app: web
+spec:
+  containers:
+  - name: nginx
+    image: nginx:1.25
+    ports:
+    - containerPort: 80
+";
+
+    #[test]
+    fn ssa_create_from_nothing() {
+        let out = apply_at(
+            "Pod",
+            &Value::Null,
+            APPLY_NGINX.as_bytes(),
+            PatchType::Apply,
+            "kubectl",
+            false,
+            at(5),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["name"], "web");
+        assert_eq!(out["spec"]["containers"][0]["image"], "nginx:1.25");
+        assert_eq!(
+            out["metadata"]["managedFields"],
+            json!([{
+                "manager": "kubectl",
+                "operation": "Apply",
+                "apiVersion": "v1",
+                "time": "2025-01-02T03:04:05Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:metadata": {"f:labels": {"f:app": {}}},
+                    "f:spec": {"f:containers": {"k:{\"name\":\"nginx\"}": {
+                        ".": {}, "f:name": {}, "f:image": {},
+                        "f:ports": {"k:{\"containerPort\":80}": {".": {}, "f:containerPort": {}}}
+                    }}}
+                }
+            }])
+        );
+    }
+
+    #[test]
+    fn ssa_update_keeps_other_fields_and_replaces_own_entry() {
+        let mut stored = apply_at(
+            "Pod",
+            &Value::Null,
+            APPLY_NGINX.as_bytes(),
+            PatchType::Apply,
+            "kubectl",
+            false,
+            at(5),
+        )
+        .unwrap();
+        // Fields set by someone else (a controller, defaulting) must survive a re-apply.
+        stored["metadata"]["uid"] = json!("u-1");
+        stored["metadata"]["labels"]["extra"] = json!("kept");
+        stored["spec"]["containers"][0]["imagePullPolicy"] = json!("IfNotPresent");
+        stored["spec"]["nodeName"] = json!("node-1");
+        stored["metadata"]["managedFields"]
+            .as_array_mut()
+            .unwrap()
+            .push(
+                json!({"manager": "labeller", "operation": "Update", "apiVersion": "v1",
+                         "fieldsType": "FieldsV1",
+                         "fieldsV1": {"f:metadata": {"f:labels": {"f:extra": {}}}}}),
+            );
+
+        // The new configuration drops the label and the port, adds an env var.
+        let config = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default", "annotations": {"a": "b"}},
+            "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27",
+                                     "env": [{"name": "E", "value": "1"}]}]}
+        });
+        let out = apply_at(
+            "Pod",
+            &stored,
+            config.to_string().as_bytes(),
+            PatchType::Apply,
+            "kubectl",
+            true,
+            at(9),
+        )
+        .unwrap();
+        assert_eq!(out["metadata"]["uid"], "u-1");
+        assert_eq!(out["metadata"]["labels"], json!({"extra": "kept"}));
+        assert_eq!(out["metadata"]["annotations"], json!({"a": "b"}));
+        assert_eq!(out["spec"]["nodeName"], "node-1");
+        let nginx = &out["spec"]["containers"][0];
+        assert_eq!(nginx["image"], "nginx:1.27");
+        assert_eq!(nginx["imagePullPolicy"], "IfNotPresent");
+        assert_eq!(nginx["env"], json!([{"name": "E", "value": "1"}]));
+        assert!(nginx.get("ports").is_none(), "dropped port kept: {nginx}");
+
+        let managed = out["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(managed.len(), 2);
+        assert_eq!(managed[0]["manager"], "labeller");
+        assert_eq!(managed[1]["manager"], "kubectl");
+        assert_eq!(managed[1]["time"], "2025-01-02T03:04:09Z");
+        assert_eq!(
+            managed[1]["fieldsV1"]["f:metadata"],
+            json!({"f:annotations": {"f:a": {}}})
+        );
+    }
+
+    #[test]
+    fn ssa_json_body_and_content_type() {
+        let out = apply(
+            "ConfigMap",
+            &Value::Null,
+            br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","finalizers":["x"]},"data":{"k":"v"}}"#,
+            PatchType::from_content_type("application/apply-patch+yaml; charset=utf-8").unwrap(),
+            "me",
+            false,
+        )
+        .unwrap();
+        assert_eq!(out["data"], json!({"k": "v"}));
+        assert_eq!(
+            out["metadata"]["managedFields"][0]["fieldsV1"],
+            json!({"f:data": {"f:k": {}}, "f:metadata": {"f:finalizers": {"v:\"x\"": {}}}})
+        );
+    }
+}
