@@ -1,0 +1,151 @@
+//! Deployments, ReplicaSets and Jobs.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use super::{age, array_at, condition_true, human_duration, int_at, is_set, name, str_at, time_at};
+
+/// Container names and images of a pod template, each comma-joined.
+fn container_cells(obj: &Value) -> (Value, Value) {
+    let containers = array_at(obj, "/spec/template/spec/containers");
+    let names: Vec<&str> = containers.iter().map(|c| str_at(c, "/name")).collect();
+    let images: Vec<&str> = containers.iter().map(|c| str_at(c, "/image")).collect();
+    (names.join(",").into(), images.join(",").into())
+}
+
+/// A `metav1.LabelSelector` in `labels.Selector` string form (requirements sorted by key);
+/// `None` when the selector is invalid.
+fn label_selector_string(selector: &Value) -> Option<String> {
+    let mut requirements: Vec<(String, String)> = Vec::new();
+    if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
+        for (key, value) in labels {
+            requirements.push((
+                key.clone(),
+                format!("{key}={}", value.as_str().unwrap_or("")),
+            ));
+        }
+    }
+    for expr in array_at(selector, "/matchExpressions") {
+        let key = str_at(expr, "/key");
+        let mut values: Vec<&str> = array_at(expr, "/values")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        let text = match str_at(expr, "/operator") {
+            "In" if !values.is_empty() => format!("{key} in ({})", values.join(",")),
+            "NotIn" if !values.is_empty() => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => return None,
+        };
+        requirements.push((key.to_string(), text));
+    }
+    requirements.sort_by(|a, b| a.0.cmp(&b.0));
+    Some(
+        requirements
+            .into_iter()
+            .map(|(_, text)| text)
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+/// `metav1.FormatLabelSelector`: `<none>` for an empty selector, `<error>` for an invalid one.
+fn format_label_selector(obj: &Value) -> String {
+    match obj.pointer("/spec/selector").map(label_selector_string) {
+        Some(None) => "<error>".into(),
+        Some(Some(s)) if !s.is_empty() => s,
+        _ => "<none>".into(),
+    }
+}
+
+/// `spec.replicas`, defaulting to 1 as the API does.
+fn desired_replicas(obj: &Value) -> i64 {
+    obj.pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+}
+
+pub(super) fn deployment_cells(deploy: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let (containers, images) = container_cells(deploy);
+    let selector = match deploy.pointer("/spec/selector").map(label_selector_string) {
+        Some(Some(s)) => s,
+        Some(None) => "<invalid>".into(),
+        None => String::new(),
+    };
+    vec![
+        name(deploy),
+        format!(
+            "{}/{}",
+            int_at(deploy, "/status/readyReplicas"),
+            desired_replicas(deploy)
+        )
+        .into(),
+        int_at(deploy, "/status/updatedReplicas").into(),
+        int_at(deploy, "/status/availableReplicas").into(),
+        age(deploy, now),
+        containers,
+        images,
+        selector.into(),
+    ]
+}
+
+pub(super) fn replicaset_cells(rs: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let (containers, images) = container_cells(rs);
+    vec![
+        name(rs),
+        desired_replicas(rs).into(),
+        int_at(rs, "/status/replicas").into(),
+        int_at(rs, "/status/readyReplicas").into(),
+        age(rs, now),
+        containers,
+        images,
+        format_label_selector(rs).into(),
+    ]
+}
+
+pub(super) fn job_cells(job: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let succeeded = int_at(job, "/status/succeeded");
+    let completions = match job.pointer("/spec/completions").and_then(Value::as_i64) {
+        Some(completions) => format!("{succeeded}/{completions}"),
+        None => match int_at(job, "/spec/parallelism") {
+            p if p > 1 => format!("{succeeded}/1 of {p}"),
+            _ => format!("{succeeded}/1"),
+        },
+    };
+    let duration = match (
+        time_at(job, "/status/startTime"),
+        time_at(job, "/status/completionTime"),
+    ) {
+        (None, _) => String::new(),
+        (Some(start), None) => human_duration(now - start),
+        (Some(start), Some(end)) => human_duration(end - start),
+    };
+    let conditions = array_at(job, "/status/conditions");
+    let status = if condition_true(conditions, "Complete") {
+        "Complete"
+    } else if condition_true(conditions, "Failed") {
+        "Failed"
+    } else if is_set(job, "/metadata/deletionTimestamp") {
+        "Terminating"
+    } else if condition_true(conditions, "Suspended") {
+        "Suspended"
+    } else if condition_true(conditions, "FailureTarget") {
+        "FailureTarget"
+    } else {
+        "Running"
+    };
+    let (containers, images) = container_cells(job);
+    vec![
+        name(job),
+        status.into(),
+        completions.into(),
+        duration.into(),
+        age(job, now),
+        containers,
+        images,
+        format_label_selector(job).into(),
+    ]
+}

@@ -1,0 +1,515 @@
+//! The writing verbs: create, update (PUT), patch and the pod binding, with their admission,
+//! and the read-modify-write loop behind every update (Kubernetes' GuaranteedUpdate).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::ResourceInfo;
+use serde_json::{json, Value};
+use store::types::LeaseId;
+
+use super::{
+    check_kind, from_view, parse_optional_rv, patch_error, required, same_but_status,
+    set_condition, view, view_of, FieldValidation, Registry, WriteOptions, UPDATE_RETRIES,
+};
+use crate::admission::policy::NamespaceFacts;
+use crate::admission::{CreateRequest, Plugin};
+use crate::errors::ApiError;
+use crate::meta;
+use crate::patch::PatchType;
+use crate::pipeline::{AdmissionTimer, AdmissionVerb};
+use crate::storage::Written;
+use crate::strategy;
+
+impl Registry {
+    /// The lease new events are attached to.
+    pub(super) async fn event_lease(&self, resource: &ResourceInfo) -> Result<LeaseId, ApiError> {
+        if resource.storage != "events" {
+            return Ok(0);
+        }
+        if let Some((id, at)) = self.event_leases.lock().current {
+            if at.elapsed() < Duration::from_secs(60) {
+                return Ok(id);
+            }
+        }
+        let _guard = self.lease_lock.lock().await;
+        let ttl = {
+            let leases = self.event_leases.lock();
+            if let Some((id, at)) = leases.current {
+                if at.elapsed() < Duration::from_secs(60) {
+                    return Ok(id);
+                }
+            }
+            leases.ttl
+        };
+        // One lease per minute of events: each expires a full TTL after its last event.
+        let granted = self
+            .storage
+            .client()
+            .lease_grant(ttl.as_secs() as i64 + 60)
+            .await?;
+        self.event_leases.lock().current = Some((granted.id, std::time::Instant::now()));
+        Ok(granted.id)
+    }
+
+    /// Decodes, checks and normalises a body for `resource`. The body is consumed: unless
+    /// unknown fields must be looked for (`Strict`), it is decoded without a copy.
+    fn admit(
+        &self,
+        resource: &ResourceInfo,
+        mut object: Value,
+        validation: FieldValidation,
+    ) -> Result<Value, ApiError> {
+        let strict = validation == FieldValidation::Strict;
+        let decoded = if strict {
+            crate::strict::decode(resource, &object)
+        } else {
+            crate::strict::decode_owned(resource, object.take())
+        };
+        let canonical = decoded.map_err(|e| {
+            ApiError::bad_request(format!(
+                "{} in version \"{}\" cannot be handled as a {}: {}",
+                resource.kind, resource.version, resource.kind, e
+            ))
+        })?;
+        if strict {
+            let unknown = crate::strict::unknown_fields(&object, &canonical);
+            if !unknown.is_empty() {
+                let list: Vec<String> = unknown
+                    .iter()
+                    .map(|f| format!("unknown field \"{f}\""))
+                    .collect();
+                return Err(ApiError::bad_request(format!(
+                    "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+                    resource.kind,
+                    resource.version,
+                    resource.kind,
+                    list.join(", ")
+                )));
+            }
+        }
+        Ok(canonical)
+    }
+
+    /// [`Self::admit`] for a status write whose object is the stored one but for its status
+    /// (see [`same_but_status`]): the rest was normalised when it was stored and is replaced by
+    /// the stored copy anyway, so only the status is decoded and normalised — a kubelet's
+    /// status patch no longer round-trips the whole pod.
+    fn admit_status(&self, resource: &ResourceInfo, mut object: Value) -> Result<Value, ApiError> {
+        let Value::Object(map) = &mut object else {
+            return self.admit(resource, object, FieldValidation::Ignore);
+        };
+        let mut slim = serde_json::Map::new();
+        for key in ["apiVersion", "kind", "status"] {
+            if let Some(v) = map.remove(key) {
+                slim.insert(key.into(), v);
+            }
+        }
+        let Value::Object(mut admitted) =
+            self.admit(resource, Value::Object(slim), FieldValidation::Ignore)?
+        else {
+            return Err(ApiError::internal("a decoded object is not a JSON object"));
+        };
+        for key in ["apiVersion", "kind", "status"] {
+            if let Some(v) = admitted.remove(key) {
+                map.insert(key.into(), v);
+            }
+        }
+        Ok(object)
+    }
+
+    pub async fn create(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        check_kind(resource, &mut object)?;
+        strategy::prepare_create(resource, namespace, &mut object)?;
+        let mut object = self.admit(resource, object, options.field_validation)?;
+        let name = meta::name(&object).to_string();
+        if name.is_empty() {
+            return Err(ApiError::invalid(
+                resource,
+                "",
+                vec![crate::validation::Cause {
+                    reason: "FieldValueRequired".into(),
+                    message: "Required value: name or generateName is required".into(),
+                    field: "metadata.name".into(),
+                }],
+            ));
+        }
+        let ns = if resource.namespaced {
+            match meta::namespace(&object) {
+                Some(ns) if !ns.is_empty() => Some(ns.to_string()),
+                _ => return Err(ApiError::bad_request("a namespace is required")),
+            }
+        } else {
+            None
+        };
+        // Admission is timed apart from decoding, validation and storage (see `pipeline`).
+        let admission_time = AdmissionTimer::start(AdmissionVerb::Create);
+        let namespace_facts = match &ns {
+            Some(ns)
+                if self.admission.is_enabled(Plugin::NamespaceLifecycle)
+                    || self.admission.is_enabled(Plugin::PodSecurity) =>
+            {
+                self.namespace_facts(ns).await?
+            }
+            _ => None,
+        };
+        let request = CreateRequest {
+            resource,
+            name: &name,
+            namespace: ns.as_deref(),
+            namespace_facts: namespace_facts.as_deref(),
+        };
+        // Kubernetes' order: mutating admission, the object's validation, validating admission.
+        self.admission.mutate_create(&request, &mut object)?;
+        admission_time.pause();
+        let causes = crate::validation::validate_create(resource, &object);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(resource, &name, causes));
+        }
+        admission_time.resume();
+        self.admission.validate_create(&request, &object)?;
+        admission_time.pause();
+        self.check_rbac_write(resource, options, None, &object)?;
+        let key = Self::key(resource, ns.as_deref(), &name);
+        let lease = if options.dry_run {
+            0
+        } else {
+            self.event_lease(resource).await?
+        };
+        let converted;
+        let stored = if resource.group == "events.k8s.io" {
+            converted = from_view(resource, object.clone());
+            &converted
+        } else {
+            &object
+        };
+        match self
+            .store_new(
+                resource,
+                ns.as_deref(),
+                &key,
+                stored,
+                lease,
+                options.dry_run,
+                &admission_time,
+            )
+            .await?
+        {
+            Written::Ok(rv) => {
+                admission_time.finish(&self.pipeline);
+                if !options.dry_run {
+                    meta::set_resource_version(&mut object, rv);
+                }
+                Ok(object)
+            }
+            Written::Conflict(_) => Err(ApiError::already_exists(resource, &name)),
+        }
+    }
+
+    /// What admission reads of a namespace: from the cache (parsed once per resourceVersion)
+    /// or, when the cache has not seen it yet, from the store.
+    async fn namespace_facts(
+        &self,
+        namespace: &str,
+    ) -> Result<Option<Arc<NamespaceFacts>>, ApiError> {
+        if let Some(facts) = self.admission.namespace_facts(namespace) {
+            return Ok(Some(facts));
+        }
+        let namespaces = api::resources::find("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::internal("no namespaces"))?;
+        let key = namespaces.key(None, namespace);
+        Ok(self
+            .storage
+            .get(&key)
+            .await?
+            .map(|(v, _)| Arc::new(NamespaceFacts::from_value(&v))))
+    }
+
+    /// Full replacement (PUT). `subresource` is `status` for `/status`.
+    pub async fn update(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        mut object: Value,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        check_kind(resource, &mut object)?;
+        let body_name = meta::name(&object).to_string();
+        if body_name.is_empty() {
+            meta::metadata_mut(&mut object).insert("name".into(), json!(name));
+        } else if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        if resource.namespaced {
+            if let (Some(body_ns), Some(url_ns)) = (meta::namespace(&object), namespace) {
+                if body_ns != url_ns {
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
+                }
+            }
+        }
+        let object = self.admit(resource, object, options.field_validation)?;
+        let pinned = parse_optional_rv(meta::resource_version(&object))?;
+        let admission_time = AdmissionTimer::paused(AdmissionVerb::Update);
+        self.guaranteed_update(
+            resource,
+            namespace,
+            name,
+            subresource,
+            pinned,
+            options,
+            Some(&admission_time),
+            |current| {
+                let mut next = from_view(resource, object.clone());
+                strategy::prepare_update(resource, current, &mut next, subresource);
+                admission_time
+                    .time(|| self.mutate_update(resource, current, &mut next, subresource));
+                Ok(Some(next))
+            },
+        )
+        .await
+        .inspect(|_| admission_time.finish(&self.pipeline))
+    }
+
+    /// PATCH: applies the patch to the current object, then updates as PUT does.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn patch(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        patch_type: PatchType,
+        body: &[u8],
+        force: bool,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let manager = options
+            .field_manager
+            .clone()
+            .unwrap_or_else(|| "unknown".into());
+        let key = Self::key(resource, namespace, name);
+        if patch_type == PatchType::Apply && self.current(resource, &key).await?.is_none() {
+            // Server-side apply creates what does not exist.
+            let created = crate::patch::apply(
+                resource.kind,
+                &Value::Null,
+                body,
+                patch_type,
+                &manager,
+                force,
+            )
+            .map_err(patch_error)?;
+            return self.create(resource, namespace, created, options).await;
+        }
+        let admission_time = AdmissionTimer::paused(AdmissionVerb::Patch);
+        self.guaranteed_update(
+            resource,
+            namespace,
+            name,
+            subresource,
+            None,
+            options,
+            Some(&admission_time),
+            |current| {
+                let shown = view_of(resource, current);
+                let mut patched =
+                    crate::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
+                        .map_err(patch_error)?;
+                check_kind(resource, &mut patched)?;
+                if meta::name(&patched) != name {
+                    return Err(ApiError::bad_request(
+                        "the patch may not change the object's name",
+                    ));
+                }
+                let pinned = meta::resource_version(&patched).to_string();
+                if !pinned.is_empty() && pinned != meta::resource_version(current) {
+                    return Err(ApiError::stale(resource, name));
+                }
+                let admitted = if subresource == Some("status")
+                    && options.field_validation != FieldValidation::Strict
+                    && same_but_status(&shown, &patched)
+                {
+                    self.admit_status(resource, patched)?
+                } else {
+                    self.admit(resource, patched, options.field_validation)?
+                };
+                let mut next = from_view(resource, admitted);
+                strategy::prepare_update(resource, current, &mut next, subresource);
+                admission_time
+                    .time(|| self.mutate_update(resource, current, &mut next, subresource));
+                Ok(Some(next))
+            },
+        )
+        .await
+        .inspect(|_| admission_time.finish(&self.pipeline))
+    }
+
+    /// The mutating admission of an update: a replaced quota's status follows its spec.
+    fn mutate_update(
+        &self,
+        resource: &ResourceInfo,
+        current: &Value,
+        next: &mut Value,
+        subresource: Option<&str>,
+    ) {
+        if resource.group.is_empty() && resource.kind == "ResourceQuota" && subresource.is_none() {
+            self.admission.mutate_quota_update(current, next);
+        }
+    }
+
+    /// Reads the current object, computes the next one with `mutate` (None: nothing to do) and
+    /// writes it if the object did not change meanwhile; retries on a lost race unless the caller
+    /// pinned a resourceVersion.
+    #[allow(clippy::too_many_arguments)]
+    async fn guaranteed_update<F>(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        pinned: Option<i64>,
+        options: &WriteOptions,
+        admission_time: Option<&AdmissionTimer>,
+        mutate: F,
+    ) -> Result<Value, ApiError>
+    where
+        F: Fn(&Value) -> Result<Option<Value>, ApiError>,
+    {
+        let key = Self::key(resource, namespace, name);
+        let mut current = self.current(resource, &key).await?;
+        for _ in 0..UPDATE_RETRIES {
+            let Some((existing, rv)) = current.take() else {
+                return Err(ApiError::not_found(resource, name));
+            };
+            if let Some(pinned) = pinned {
+                if pinned != rv {
+                    // The cache may lag; confirm with the store before calling it a conflict.
+                    let fresh = self.storage.get(&key).await?;
+                    match fresh {
+                        Some((_, fresh_rv)) if fresh_rv == pinned => {
+                            current = self.storage.get(&key).await?;
+                            continue;
+                        }
+                        Some(_) => return Err(ApiError::stale(resource, name)),
+                        None => return Err(ApiError::not_found(resource, name)),
+                    }
+                }
+            }
+            let Some(mut next) = mutate(&existing)? else {
+                return Ok(existing);
+            };
+            // Status writers and binding change what spec validation would forbid.
+            let causes = match subresource {
+                Some(_) => crate::validation::validate_status_update(resource, &existing, &next),
+                None => crate::validation::validate_update(resource, &existing, &next),
+            };
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(resource, name, causes));
+            }
+            self.check_rbac_write(resource, options, Some(&existing), &next)?;
+            if options.dry_run {
+                return Ok(next);
+            }
+            // The last finalizer removed from an object being deleted: it goes now.
+            if meta::deletion_timestamp(&next).is_some()
+                && meta::finalizers(&next).is_empty()
+                && !(resource.kind == "Pod"
+                    && next
+                        .pointer("/spec/nodeName")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| !n.is_empty()))
+            {
+                return match self
+                    .remove(resource, &key, rv, &existing, admission_time)
+                    .await?
+                {
+                    Written::Ok(delete_rv) => {
+                        meta::set_resource_version(&mut next, delete_rv);
+                        Ok(next)
+                    }
+                    Written::Conflict(fresh) => {
+                        current = fresh;
+                        continue;
+                    }
+                };
+            }
+            let lease = self.event_lease(resource).await?;
+            match self.storage.update(&key, &next, rv, lease).await? {
+                Written::Ok(new_rv) => {
+                    meta::set_resource_version(&mut next, new_rv);
+                    return Ok(view(resource, next));
+                }
+                Written::Conflict(fresh) => {
+                    if pinned.is_some() {
+                        return Err(ApiError::stale(resource, name));
+                    }
+                    current = fresh;
+                }
+            }
+        }
+        Err(ApiError::conflict(
+            resource,
+            name,
+            "too many concurrent updates; try again",
+        ))
+    }
+
+    /// Binds an unassigned pod to a node (`pods/binding`).
+    pub async fn bind(&self, namespace: &str, name: &str, binding: &Value) -> Result<(), ApiError> {
+        let pods = api::resources::pods();
+        let node = binding
+            .pointer("/target/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ApiError::invalid(pods, name, vec![required("target.name")]))?
+            .to_string();
+        let options = WriteOptions::default();
+        self.guaranteed_update(
+            pods,
+            Some(namespace),
+            name,
+            Some("binding"),
+            None,
+            &options,
+            None,
+            |current| {
+                if meta::deletion_timestamp(current).is_some() {
+                    return Err(ApiError::conflict(
+                        pods,
+                        name,
+                        "pod is being deleted, cannot be assigned to a host",
+                    ));
+                }
+                let bound = current
+                    .pointer("/spec/nodeName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                if !bound.is_empty() {
+                    return Err(ApiError::conflict(
+                        pods,
+                        name,
+                        &format!("pod {name} is already assigned to node \"{bound}\""),
+                    ));
+                }
+                let mut next = current.clone();
+                next["spec"]["nodeName"] = json!(node);
+                set_condition(&mut next, "PodScheduled", "True", None, None);
+                Ok(Some(next))
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+}

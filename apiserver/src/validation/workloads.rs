@@ -1,0 +1,140 @@
+//! Deployments, ReplicaSets and Jobs: replica counts, selectors and pod templates.
+
+use serde_json::Value;
+
+use api::selectors::LabelSelector;
+
+use super::pod::validate_pod_spec;
+use super::{
+    field_of, go_string_map, int_of, map_of, non_negative, selector_repr, semantic_eq, str_of,
+    validate_labels, Bad, Cause,
+};
+
+/// Deployments and ReplicaSets: replicas, selector, and a template the selector matches.
+pub(super) fn validate_replicated(kind: &str, spec: &Value, out: &mut Vec<Cause>) {
+    for key in ["replicas", "minReadySeconds", "revisionHistoryLimit"] {
+        non_negative(spec, key, "spec", out);
+    }
+    match field_of(spec, "selector") {
+        // The canonical form writes a missing selector as `{}`, so `{}` counts as missing too.
+        // Like Kubernetes, a missing selector selects nothing, so the template check fails as well.
+        Some(selector) if !is_unset_selector(selector) => validate_template_selector(
+            selector,
+            spec,
+            &format!("empty selector is invalid for {}", kind.to_lowercase()),
+            out,
+        ),
+        _ => {
+            out.push(Cause::required("spec.selector", ""));
+            validate_template_selector(&Value::Null, spec, "", out);
+        }
+    }
+    if kind == "Deployment" {
+        if let Some(strategy) = field_of(spec, "strategy").and_then(|s| str_of(s, "type")) {
+            if !["Recreate", "RollingUpdate"].contains(&strategy) {
+                out.push(Cause::not_supported(
+                    "spec.strategy.type",
+                    strategy,
+                    &["Recreate", "RollingUpdate"],
+                ));
+            }
+        }
+    }
+    let template = field_of(spec, "template").unwrap_or(&Value::Null);
+    validate_template(template, out);
+    let template_spec = field_of(template, "spec").unwrap_or(&Value::Null);
+    if let Some(policy) = str_of(template_spec, "restartPolicy") {
+        if policy != "Always" {
+            out.push(Cause::not_supported(
+                "spec.template.spec.restartPolicy",
+                policy,
+                &["Always"],
+            ));
+        }
+    }
+}
+
+pub(super) fn validate_job(spec: &Value, out: &mut Vec<Cause>) {
+    for key in [
+        "parallelism",
+        "completions",
+        "backoffLimit",
+        "ttlSecondsAfterFinished",
+    ] {
+        non_negative(spec, key, "spec", out);
+    }
+    if let Some(d) = int_of(spec, "activeDeadlineSeconds") {
+        if d <= 0 {
+            out.push(Cause::invalid(
+                "spec.activeDeadlineSeconds",
+                d,
+                "must be greater than 0",
+            ));
+        }
+    }
+    // The server generates the selector unless manualSelector is set; check it when present.
+    if let Some(selector) = field_of(spec, "selector").filter(|s| !s.is_null()) {
+        validate_template_selector(selector, spec, "empty selector is invalid for job", out);
+    }
+    let template = field_of(spec, "template").unwrap_or(&Value::Null);
+    validate_template(template, out);
+    let field = "spec.template.spec.restartPolicy";
+    match field_of(template, "spec").and_then(|s| str_of(s, "restartPolicy")) {
+        None | Some("") => out.push(Cause::required(
+            field,
+            "valid values: \"OnFailure\", \"Never\"",
+        )),
+        Some("OnFailure" | "Never") => {}
+        Some(other) => out.push(Cause::not_supported(field, other, &["OnFailure", "Never"])),
+    }
+}
+
+/// A selector that is absent, null, or has neither matchLabels nor matchExpressions.
+fn is_unset_selector(selector: &Value) -> bool {
+    let has = |key| field_of(selector, key).is_some_and(|v| !semantic_eq(Some(v), None));
+    !has("matchLabels") && !has("matchExpressions")
+}
+
+/// The selector parses, is not empty, and matches the template's labels.
+fn validate_template_selector(
+    selector: &Value,
+    spec: &Value,
+    empty_msg: &str,
+    out: &mut Vec<Cause>,
+) {
+    match LabelSelector::from_label_selector_json(selector) {
+        Err(e) => out.push(Cause::invalid(
+            "spec.selector",
+            selector_repr(Some(selector)),
+            &e.to_string(),
+        )),
+        Ok(parsed) if parsed.is_empty() => out.push(Cause::invalid(
+            "spec.selector",
+            selector_repr(Some(selector)),
+            empty_msg,
+        )),
+        Ok(parsed) => {
+            let labels = field_of(spec, "template")
+                .and_then(|t| field_of(t, "metadata"))
+                .and_then(|m| map_of(m, "labels"));
+            if !parsed.matches(&labels) {
+                out.push(Cause::invalid(
+                    "spec.template.metadata.labels",
+                    Bad::Raw(go_string_map(labels)),
+                    "`selector` does not match template `labels`",
+                ));
+            }
+        }
+    }
+}
+
+/// A pod template: its labels and its pod spec, at `spec.template`.
+fn validate_template(template: &Value, out: &mut Vec<Cause>) {
+    let meta = field_of(template, "metadata").unwrap_or(&Value::Null);
+    validate_labels(map_of(meta, "labels"), "spec.template.metadata.labels", out);
+    validate_pod_spec(
+        field_of(template, "spec").unwrap_or(&Value::Null),
+        "spec.template.spec",
+        out,
+    );
+}
