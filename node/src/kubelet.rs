@@ -21,8 +21,9 @@ use serde::de::IgnoredAny;
 use serde_json::{json, Value};
 use tracing::{debug, info, warn, Instrument};
 
+use crate::api_time::rfc3339;
 use crate::config::{NodeHostConfig, RuntimeProfile};
-use crate::lifecycle::{rfc3339, Command, Input, PodLifecycle};
+use crate::lifecycle::{Command, Input, PodLifecycle};
 use crate::logs::LogStore;
 use crate::metrics::Metrics;
 use crate::node_object::{allocatable, NodeIdentity, LEASE_NAMESPACE};

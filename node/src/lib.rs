@@ -11,9 +11,11 @@
 //! - [`logs`]: container output and the QUIC service behind `kubectl logs`.
 //! - [`static_pods`]: manifests directory → mirror pods.
 //! - [`node_object`]: the Node, its status and its Lease.
+//! - [`api_time`]: time as the Kubernetes API writes it.
 //! - [`config`]: [`NodeHostConfig`](config::NodeHostConfig) and the runtime latency profiles.
 //! - [`metrics`]: counters and lease timeliness as Prometheus text.
 
+pub mod api_time;
 pub mod config;
 pub mod host;
 pub mod kubelet;

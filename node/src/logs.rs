@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use tracing::debug;
 use transport::rpc::{Call, Handler, Peer};
 
-use crate::lifecycle::rfc3339;
+use crate::api_time::rfc3339;
 use crate::process::Output;
 
 /// How often a follow stream looks for new lines.

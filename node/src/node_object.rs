@@ -6,8 +6,8 @@ use std::net::Ipv4Addr;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 
+use crate::api_time::rfc3339;
 use crate::config::NodeHostConfig;
-use crate::lifecycle::rfc3339;
 use crate::runtime::Resources;
 
 /// The namespace of node leases.

@@ -8,6 +8,8 @@ use std::net::Ipv4Addr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Container, Pod};
+
 use crate::config::RuntimeProfile;
 
 /// A CRI call whose latency the profile gives.
@@ -207,6 +209,47 @@ impl NodeRuntime {
 
     pub fn used(&self) -> Resources {
         self.used
+    }
+}
+
+/// What the pod asks of the node: the sum of its containers' requests, or the largest init
+/// container's if more, and one pod slot.
+pub fn pod_request(pod: &Pod) -> Resources {
+    let Some(spec) = &pod.spec else {
+        return Resources {
+            pods: 1,
+            ..Default::default()
+        };
+    };
+    let of = |c: &Container| -> (i64, i64) {
+        let requests = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref().or(r.limits.as_ref()));
+        let get = |k: &str, milli: bool| {
+            requests
+                .and_then(|r| r.get(k))
+                .and_then(|q| api::quantity::parse(&q.0).ok())
+                .map(|q| if milli { q.as_milli() } else { q.as_units() })
+                .unwrap_or(0)
+        };
+        (get("cpu", true), get("memory", false))
+    };
+    let (mut cpu, mut mem) = (0, 0);
+    for c in &spec.containers {
+        let (a, b) = of(c);
+        cpu += a;
+        mem += b;
+    }
+    for c in spec.init_containers.iter().flatten() {
+        let (a, b) = of(c);
+        cpu = cpu.max(a);
+        mem = mem.max(b);
+    }
+    Resources {
+        cpu_milli: cpu,
+        memory: mem,
+        pods: 1,
     }
 }
 
