@@ -22,6 +22,9 @@ pub struct StoreArgs {
     /// Address peers connect to (QUIC).
     #[arg(long)]
     listen_peer: SocketAddr,
+    /// Address of `/metrics`, `/healthz`, `/livez` and `/readyz` (plain HTTP); none if unset.
+    #[arg(long)]
+    listen_metrics: Option<SocketAddr>,
     /// Every member: `n1=HOST:PEERPORT,n2=...`, the same on every member.
     #[arg(long)]
     initial_cluster: String,
@@ -72,6 +75,7 @@ pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
     config.snapshot_catch_up_entries = args.snapshot_catch_up_entries;
     config.batch_window = Duration::from_micros(args.batch_window_us);
     config.restore_pause = Duration::from_millis(args.restore_pause_ms);
+    config.listen_metrics = args.listen_metrics;
     config.validate()?;
     store::service::run_member(config, cluster::shutdown::signal())
         .await

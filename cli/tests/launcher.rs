@@ -520,12 +520,24 @@ async fn every_component_answers_metrics_and_readyz() {
     if !(has_subcommand("scheduler") && has_subcommand("controllers")) {
         panic!("this kemu lacks the scheduler or controllers subcommand");
     }
-    let config = small_config("telemetry", 1, "")
+    let config = small_config("telemetry", 3, "")
         .replace("[controllers]\nreplicas = 0", "[controllers]\nreplicas = 1");
     let c = TestCluster::new(&config);
     c.up_detached();
     let status = c.status();
     let endpoints = metrics_addresses(&status);
+    let stores: Vec<&str> = status["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "store")
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(stores.len(), 3, "{status}");
+    assert!(
+        stores.iter().all(|s| endpoints.iter().any(|(n, _)| n == s)),
+        "every store member lists a metrics address: {endpoints:?}"
+    );
     let kinds = |prefix: &str| {
         endpoints
             .iter()
@@ -538,7 +550,24 @@ async fn every_component_answers_metrics_and_readyz() {
 
     // What each component's /metrics must show, and the checks its /readyz must pass.
     let expect = |name: &str| -> (Vec<&'static str>, Vec<&'static str>) {
-        if name.starts_with("scheduler") {
+        if stores.contains(&name) {
+            (
+                vec![
+                    "etcd_server_has_leader 1\n",
+                    "# TYPE etcd_server_leader_changes_seen_total counter",
+                    "etcd_server_proposals_applied_total ",
+                    "etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"}",
+                    "etcd_mvcc_db_total_size_in_bytes ",
+                    "etcd_network_peer_sent_bytes_total{To=\"",
+                ],
+                vec![
+                    "[+]raft_loop ok",
+                    "[+]leader ok",
+                    "[+]serializable_read ok",
+                    "[+]linearizable_read ok",
+                ],
+            )
+        } else if name.starts_with("scheduler") {
             (
                 vec![
                     "# TYPE scheduler_schedule_attempts_total counter",

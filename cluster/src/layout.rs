@@ -119,6 +119,8 @@ pub const NODE_PREFIX: &str = "node-";
 /// the same kind on one host adds [`PORT_STEP`].
 const STORE_CLIENT_PORT: u16 = 2379;
 const STORE_PEER_PORT: u16 = 2380;
+/// etcd's customary `--listen-metrics-urls` port.
+const STORE_METRICS_PORT: u16 = 2381;
 const API_HTTP_PORT: u16 = 6443;
 const API_QUIC_PORT: u16 = 6444;
 const NODEHOST_METRICS_PORT: u16 = 10250;
@@ -219,6 +221,7 @@ impl Layout {
                 Kind::Store => {
                     add("client", STORE_CLIENT_PORT)?;
                     add("peer", STORE_PEER_PORT)?;
+                    add("metrics", STORE_METRICS_PORT)?;
                 }
                 Kind::Apiserver => {
                     add("http", API_HTTP_PORT)?;
@@ -274,6 +277,8 @@ impl Layout {
                     a["client"].to_string(),
                     s("--listen-peer"),
                     a["peer"].to_string(),
+                    s("--listen-metrics"),
+                    a["metrics"].to_string(),
                     s("--initial-cluster"),
                     initial_cluster.clone(),
                     s("--certs"),
@@ -752,6 +757,13 @@ mod tests {
         let l = Layout::plan(&c, Path::new("/tmp/x"), Path::new("/bin/kemu")).unwrap();
         assert_eq!(l.store_endpoints[0].to_string(), "192.168.1.5:2379");
         assert_eq!(l.store_endpoints[1].to_string(), "192.168.1.5:2389");
+        let metrics: Vec<String> = l
+            .components
+            .iter()
+            .filter(|c| c.kind == Kind::Store)
+            .map(|c| c.addresses["metrics"].to_string())
+            .collect();
+        assert_eq!(metrics, ["192.168.1.5:2381", "192.168.1.5:2391"]);
         let plan = l.plan_text();
         assert!(plan.contains("## host a (192.168.1.5)"), "{plan}");
         assert!(plan.contains("kemu store --name s1"), "{plan}");

@@ -19,6 +19,9 @@ pub struct MemberConfig {
     pub listen_peer: SocketAddr,
     /// Where the etcd v3 gRPC front listens (TCP), if it is served ([`crate::grpc`]).
     pub listen_grpc: Option<SocketAddr>,
+    /// Where `/metrics`, `/healthz`, `/livez` and `/readyz` are served (plain HTTP), if anywhere
+    /// (etcd's `--listen-metrics-urls`).
+    pub listen_metrics: Option<SocketAddr>,
     /// The gRPC addresses of the members (this one's included or not), which the front lists as
     /// their client URLs in `MemberList` — where etcd clients look for the rest of the cluster.
     pub grpc_cluster: Vec<(String, SocketAddr)>,
@@ -101,6 +104,7 @@ impl MemberConfig {
             listen_client,
             listen_peer,
             listen_grpc: None,
+            listen_metrics: None,
             grpc_cluster: Vec::new(),
             max_txn_ops: 128,
             watch_progress_notify_interval: Duration::from_secs(600),

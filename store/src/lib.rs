@@ -6,6 +6,8 @@
 //! - [`raft_log`]: the durable raft log, hard state and snapshots on disk (`raft::Storage`).
 //! - [`config`]: a member's settings and their validation.
 //! - [`member`]: one store member: the raft `RawNode` driver, proposals, ReadIndex and leases.
+//! - [`metrics`] and [`health`]: the member's Prometheus metrics (etcd's names) and its
+//!   `/healthz`, `/livez` and `/readyz` checks, served through the `telemetry` crate.
 //! - [`raft_trace`]: raft-rs's own log records, handed to `tracing`.
 //! - [`service`]: the member's QUIC services (client API and raft peer links).
 //! - [`grpc`]: etcd's v3 gRPC API, a second client front beside the QUIC one.
@@ -15,7 +17,9 @@
 pub mod client;
 pub mod config;
 pub mod grpc;
+pub mod health;
 pub mod member;
+pub mod metrics;
 pub mod mvcc;
 mod peer_backlog;
 pub mod raft_log;

@@ -38,6 +38,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
 use crate::config::MemberConfig;
+use crate::metrics::StoreMetrics;
 use crate::mvcc::Mvcc;
 use crate::peer_backlog::OutboundBatch;
 use crate::raft_log::{DiskStorage, LogError, SnapshotWrite};
@@ -68,6 +69,8 @@ pub enum MemberError {
     Snapshot(String),
     #[error(transparent)]
     Transport(#[from] transport::TransportError),
+    #[error(transparent)]
+    Metrics(#[from] telemetry::ServeError),
     #[error("binding the gRPC front to {addr}")]
     GrpcBind {
         addr: std::net::SocketAddr,
@@ -102,6 +105,11 @@ pub struct Shared {
     /// When each lease runs out by this member's clock (the driver's lease clocks, published
     /// for the gRPC front's `LeaseTimeToLive`).
     lease_deadlines: Mutex<HashMap<LeaseId, Instant>>,
+    pub metrics: StoreMetrics,
+    /// When the member opened; [`Shared::driver_ran_at`] counts from it.
+    opened: Instant,
+    /// Milliseconds after `opened` at which the driver last went round its loop.
+    driver_ran_ms: AtomicU64,
 }
 
 impl Shared {
@@ -118,6 +126,22 @@ impl Shared {
 
     pub fn raft_status(&self) -> RaftStatus {
         *self.status.read()
+    }
+
+    /// Bytes of the member's raft log and snapshot on disk.
+    pub fn disk_size(&self) -> u64 {
+        self.storage.disk_size()
+    }
+
+    /// How long ago the driver last went round its loop (it does so at least every tick).
+    pub fn driver_idle_for(&self) -> Duration {
+        let ran = Duration::from_millis(self.driver_ran_ms.load(Ordering::Relaxed));
+        self.opened.elapsed().saturating_sub(ran)
+    }
+
+    fn driver_ran(&self) {
+        let ms = self.opened.elapsed().as_millis() as u64;
+        self.driver_ran_ms.store(ms, Ordering::Relaxed);
     }
 
     /// A response header at `revision` from this member.
@@ -257,8 +281,12 @@ pub(crate) struct DriverChannels {
     pub outbound: HashMap<u64, mpsc::Sender<OutboundBatch>>,
 }
 
-/// Opens the member's storage and state, and returns the handle plus the driver to run.
-pub(crate) fn open(config: MemberConfig) -> Result<(MemberHandle, DriverParts), MemberError> {
+/// Opens the member's storage and state, and returns the handle plus the driver to run. Its
+/// metrics go into `registry`.
+pub(crate) fn open(
+    config: MemberConfig,
+    registry: &telemetry::Registry,
+) -> Result<(MemberHandle, DriverParts), MemberError> {
     config.validate()?;
     std::fs::create_dir_all(&config.data_dir).map_err(|source| LogError::Io {
         path: config.data_dir.clone(),
@@ -280,6 +308,9 @@ pub(crate) fn open(config: MemberConfig) -> Result<(MemberHandle, DriverParts), 
         storage: storage.clone(),
         restoring: AtomicBool::new(true),
         lease_deadlines: Mutex::new(HashMap::new()),
+        metrics: StoreMetrics::new(registry),
+        opened: Instant::now(),
+        driver_ran_ms: AtomicU64::new(0),
     });
     let (requests_tx, requests_rx) = mpsc::channel(65_536);
     let handle = MemberHandle {
@@ -478,6 +509,8 @@ struct Driver {
     committed_meanwhile: u64,
     leases: HashMap<LeaseId, LeaseClock>,
     was_leader: bool,
+    /// The leader as of the last `Ready` (for `etcd_server_leader_changes_seen_total`).
+    leader_seen: u64,
     /// When this member last became leader, until its first entry of that term is applied.
     leading_since: Option<Instant>,
     last_progress: Instant,
@@ -545,6 +578,7 @@ impl Driver {
             committed_meanwhile: parts.applied,
             leases: HashMap::new(),
             was_leader: false,
+            leader_seen: raft::INVALID_ID,
             leading_since: None,
             last_progress: Instant::now(),
             tick_count: 0,
@@ -595,6 +629,11 @@ impl Driver {
             self.process_ready()?;
             self.finish_snapshot()?;
             self.finish_restore()?;
+            self.shared
+                .metrics
+                .proposals_pending
+                .set(self.pending.len() as i64);
+            self.shared.driver_ran();
         }
         self.fail_all(stopping());
         Ok(())
@@ -677,6 +716,7 @@ impl Driver {
         data[8..PROPOSAL_HEADER].copy_from_slice(&seq.to_le_bytes());
         if let Err(e) = self.node.propose(vec![], data) {
             debug!(error = %e, "proposal dropped");
+            self.shared.metrics.proposals_failed.inc();
             let _ = reply.send(Err(self.no_leader()));
             return;
         }
@@ -755,6 +795,7 @@ impl Driver {
             }
             self.pending_order.pop_front();
             if let Some(pending) = self.pending.remove(&seq) {
+                self.shared.metrics.proposals_failed.inc();
                 let _ = pending.reply.send(Err(StoreError::Timeout));
             }
         }
@@ -868,7 +909,9 @@ impl Driver {
         // commit index again from the leader after a restart), so it is written and left for the
         // next fsync. That was one fsync per commit advance on every member.
         if ready.must_sync() {
-            self.storage.sync()?;
+            if let Some(took) = self.storage.sync_timed()? {
+                self.shared.metrics.wal_fsync.observe(took.as_secs_f64());
+            }
         }
         for read_state in ready.take_read_states() {
             self.on_read_state(&read_state.request_ctx, read_state.index);
@@ -902,8 +945,15 @@ impl Driver {
             self.leading_since = None;
         }
         self.was_leader = is_leader;
+        // Counted as etcd counts it: every time the known leader becomes another member.
+        let leader = self.node.raft.leader_id;
+        if leader != raft::INVALID_ID && leader != self.leader_seen {
+            self.shared.metrics.leader_changes.inc();
+        }
+        self.leader_seen = leader;
         for seq in std::mem::take(&mut self.abandoned) {
             if let Some(pending) = self.pending.remove(&seq) {
+                self.shared.metrics.proposals_failed.inc();
                 let _ = pending.reply.send(Err(StoreError::Timeout));
             }
         }
@@ -993,6 +1043,11 @@ impl Driver {
             .map_err(|_| MemberError::Snapshot("the snapshot thread panicked".into()))?;
         match outcome {
             Ok((written, true)) => {
+                let saved = task.pause + written.encode + written.sync;
+                self.shared
+                    .metrics
+                    .snapshot_save
+                    .observe(saved.as_secs_f64());
                 self.last_snapshot_bytes = written.bytes;
                 self.storage
                     .compact_to_snapshot(self.shared.config.snapshot_catch_up_entries);
@@ -1268,6 +1323,7 @@ impl Driver {
 
     fn fail_all(&mut self, err: StoreError) {
         for (_, pending) in self.pending.drain() {
+            self.shared.metrics.proposals_failed.inc();
             let _ = pending.reply.send(Err(err.clone()));
         }
         for (_, batch) in self.read_batches.drain() {

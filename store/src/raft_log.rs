@@ -286,7 +286,7 @@ impl DiskStorage {
         };
         inner.write(|wal| wal.write_message(RecordKind::ConfState, &conf_state))?;
         inner.conf_state = conf_state;
-        inner.sync()
+        inner.sync().map(|_| ())
     }
 
     /// Appends entries (from `Ready::entries()`); an entry whose index is at or below the last index
@@ -342,6 +342,11 @@ impl DiskStorage {
     /// Makes everything written so far durable (flush + fdatasync). Call it once per Ready, before
     /// sending the persisted messages.
     pub fn sync(&self) -> Result<(), LogError> {
+        self.sync_timed().map(|_| ())
+    }
+
+    /// [`DiskStorage::sync`], saying how long the fdatasync took when there was one to make.
+    pub fn sync_timed(&self) -> Result<Option<Duration>, LogError> {
         self.inner.write().sync()
     }
 
@@ -588,11 +593,15 @@ impl Inner {
         result
     }
 
-    fn sync(&mut self) -> Result<(), LogError> {
-        if self.wal.unsynced {
-            self.syncs += 1;
+    fn sync(&mut self) -> Result<Option<Duration>, LogError> {
+        self.check_usable()?;
+        if !self.wal.unsynced {
+            return Ok(None);
         }
-        self.write(WalWriter::sync)
+        self.syncs += 1;
+        let started = Instant::now();
+        self.write(WalWriter::sync)?;
+        Ok(Some(started.elapsed()))
     }
 
     /// Makes `generation` the WAL appends go to: writes the hard state, conf state and `retained`

@@ -22,6 +22,7 @@ use crate::config::{MemberConfig, STORE_MEMBER_ORG};
 use crate::member::{
     self, encode_messages, DriverChannels, MemberError, MemberHandle, PeerFeedback,
 };
+use crate::metrics::peer_label;
 use crate::peer_backlog::{self, OutboundBatch};
 use crate::types::{
     ClientRequest, ClientResponse, Command, CommandResult, KeyRange, StoreError, WatchRequest,
@@ -47,6 +48,14 @@ pub struct PeerBatch {
     /// A piece of one message too large for a frame (a snapshot of a big state): the receiver
     /// appends pieces until the `last` one and then takes the whole as one message.
     pub piece: Option<Piece>,
+}
+
+impl PeerBatch {
+    /// Bytes of raft messages the batch carries (a piece's bytes included).
+    fn payload_len(&self) -> usize {
+        let messages: usize = self.messages.iter().map(Bytes::len).sum();
+        messages + self.piece.as_ref().map_or(0, |p| p.bytes.len())
+    }
 }
 
 /// One piece of a large raft message.
@@ -120,9 +129,11 @@ pub async fn run_member(
 ) -> Result<(), MemberError> {
     config.validate()?;
     let identity = TlsIdentity::load(&config.certs_dir, &config.name)?;
-    let (handle, parts) = member::open(config.clone())?;
+    let telemetry = telemetry::Telemetry::new();
+    let (handle, parts) = member::open(config.clone(), &telemetry.metrics)?;
     let id = config.id();
     let (stop_tx, stop_rx) = watch::channel(false);
+    let metrics = handle.shared().metrics.clone();
 
     let rpc = Arc::new(RpcClient::new(&identity)?);
     let (feedback_tx, feedback_rx) = mpsc::channel(1024);
@@ -143,6 +154,8 @@ pub async fn run_member(
             addr: *addr,
             feedback: feedback_tx.clone(),
             stale_after: config.tick * config.election_ticks as u32,
+            sent_bytes: metrics.peer_sent_bytes.with([peer_label(peer_id)]),
+            sent_failures: metrics.peer_sent_failures.with([peer_label(peer_id)]),
         };
         tokio::spawn(
             link.run(rx, stop_rx.clone())
@@ -164,6 +177,14 @@ pub async fn run_member(
         Some(addr) => Some(crate::grpc::GrpcFront::bind(addr, &identity, handle.clone()).await?),
         None => None,
     };
+    let metrics_listener = match config.listen_metrics {
+        Some(addr) => {
+            crate::metrics::register_state_gauges(&telemetry.metrics, handle.shared());
+            crate::health::register(&telemetry.health, &handle);
+            Some(telemetry::bind(addr).await?)
+        }
+        None => None,
+    };
     info!(
         member = %config.name, id, client = %config.listen_client, peer = %config.listen_peer,
         "store member serving"
@@ -173,9 +194,13 @@ pub async fn run_member(
         .iter()
         .map(|(n, _)| n.clone())
         .collect();
+    let received_bytes = (1..=members.len() as u64)
+        .map(|peer| metrics.peer_received_bytes.with([peer_label(peer)]))
+        .collect();
     let peer_service = Arc::new(PeerService {
         members,
         inbound: inbound_tx,
+        received_bytes,
     });
     let client_service = Arc::new(ClientService { member: handle });
     let stopped = |mut rx: watch::Receiver<bool>| async move {
@@ -184,6 +209,8 @@ pub async fn run_member(
     let peer_task = tokio::spawn(peer_server.serve(peer_service, stopped(stop_rx.clone())));
     let client_task = tokio::spawn(client_server.serve(client_service, stopped(stop_rx.clone())));
     let grpc_task = grpc_front.map(|front| tokio::spawn(front.serve(stopped(stop_rx.clone()))));
+    let metrics_task = metrics_listener
+        .map(|listener| tokio::spawn(telemetry.serve(listener, stopped(stop_rx.clone()))));
 
     let result = tokio::select! {
         _ = shutdown => {
@@ -206,6 +233,9 @@ pub async fn run_member(
         let _ = peer_task.await;
         let _ = client_task.await;
         if let Some(task) = grpc_task {
+            let _ = task.await;
+        }
+        if let Some(task) = metrics_task {
             let _ = task.await;
         }
     })
@@ -240,6 +270,9 @@ struct PeerLink {
     /// Queued messages older than this are not sent (see [`peer_backlog`](crate::peer_backlog)):
     /// an election timeout, after which raft has moved on from them.
     stale_after: Duration,
+    /// `etcd_network_peer_sent_bytes_total` and `..._sent_failures_total` of this peer.
+    sent_bytes: telemetry::Counter,
+    sent_failures: telemetry::Counter,
 }
 
 impl PeerLink {
@@ -340,6 +373,8 @@ impl PeerLink {
             }
             match sent {
                 Ok(Ok(())) => {
+                    let bytes: usize = frames.iter().map(PeerBatch::payload_len).sum();
+                    self.sent_bytes.inc_by(bytes as u64);
                     for m in batch
                         .iter()
                         .filter(|m| m.get_msg_type() == MessageType::MsgSnapshot)
@@ -393,6 +428,7 @@ impl PeerLink {
     }
 
     async fn lost(&self, batch: &[Message]) {
+        self.sent_failures.inc();
         let _ = self.feedback.try_send(PeerFeedback::Unreachable(self.to));
         for m in batch
             .iter()
@@ -427,6 +463,8 @@ async fn send_frames(
 struct PeerService {
     members: Vec<String>,
     inbound: mpsc::Sender<Message>,
+    /// `etcd_network_peer_received_bytes_total` of each member, by raft id less one.
+    received_bytes: Vec<telemetry::Counter>,
 }
 
 impl Handler for PeerService {
@@ -440,10 +478,17 @@ impl Handler for PeerService {
             warn!(peer = %peer.name, addr = %peer.addr, "refusing raft messages from a non-member");
             return;
         }
+        let received = self
+            .members
+            .iter()
+            .position(|m| *m == peer.name)
+            .and_then(|i| self.received_bytes.get(i).cloned())
+            .unwrap_or_default();
         let mut next = Some(first);
         // A large message's pieces so far.
         let mut assembling: Vec<u8> = Vec::new();
         while let Some(batch) = next {
+            received.inc_by(batch.payload_len() as u64);
             let mut whole = Vec::new();
             if let Some(piece) = batch.piece {
                 if assembling.len() + piece.bytes.len() > MAX_PIECED_MESSAGE {
@@ -804,6 +849,7 @@ mod peer_link_tests {
                 let service = Arc::new(PeerService {
                     members: vec!["x".into(), "y".into()],
                     inbound,
+                    received_bytes: Vec::new(),
                 });
                 tokio::spawn(server.serve(service, std::future::pending()));
                 tokio::spawn(async move {
@@ -879,6 +925,8 @@ mod peer_link_tests {
                 addr: self.addr,
                 feedback,
                 stale_after: Duration::from_millis(500),
+                sent_bytes: Default::default(),
+                sent_failures: Default::default(),
             };
             let (stop_tx, stop_rx) = watch::channel(false);
             tokio::spawn(link.run(rx, stop_rx));
