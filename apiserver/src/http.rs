@@ -936,8 +936,8 @@ pub fn decode_object_for(
     }
     let media = content_type.split(';').next().unwrap_or("").trim();
     let value: Value = match media {
-        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}")))?,
+        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_saphyr::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {}", e.without_snippet())))?,
         "application/json" | "" | "*/*" => serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
         "application/vnd.kubernetes.protobuf" => match resource {
@@ -1066,6 +1066,20 @@ mod tests {
         assert!(route("/api/v1/namespaces/ns/pods/a/bogus").is_err());
         assert!(route("/apis/nope/v1/things").is_err());
         assert!(matches!(route("/version/"), Ok(Route::Version)));
+    }
+
+    #[test]
+    fn yaml_errors_say_where() {
+        let err = decode_object("application/yaml", b"kind: Pod\nmetadata:\n  name: [a\n")
+            .expect_err("unclosed flow sequence");
+        let message = err.to_string();
+        assert_eq!(err.code(), 400);
+        assert!(
+            message.starts_with("error converting YAML to JSON: yaml: "),
+            "{message}"
+        );
+        assert!(message.contains("line 3"), "{message}");
+        assert!(!message.contains('\n'), "{message}");
     }
 
     #[test]

@@ -149,8 +149,13 @@ impl ApiCredentials {
         }
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-        let config: KubeConfig = serde_yaml::from_str(&text)
-            .with_context(|| format!("parsing kubeconfig {}", path.display()))?;
+        let config: KubeConfig = serde_saphyr::from_str(&text).map_err(|e| {
+            anyhow::anyhow!(
+                "parsing kubeconfig {}: {}",
+                path.display(),
+                e.without_snippet()
+            )
+        })?;
         let context = config
             .contexts
             .iter()

@@ -22,8 +22,13 @@ impl PodTemplate {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .with_context(|| format!("load.template_file: reading {}", path.display()))?;
-                let value: Value = serde_yaml::from_str(&text)
-                    .with_context(|| format!("load.template_file: parsing {}", path.display()))?;
+                let value: Value = serde_saphyr::from_str(&text).map_err(|e| {
+                    anyhow::anyhow!(
+                        "load.template_file: parsing {}: {}",
+                        path.display(),
+                        e.without_snippet()
+                    )
+                })?;
                 if value["kind"] != "Pod" {
                     bail!(
                         "load.template_file: {} is not a Pod manifest (kind {})",
@@ -137,5 +142,25 @@ mod tests {
         assert_eq!(pod["metadata"]["labels"]["tier"], "web");
         assert_eq!(pod["metadata"]["labels"][RUN_LABEL], "r2");
         assert_eq!(pod["spec"]["containers"][0]["image"], "nginx");
+    }
+
+    #[test]
+    fn a_broken_template_file_is_reported_with_its_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pod.yaml");
+        std::fs::write(&path, "apiVersion: v1\nkind: Pod\nspec:\n  containers: [\n").unwrap();
+        let plan = LoadPlan {
+            template_file: Some(path),
+            ..Default::default()
+        };
+        let Err(error) = PodTemplate::from_plan(&plan, "r3") else {
+            panic!("a broken template file was accepted");
+        };
+        let message = error.to_string();
+        assert!(
+            message.starts_with("load.template_file: parsing "),
+            "{message}"
+        );
+        assert!(message.contains("line 4"), "{message}");
     }
 }

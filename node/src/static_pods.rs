@@ -30,9 +30,12 @@ pub fn mirror_pods(dir: &Path, node: &str, node_uid: &str) -> Vec<Value> {
                     continue;
                 }
             };
-            match serde_yaml::from_str::<Value>(&text) {
+            match serde_saphyr::from_str::<Value>(&text) {
                 Ok(manifest) => out.extend(mirror_pod(manifest, node, node_uid, &text)),
-                Err(e) => warn!(path = %path.display(), error = %e, "bad static pod manifest"),
+                Err(e) => {
+                    let error = e.without_snippet();
+                    warn!(path = %path.display(), %error, "bad static pod manifest")
+                }
             }
         }
     }
@@ -96,6 +99,7 @@ mod tests {
         )
         .expect("write");
         std::fs::write(dir.join("notes.txt"), "ignored").expect("write");
+        std::fs::write(dir.join("broken.yaml"), "kind: Pod\nmetadata: {name: [\n").expect("write");
         let pods = mirror_pods(&dir, "node-1", "uid-1");
         assert_eq!(pods.len(), 2);
         assert_eq!(pods[0]["metadata"]["name"], "web-node-1");

@@ -132,7 +132,8 @@ fn parse_json(body: &[u8]) -> Result<Value, PatchError> {
 
 /// Parses an apply body. YAML is a superset of JSON, so this reads both.
 fn parse_yaml(body: &[u8]) -> Result<Value, PatchError> {
-    serde_yaml::from_slice(body).map_err(|e| malformed(format!("invalid YAML: {e}")))
+    serde_saphyr::from_slice(body)
+        .map_err(|e| malformed(format!("invalid YAML: {}", e.without_snippet())))
 }
 
 #[cfg(test)]
@@ -168,6 +169,27 @@ mod tests {
         ] {
             assert_eq!(PatchType::from_content_type(t.content_type()), Some(t));
         }
+    }
+
+    #[test]
+    fn apply_bodies_are_yaml_or_json() {
+        let yaml = b"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {a: \"1\"}\nspec:\n  priority: 7\n  overhead: {cpu: 0.5}\n";
+        let json = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"1"}},"spec":{"priority":7,"overhead":{"cpu":0.5}}}"#;
+        assert_eq!(
+            parse_yaml(yaml).expect("YAML"),
+            parse_yaml(json).expect("JSON")
+        );
+        let err = parse_yaml(b"kind: Pod\nmetadata:\n  name: [p\n").expect_err("unclosed");
+        let message = err.to_string();
+        assert!(
+            message.starts_with("malformed patch: invalid YAML: "),
+            "{message}"
+        );
+        assert!(message.contains("line 3"), "{message}");
+        assert!(
+            parse_yaml(b"a: 1\n---\nb: 2\n").is_err(),
+            "one document only"
+        );
     }
 
     #[test]
