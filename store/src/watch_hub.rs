@@ -82,6 +82,16 @@ impl WatchHub {
         }
     }
 
+    /// Ends every watcher (drops its sender: its watch task sees the channel close and cancels
+    /// the watch) when the state they watch is replaced, as by a snapshot from the leader. Ids
+    /// keep counting from where they were, so an ended watcher's late `unregister` cannot
+    /// remove a watcher registered after this.
+    pub fn clear(&mut self) {
+        self.watchers.clear();
+        self.by_key.clear();
+        self.ranged.clear();
+    }
+
     /// The first revision the watcher has not been sent, if it is still registered.
     pub fn next_rev(&self, id: u64) -> Option<Revision> {
         self.watchers.get(&id).map(|w| w.next_rev)
@@ -226,6 +236,26 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn clearing_ends_every_watcher_and_an_old_id_never_removes_a_new_one() {
+        let mut hub = WatchHub::new();
+        let (tx_old, mut rx_old) = mpsc::channel(8);
+        let old = hub.register(KeyRange::single(b("/a")), false, 1, tx_old);
+        hub.clear();
+        assert!(hub.is_empty());
+        assert!(matches!(
+            rx_old.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
+        let (tx_new, mut rx_new) = mpsc::channel(8);
+        let new = hub.register(KeyRange::single(b("/a")), false, 1, tx_new);
+        assert_ne!(old, new);
+        // The ended watcher's task cleans up after itself late.
+        hub.unregister(old);
+        hub.notify(&header(2), &[put_event("/a", 2)]);
+        assert_eq!(drain(&mut rx_new), vec![vec![(b("/a"), false)]]);
     }
 
     #[test]
