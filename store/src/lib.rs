@@ -13,6 +13,8 @@
 //! - [`grpc`]: etcd's v3 gRPC API, a second client front beside the QUIC one.
 //! - `peer_backlog`: what a peer link that fell behind still sends of its queued raft messages.
 //! - [`client`]: [`Client`], which talks to any member and follows retries.
+//! - `testing` (feature `testing`): N members' raft drivers wired by message passing in one
+//!   process, with links to cut and members to crash and restart, for failover tests.
 
 pub mod client;
 pub mod config;
@@ -25,6 +27,8 @@ mod peer_backlog;
 pub mod raft_log;
 pub mod raft_trace;
 pub mod service;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod types;
 pub mod watch_hub;
 
