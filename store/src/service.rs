@@ -194,13 +194,10 @@ pub async fn run_member(
         .iter()
         .map(|(n, _)| n.clone())
         .collect();
-    let received_bytes = (1..=members.len() as u64)
-        .map(|peer| metrics.peer_received_bytes.with([peer_label(peer)]))
-        .collect();
     let peer_service = Arc::new(PeerService {
         members,
         inbound: inbound_tx,
-        received_bytes,
+        received_bytes: metrics.peer_received_bytes.clone(),
     });
     let client_service = Arc::new(ClientService { member: handle });
     let stopped = |mut rx: watch::Receiver<bool>| async move {
@@ -463,8 +460,8 @@ async fn send_frames(
 struct PeerService {
     members: Vec<String>,
     inbound: mpsc::Sender<Message>,
-    /// `etcd_network_peer_received_bytes_total` of each member, by raft id less one.
-    received_bytes: Vec<telemetry::Counter>,
+    /// `etcd_network_peer_received_bytes_total`, by the sending member's id.
+    received_bytes: telemetry::MetricVec<telemetry::Counter, 1>,
 }
 
 impl Handler for PeerService {
@@ -472,18 +469,14 @@ impl Handler for PeerService {
     type Response = ();
 
     async fn handle(&self, peer: Peer, first: PeerBatch, mut call: Call<()>) {
-        if !self.members.contains(&peer.name)
-            || !peer.organizations.iter().any(|o| o == STORE_MEMBER_ORG)
-        {
+        let index = self.members.iter().position(|m| *m == peer.name);
+        let Some(index) =
+            index.filter(|_| peer.organizations.iter().any(|o| o == STORE_MEMBER_ORG))
+        else {
             warn!(peer = %peer.name, addr = %peer.addr, "refusing raft messages from a non-member");
             return;
-        }
-        let received = self
-            .members
-            .iter()
-            .position(|m| *m == peer.name)
-            .and_then(|i| self.received_bytes.get(i).cloned())
-            .unwrap_or_default();
+        };
+        let received = self.received_bytes.with([peer_label(index as u64 + 1)]);
         let mut next = Some(first);
         // A large message's pieces so far.
         let mut assembling: Vec<u8> = Vec::new();
@@ -849,7 +842,8 @@ mod peer_link_tests {
                 let service = Arc::new(PeerService {
                     members: vec!["x".into(), "y".into()],
                     inbound,
-                    received_bytes: Vec::new(),
+                    received_bytes: crate::metrics::StoreMetrics::new(&telemetry::Registry::new())
+                        .peer_received_bytes,
                 });
                 tokio::spawn(server.serve(service, std::future::pending()));
                 tokio::spawn(async move {
