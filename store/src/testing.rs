@@ -68,6 +68,8 @@ impl Network {
 /// A running member.
 struct Running {
     handle: MemberHandle,
+    /// Its metrics and health checks, as `/metrics` and `/readyz` would serve them.
+    telemetry: telemetry::Telemetry,
     stop: watch::Sender<bool>,
     driver: std::thread::JoinHandle<Result<(), MemberError>>,
     /// The tasks carrying its outbound messages.
@@ -157,6 +159,14 @@ impl Cluster {
         }
     }
 
+    /// Member `i`'s metrics and health checks (what its `/metrics` and `/readyz` would answer).
+    pub fn telemetry(&self, i: usize) -> &telemetry::Telemetry {
+        match &self.members[i] {
+            Some(running) => &running.telemetry,
+            None => panic!("member {} is down", member_name(i)),
+        }
+    }
+
     /// Member `i`'s raft facts as of its last `Ready`.
     pub fn status(&self, i: usize) -> RaftStatus {
         self.handle(i).shared().raft_status()
@@ -180,7 +190,10 @@ impl Cluster {
         }
         let config = self.configs[i].clone();
         let id = config.id();
-        let (handle, parts) = member::open(config.clone(), &telemetry::Registry::new())?;
+        let telemetry = telemetry::Telemetry::new();
+        let (handle, parts) = member::open(config.clone(), &telemetry.metrics)?;
+        crate::metrics::register_state_gauges(&telemetry.metrics, handle.shared());
+        crate::health::register(&telemetry.health, &handle);
         let (inbox, inbound) = mpsc::channel(8192);
         let (feedback_tx, feedback) = mpsc::channel(1024);
         let mut outbound = HashMap::new();
@@ -205,6 +218,7 @@ impl Cluster {
         self.network.inboxes.lock().insert(id, inbox);
         self.members[i] = Some(Running {
             handle,
+            telemetry,
             stop,
             driver,
             carriers,

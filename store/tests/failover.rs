@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use store::testing::{wait_until, Cluster};
 use store::types::{KeyRange, StoreError};
+use telemetry::Endpoint;
 
 /// Generous: a loaded test machine can delay ticks a lot.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -217,4 +218,66 @@ async fn a_whole_cluster_restart_keeps_every_acknowledged_write() {
             Some("v")
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_member_is_not_ready_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Cluster::start(dir.path(), 3, |_| {}).unwrap();
+    put_acknowledged(&c, "/k", "v").await;
+    let cluster = &c;
+    let readyz = move |i: usize| async move {
+        cluster
+            .telemetry(i)
+            .health
+            .answer_endpoint(Endpoint::Readyz, "verbose")
+            .await
+    };
+    for i in 0..c.len() {
+        wait_until(&format!("m{} is ready", i + 1), PATIENCE, || async {
+            readyz(i).await.status == 200
+        })
+        .await
+        .unwrap();
+        let metrics = c.telemetry(i).metrics.encode();
+        assert!(metrics.contains("etcd_server_has_leader 1\n"), "{metrics}");
+        assert!(
+            metrics.contains("etcd_debugging_mvcc_keys_total 1\n"),
+            "{metrics}"
+        );
+    }
+    let leader = wait_for_leader(&c, None).await;
+    let cut_off = (leader + 1) % c.len();
+    c.isolate(cut_off);
+    // Once its leader's lease runs out it knows no leader, and cannot confirm a read index.
+    wait_until("the cut-off member is not ready", PATIENCE, || async {
+        let answer = readyz(cut_off).await;
+        answer.status == 500
+            && answer.body.contains("[-]leader failed: reason withheld\n")
+            && answer
+                .body
+                .contains("[-]linearizable_read failed: reason withheld\n")
+    })
+    .await
+    .unwrap();
+    let answer = readyz(cut_off).await;
+    assert!(answer.body.contains("[+]raft_loop ok\n"), "{}", answer.body);
+    assert!(
+        answer.body.contains("[+]serializable_read ok\n"),
+        "{}",
+        answer.body
+    );
+    assert!(c
+        .telemetry(cut_off)
+        .metrics
+        .encode()
+        .contains("etcd_server_has_leader 0\n"));
+    assert_eq!(readyz(leader).await.status, 200);
+
+    c.heal_all();
+    wait_until("the healed member is ready again", PATIENCE, || async {
+        readyz(cut_off).await.status == 200
+    })
+    .await
+    .unwrap();
 }
