@@ -11,11 +11,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
 };
 
-use crate::subject::{oid_arcs, SubjectName};
+use crate::subject::SubjectName;
 use crate::TransportError;
 
 /// File stem of the cluster CA's certificate and key.
@@ -177,8 +177,8 @@ fn validate_name(name: &str) -> Result<(), TransportError> {
 /// Loads the CA as rcgen needs it for signing: a certificate object carrying the CA's exact
 /// subject, plus its key.
 ///
-/// rcgen cannot parse certificates without its `x509-parser` feature, so the CA certificate is
-/// re-created from the subject read off disk and the stored key. Only the subject and key feed
+/// The CA's parameters come from its certificate on disk (rcgen reads it with x509-parser) and
+/// the certificate is re-created from them and the stored key: only the subject and key feed
 /// into issued certificates (issuer name, authority key id, signature), and the rebuilt subject
 /// is checked byte for byte against the original so a mismatch cannot go unnoticed.
 fn load_ca(dir: &Path) -> Result<(rcgen::Certificate, KeyPair), TransportError> {
@@ -198,37 +198,8 @@ fn load_ca(dir: &Path) -> Result<(rcgen::Certificate, KeyPair), TransportError> 
         .next()
         .ok_or_else(|| bad_crt("no certificate in file".into()))?;
     let subject = SubjectName::from_certificate(&der).map_err(bad_crt)?;
-
-    let mut dn = DistinguishedName::new();
-    for attribute in &subject.attributes {
-        let arcs = oid_arcs(&attribute.oid).map_err(bad_crt)?;
-        let ty = match arcs.as_slice() {
-            [2, 5, 4, 3] => DnType::CommonName,
-            [2, 5, 4, 10] => DnType::OrganizationName,
-            _ => DnType::CustomDnType(arcs),
-        };
-        let text = String::from_utf8(attribute.value.clone())
-            .map_err(|_| bad_crt("subject attribute is not UTF-8".into()))?;
-        let value = match attribute.tag {
-            0x0c => DnValue::Utf8String(text),
-            0x13 => DnValue::PrintableString(
-                text.try_into()
-                    .map_err(|e: rcgen::Error| bad_crt(e.to_string()))?,
-            ),
-            0x16 => DnValue::Ia5String(
-                text.try_into()
-                    .map_err(|e: rcgen::Error| bad_crt(e.to_string()))?,
-            ),
-            other => {
-                return Err(bad_crt(format!(
-                    "unsupported subject string type {other:#04x}"
-                )))
-            }
-        };
-        dn.push(ty, value);
-    }
-    let mut params = CertificateParams::default();
-    params.distinguished_name = dn;
+    let mut params =
+        CertificateParams::from_ca_cert_der(&der).map_err(|e| bad_crt(e.to_string()))?;
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let rebuilt = params
         .self_signed(&key)
