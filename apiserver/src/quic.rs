@@ -24,6 +24,7 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::error::TryRecvError;
 use tracing::{debug, info_span, Instrument};
+use transport::frame::FrameLimits;
 use transport::rpc::{Call, Handler, Peer, RpcServer};
 use transport::tls::TlsIdentity;
 use transport::TransportError;
@@ -39,6 +40,9 @@ use crate::watch_cache::{CachedObject, EventType, Subscription, WatchItem};
 /// Events one watcher may have queued before it counts as too slow and is dropped (its client
 /// re-watches or re-lists).
 const QUIC_WATCH_BUFFER: usize = 4096;
+/// The largest request frame read: an object body of up to `MAX_BODY_BYTES` with room for the
+/// call around it, or the whole of a `CreateMany`. A larger one is answered 413 unread.
+pub const MAX_REQUEST_FRAME_BYTES: usize = MAX_BODY_BYTES + 1024 * 1024;
 /// How often a watch that asked for bookmarks gets one. Shorter than the HTTP front's: a
 /// component whose connection breaks re-watches from its last bookmark, and a fresh one spares
 /// it a re-list; a bookmark is a few dozen bytes.
@@ -126,6 +130,21 @@ impl ComponentFront {
 impl Handler for ComponentFront {
     type Request = ApiRequest;
     type Response = ApiResponse;
+
+    fn limits(&self) -> FrameLimits {
+        FrameLimits {
+            max_frame_bytes: MAX_REQUEST_FRAME_BYTES,
+            ..FrameLimits::default()
+        }
+    }
+
+    fn too_large(&self, size: u64, limit: usize) -> Option<ApiResponse> {
+        Some(error(&ApiError::TooLarge {
+            message: format!(
+                "the request of {size} bytes is larger than the limit of {limit} bytes"
+            ),
+        }))
+    }
 
     async fn handle(&self, peer: Peer, request: ApiRequest, call: Call<ApiResponse>) {
         let verb = request.verb();

@@ -858,3 +858,38 @@ async fn the_event_sink_sends_events_several_per_call() -> TestResult {
     assert_eq!(listed.items.len() as u64, EVENTS);
     Ok(())
 }
+
+/// A request frame over the front's limit is answered 413 without being read, and the front
+/// serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_oversized_request_is_answered_unread() -> TestResult {
+    let cluster = Cluster::start().await;
+    let identity = transport::tls::TlsIdentity::load(&cluster.certs, NODE_HOST)?;
+    let connection = transport::rpc::RpcClient::new(&identity)?
+        .connect(cluster.quic())
+        .await?;
+    let (mut send, mut recv) = connection.raw().open_bi().await?;
+    let claimed = 48u32 * 1024 * 1024;
+    send.write_all(&claimed.to_be_bytes()).await?;
+    let answer = tokio::time::timeout(Duration::from_secs(10), recv.read_to_end(1 << 20)).await??;
+    let answer: api::protocol::ApiResponse = transport::frame::decode(&answer)?;
+    match answer {
+        api::protocol::ApiResponse::Error { code, status } => {
+            assert_eq!(code, 413);
+            let status: Value = serde_json::from_slice(&status)?;
+            assert_eq!(status["reason"], "RequestEntityTooLarge", "{status}");
+            let limit = apiserver::quic::MAX_REQUEST_FRAME_BYTES;
+            assert_eq!(
+                status["message"],
+                format!("the request of {claimed} bytes is larger than the limit of {limit} bytes")
+            );
+        }
+        other => panic!("expected a 413, got {other:?}"),
+    }
+    let namespaces = api::resources::find("", "v1", "namespaces").expect("namespaces");
+    cluster
+        .client()
+        .get::<Value>(namespaces, None, "default")
+        .await?;
+    Ok(())
+}

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use parking_lot::Mutex;
 use tracing::debug;
+use transport::frame::FrameLimits;
 use transport::rpc::{Call, Handler, Peer};
 
 use crate::api_time::rfc3339;
@@ -149,7 +150,10 @@ fn render(request: &LogRequest, lines: &[String], from: usize, started: DateTime
     out
 }
 
-/// The QUIC handler of log requests.
+/// The largest log request read: names and a few options.
+const LOG_REQUEST_BYTES: usize = 16 * 1024;
+
+/// The QUIC handler of log requests; only API servers are served.
 pub struct LogService {
     pub store: Arc<LogStore>,
 }
@@ -158,16 +162,22 @@ impl Handler for LogService {
     type Request = LogRequest;
     type Response = LogResponse;
 
-    async fn handle(&self, peer: Peer, request: LogRequest, mut call: Call<LogResponse>) {
-        if !peer.organizations.iter().any(|o| o == API_SERVER_ORG) {
-            let _ = call
-                .reply(&LogResponse::Error {
-                    code: 403,
-                    message: format!("{} may not read container logs", peer.name),
-                })
-                .await;
-            return;
+    fn admit(&self, peer: &Peer) -> Result<(), String> {
+        if peer.organizations.iter().any(|o| o == API_SERVER_ORG) {
+            Ok(())
+        } else {
+            Err(format!("{} may not read container logs", peer.name))
         }
+    }
+
+    fn limits(&self) -> FrameLimits {
+        FrameLimits {
+            max_frame_bytes: LOG_REQUEST_BYTES,
+            ..FrameLimits::default()
+        }
+    }
+
+    async fn handle(&self, _peer: Peer, request: LogRequest, mut call: Call<LogResponse>) {
         let Some((lines, mut finished, started)) = self.store.read(&request, Utc::now()) else {
             // Containers that never printed anything keep no log: an empty answer, as a
             // silent process gives. Only a missing previous instance is an error.

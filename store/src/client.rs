@@ -572,6 +572,8 @@ impl Client {
                 }
                 Ok(Ok(ClientResponse::Error(e))) => return Err(ClientError::Store(e)),
                 Ok(Ok(response)) => return Ok(response),
+                // Every member serves the same identities: asking another is pointless.
+                Ok(Err(e)) if e.is_refused() => return Err(ClientError::Transport(e)),
                 Ok(Err(e)) => {
                     // The connection broke, or only this call's stream did: the other calls and
                     // watches on the connection are left alone either way.

@@ -15,6 +15,7 @@ use raft::prelude::{Message, MessageType};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn, Instrument};
+use transport::frame::FrameLimits;
 use transport::rpc::{Call, Handler, Peer, RpcClient, RpcServer};
 use transport::tls::TlsIdentity;
 
@@ -72,6 +73,13 @@ const PIECE_BYTES: usize = 8 * 1024 * 1024;
 const SLOW_PEER_SEND: Duration = Duration::from_millis(20);
 /// How long one frame on a peer link may take to send before the link counts as stalled.
 const PEER_SEND_TIMEOUT: Duration = Duration::from_secs(2);
+/// The largest frame a peer link may carry: a batch holds at most [`PIECE_BYTES`] of messages,
+/// plus each message's length.
+const PEER_FRAME_BYTES: usize = 2 * PIECE_BYTES;
+/// What a client request frame may hold beyond `max_request_bytes`: the request's own encoding
+/// around its keys and values. A frame within it but over the request limit is answered
+/// `TooLarge` by the proposal; one beyond it is answered so without being read.
+const REQUEST_FRAME_SLACK: usize = 1024 * 1024;
 /// The largest message a peer may send in pieces (a sanity bound on what is buffered).
 const MAX_PIECED_MESSAGE: usize = 16 * 1024 * 1024 * 1024;
 
@@ -468,12 +476,26 @@ impl Handler for PeerService {
     type Request = PeerBatch;
     type Response = ();
 
+    fn admit(&self, peer: &Peer) -> Result<(), String> {
+        if self.members.contains(&peer.name)
+            && peer.organizations.iter().any(|o| o == STORE_MEMBER_ORG)
+        {
+            Ok(())
+        } else {
+            Err(format!("{} is not a member of this store", peer.name))
+        }
+    }
+
+    fn limits(&self) -> FrameLimits {
+        FrameLimits {
+            max_frame_bytes: PEER_FRAME_BYTES,
+            ..FrameLimits::default()
+        }
+    }
+
     async fn handle(&self, peer: Peer, first: PeerBatch, mut call: Call<()>) {
-        let index = self.members.iter().position(|m| *m == peer.name);
-        let Some(index) =
-            index.filter(|_| peer.organizations.iter().any(|o| o == STORE_MEMBER_ORG))
-        else {
-            warn!(peer = %peer.name, addr = %peer.addr, "refusing raft messages from a non-member");
+        // `admit` let only members through.
+        let Some(index) = self.members.iter().position(|m| *m == peer.name) else {
             return;
         };
         let received = self.received_bytes.with([peer_label(index as u64 + 1)]);
@@ -526,18 +548,33 @@ impl Handler for ClientService {
     type Request = ClientRequest;
     type Response = ClientResponse;
 
-    async fn handle(&self, peer: Peer, request: ClientRequest, call: Call<ClientResponse>) {
-        if !peer
+    fn admit(&self, peer: &Peer) -> Result<(), String> {
+        if peer
             .organizations
             .iter()
             .any(|o| CLIENT_ORGS.contains(&o.as_str()))
         {
-            let denied = StoreError::PermissionDenied {
-                identity: peer.name.clone(),
-            };
-            let _ = call.reply(&ClientResponse::Error(denied)).await;
-            return;
+            Ok(())
+        } else {
+            Err(format!("{} may not use the store", peer.name))
         }
+    }
+
+    fn limits(&self) -> FrameLimits {
+        FrameLimits {
+            max_frame_bytes: self.member.shared().config.max_request_bytes + REQUEST_FRAME_SLACK,
+            ..FrameLimits::default()
+        }
+    }
+
+    fn too_large(&self, size: u64, _limit: usize) -> Option<ClientResponse> {
+        Some(ClientResponse::Error(StoreError::TooLarge {
+            size: usize::try_from(size).unwrap_or(usize::MAX),
+            limit: self.member.shared().config.max_request_bytes,
+        }))
+    }
+
+    async fn handle(&self, peer: Peer, request: ClientRequest, call: Call<ClientResponse>) {
         let shared = self.member.shared();
         if shared.is_restoring() && !matches!(request, ClientRequest::Status) {
             // Its state is still being rebuilt after a restart (`member::RestoreTask`); the

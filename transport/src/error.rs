@@ -108,6 +108,16 @@ pub enum TransportError {
     #[error("frame of {size} bytes exceeds the limit of {limit} bytes")]
     FrameTooLarge { size: u64, limit: usize },
 
+    /// A frame did not arrive whole within its service's
+    /// [`frame_timeout`](crate::frame::FrameLimits::frame_timeout).
+    #[error("frame did not arrive within {after:?}")]
+    FrameTimeout { after: Duration },
+
+    /// The server refused this client's identity and closed the connection before reading
+    /// anything from it.
+    #[error("refused by the server: {reason}")]
+    Refused { reason: String },
+
     /// The stream ended in the middle of a frame.
     #[error("truncated frame: expected {expected} bytes, got {received}")]
     TruncatedFrame { expected: usize, received: usize },
@@ -139,7 +149,35 @@ impl TransportError {
             TransportError::ConnectionLost(_)
                 | TransportError::Connect { .. }
                 | TransportError::Timeout { .. }
+                | TransportError::Refused { .. }
         )
+    }
+
+    /// True when the server refused who this client is: another attempt, or another server
+    /// with the same policy, is refused the same way.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, TransportError::Refused { .. })
+    }
+}
+
+/// A connection the server closed with [`codes::REFUSED`](crate::rpc::codes::REFUSED) becomes
+/// [`TransportError::Refused`] with the server's reason; anything else is a lost connection.
+fn connection_error(err: quinn::ConnectionError) -> TransportError {
+    match &err {
+        quinn::ConnectionError::ApplicationClosed(close)
+            if close.error_code == crate::rpc::codes::REFUSED =>
+        {
+            TransportError::Refused {
+                reason: String::from_utf8_lossy(&close.reason).into_owned(),
+            }
+        }
+        _ => TransportError::ConnectionLost(err),
+    }
+}
+
+impl From<quinn::ConnectionError> for TransportError {
+    fn from(err: quinn::ConnectionError) -> Self {
+        connection_error(err)
     }
 }
 
@@ -149,7 +187,7 @@ impl From<quinn::WriteError> for TransportError {
             quinn::WriteError::Stopped(code) => TransportError::StreamStopped {
                 code: code.into_inner(),
             },
-            quinn::WriteError::ConnectionLost(e) => TransportError::ConnectionLost(e),
+            quinn::WriteError::ConnectionLost(e) => connection_error(e),
             quinn::WriteError::ClosedStream => TransportError::StreamClosed {
                 reason: "write on a finished or reset stream",
             },
@@ -166,7 +204,7 @@ impl From<quinn::ReadError> for TransportError {
             quinn::ReadError::Reset(code) => TransportError::StreamReset {
                 code: code.into_inner(),
             },
-            quinn::ReadError::ConnectionLost(e) => TransportError::ConnectionLost(e),
+            quinn::ReadError::ConnectionLost(e) => connection_error(e),
             quinn::ReadError::ClosedStream => TransportError::StreamClosed {
                 reason: "read on a stopped or finished stream",
             },
@@ -191,7 +229,7 @@ impl From<quinn::ClosedStream> for TransportError {
 impl From<quinn::StoppedError> for TransportError {
     fn from(err: quinn::StoppedError) -> Self {
         match err {
-            quinn::StoppedError::ConnectionLost(e) => TransportError::ConnectionLost(e),
+            quinn::StoppedError::ConnectionLost(e) => connection_error(e),
             quinn::StoppedError::ZeroRttRejected => TransportError::StreamClosed {
                 reason: "0-RTT data rejected",
             },

@@ -3,6 +3,8 @@
 //! A frame is a `u32` big-endian body length followed by the body, which is the value encoded
 //! with `bincode::serde` and [`bincode::config::standard()`].
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -54,7 +56,7 @@ pub fn decode<T: DeserializeOwned>(frame: &[u8]) -> Result<T, TransportError> {
             received: frame.len(),
         });
     };
-    let len = body_len(prefix_array(prefix))?;
+    let len = body_len(prefix_array(prefix), MAX_FRAME_BYTES)?;
     let body = &frame[PREFIX_BYTES..];
     if body.len() < len {
         return Err(TransportError::TruncatedFrame {
@@ -83,22 +85,85 @@ pub async fn write_frame<T: Serialize>(
 
 /// Reads one frame. Returns `Ok(None)` when the stream finished cleanly before a new frame
 /// began; a stream ending mid-frame, an oversized length or an undecodable body is an error.
+/// For a client reading its server's answers: the server is trusted to send what it must.
 pub async fn read_frame<T: DeserializeOwned>(
     recv: &mut quinn::RecvStream,
 ) -> Result<Option<T>, TransportError> {
+    read_rest([0; PREFIX_BYTES], 0, recv, MAX_FRAME_BYTES).await
+}
+
+/// What a server accepts from a client before a handler has looked at it: how large a frame
+/// may be and how long it may take to arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameLimits {
+    /// The largest frame body accepted; a larger length prefix is refused before any of the
+    /// body is read.
+    pub max_frame_bytes: usize,
+    /// How long a frame may take to arrive whole: the first frame of a call counted from the
+    /// stream's opening, a later frame of a client stream from its first byte (a stream may
+    /// rest between frames).
+    pub frame_timeout: Duration,
+}
+
+impl Default for FrameLimits {
+    fn default() -> Self {
+        FrameLimits {
+            max_frame_bytes: MAX_FRAME_BYTES,
+            frame_timeout: DEFAULT_FRAME_TIMEOUT,
+        }
+    }
+}
+
+/// How long a request frame may take to arrive unless a service says otherwise. Generous: a
+/// frame of megabytes from a peer on a starved machine can take seconds, while a caller that
+/// sends nothing only holds a stream until it passes.
+pub const DEFAULT_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads one frame from a client under `limits`. With `resting` the wait for the frame's first
+/// byte is not timed (a client stream between frames); otherwise the whole read is. Returns
+/// `Ok(None)` when the stream finished cleanly before a new frame began.
+pub async fn read_frame_limited<T: DeserializeOwned>(
+    recv: &mut quinn::RecvStream,
+    limits: FrameLimits,
+    resting: bool,
+) -> Result<Option<T>, TransportError> {
     let mut prefix = [0u8; PREFIX_BYTES];
-    match recv.read_exact(&mut prefix).await {
+    let mut filled = 0;
+    if resting {
+        match recv.read(&mut prefix).await? {
+            Some(received) => filled = received,
+            None => return Ok(None),
+        }
+    }
+    let read = read_rest(prefix, filled, recv, limits.max_frame_bytes);
+    match tokio::time::timeout(limits.frame_timeout, read).await {
+        Ok(result) => result,
+        Err(_) => Err(TransportError::FrameTimeout {
+            after: limits.frame_timeout,
+        }),
+    }
+}
+
+/// Reads the rest of a frame whose first `filled` prefix bytes are already in `prefix`,
+/// refusing a body longer than `limit` before reading any of it.
+async fn read_rest<T: DeserializeOwned>(
+    mut prefix: [u8; PREFIX_BYTES],
+    filled: usize,
+    recv: &mut quinn::RecvStream,
+    limit: usize,
+) -> Result<Option<T>, TransportError> {
+    match recv.read_exact(&mut prefix[filled..]).await {
         Ok(()) => {}
-        Err(quinn::ReadExactError::FinishedEarly(0)) => return Ok(None),
+        Err(quinn::ReadExactError::FinishedEarly(0)) if filled == 0 => return Ok(None),
         Err(quinn::ReadExactError::FinishedEarly(received)) => {
             return Err(TransportError::TruncatedFrame {
                 expected: PREFIX_BYTES,
-                received,
+                received: filled + received,
             })
         }
         Err(quinn::ReadExactError::ReadError(e)) => return Err(e.into()),
     }
-    let len = body_len(prefix)?;
+    let len = body_len(prefix, limit)?;
 
     // Small frames usually arrive as one chunk, which is decoded in place without copying.
     let first = match recv.read_chunk(len, true).await? {
@@ -138,13 +203,13 @@ fn prefix_array(prefix: &[u8]) -> [u8; PREFIX_BYTES] {
     out
 }
 
-fn body_len(prefix: [u8; PREFIX_BYTES]) -> Result<usize, TransportError> {
+fn body_len(prefix: [u8; PREFIX_BYTES], limit: usize) -> Result<usize, TransportError> {
     let len = u32::from_be_bytes(prefix);
     let len = usize::try_from(len).unwrap_or(usize::MAX);
-    if len > MAX_FRAME_BYTES {
+    if len > limit.min(MAX_FRAME_BYTES) {
         return Err(TransportError::FrameTooLarge {
             size: u64::from(u32::from_be_bytes(prefix)),
-            limit: MAX_FRAME_BYTES,
+            limit: limit.min(MAX_FRAME_BYTES),
         });
     }
     Ok(len)

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use transport::frame::FrameLimits;
 use transport::pki::{create_ca, issue, CertSpec};
 use transport::rpc::{Call, Handler, Peer, RpcClient, RpcServer};
 use transport::tls::TlsIdentity;
@@ -34,7 +35,20 @@ enum Resp {
     },
     Item(u32),
     Received(Vec<u32>),
+    TooLarge {
+        size: u64,
+        limit: usize,
+    },
 }
+
+/// The test service's frame limits: small and short, so tests of them run fast.
+const LIMITS: FrameLimits = FrameLimits {
+    max_frame_bytes: 64 * 1024,
+    frame_timeout: Duration::from_millis(500),
+};
+
+/// The organisation the test service refuses to serve.
+const UNTRUSTED: &str = "untrusted";
 
 /// Reports what the handler saw, so tests can wait on server-side events.
 struct TestHandler {
@@ -45,6 +59,21 @@ struct TestHandler {
 impl Handler for TestHandler {
     type Request = Req;
     type Response = Resp;
+
+    fn admit(&self, peer: &Peer) -> Result<(), String> {
+        if peer.organizations.iter().any(|o| o == UNTRUSTED) {
+            return Err(format!("{} is not served here", peer.name));
+        }
+        Ok(())
+    }
+
+    fn limits(&self) -> FrameLimits {
+        LIMITS
+    }
+
+    fn too_large(&self, size: u64, limit: usize) -> Option<Resp> {
+        Some(Resp::TooLarge { size, limit })
+    }
 
     async fn handle(&self, peer: Peer, request: Req, mut call: Call<Resp>) {
         let result = match request {
@@ -111,6 +140,7 @@ impl Cluster {
         create_ca(dir.path(), "test").expect("ca");
         issue_cert(dir.path(), "server", &["system:servers"]);
         issue_cert(dir.path(), "alice", &["system:masters", "devs"]);
+        issue_cert(dir.path(), "eve", &[UNTRUSTED]);
         let identity = TlsIdentity::load(dir.path(), "server").expect("server identity");
         let server =
             RpcServer::bind("127.0.0.1:0".parse().expect("addr"), &identity).expect("bind");
@@ -249,7 +279,9 @@ async fn client_stream_delivers_every_frame() {
         .await
         .expect("connect");
 
+    // A client stream may rest between frames for longer than a frame may take.
     let mut sink = conn.client_stream(&Req::Upload).await.expect("open");
+    tokio::time::sleep(LIMITS.frame_timeout * 2).await;
     for i in 0..100 {
         sink.send(&Req::Chunk(i)).await.expect("send");
     }
@@ -358,13 +390,30 @@ async fn bad_frames_reset_only_their_stream() {
         .await
         .expect("connect");
 
-    let oversized = u32::MAX.to_be_bytes().to_vec();
+    // A frame over the service's limit is answered without being read.
+    let (mut send, mut recv) = conn.raw().open_bi().await.expect("open raw stream");
+    send.write_all(&u32::MAX.to_be_bytes())
+        .await
+        .expect("write prefix");
+    let answer = tokio::time::timeout(WAIT, recv.read_to_end(1024))
+        .await
+        .expect("server answers in time")
+        .expect("an answer");
+    let answer: Resp = transport::frame::decode(&answer).expect("decode");
+    assert_eq!(
+        answer,
+        Resp::TooLarge {
+            size: u64::from(u32::MAX),
+            limit: LIMITS.max_frame_bytes
+        }
+    );
+
     let mut undecodable = 3u32.to_be_bytes().to_vec();
     undecodable.extend_from_slice(&[0xff, 0xff, 0xff]);
     let mut truncated = 100u32.to_be_bytes().to_vec();
     truncated.extend_from_slice(&[0; 10]);
 
-    for garbage in [oversized, undecodable, truncated] {
+    for garbage in [undecodable, truncated] {
         let (mut send, mut recv) = conn.raw().open_bi().await.expect("open raw stream");
         send.write_all(&garbage).await.expect("write garbage");
         let _ = send.finish();
@@ -393,6 +442,89 @@ async fn bad_frames_reset_only_their_stream() {
         .expect("connect again");
     let echoed: Resp = fresh.unary(&Req::Echo("fresh".into())).await.expect("echo");
     assert_eq!(echoed, Resp::Echo("fresh".into()));
+    cluster.shutdown().await;
+}
+
+/// A refused identity's connection is closed before anything it sends is read: a frame of
+/// megabytes cannot be delivered, and its calls fail with the server's reason.
+#[tokio::test]
+async fn a_refused_peer_cannot_make_the_server_read() {
+    let mut cluster = Cluster::start().await;
+    let eve = cluster.client("eve");
+    let conn = eve.connect(cluster.addr).await.expect("handshake");
+    let err = conn
+        .unary::<_, Resp>(&Req::WhoAmI)
+        .await
+        .expect_err("eve is refused");
+    assert!(err.is_refused(), "{err:?}");
+    assert!(err.to_string().contains("eve is not served here"), "{err}");
+
+    // 32 MiB claimed and sent on a fresh connection: the server closes it instead of buffering
+    // what arrives, so the write fails long before all of it is delivered.
+    let conn = eve.connect(cluster.addr).await.expect("handshake");
+    let written = tokio::time::timeout(WAIT, async {
+        let (mut send, _recv) = conn.raw().open_bi().await?;
+        let body = 32 * 1024 * 1024;
+        send.write_all(&(body as u32).to_be_bytes()).await?;
+        send.write_all(&vec![0u8; body]).await?;
+        send.finish()?;
+        send.stopped().await?;
+        Ok::<_, Box<dyn std::error::Error>>(())
+    })
+    .await
+    .expect("the server answers in time");
+    assert!(written.is_err(), "a refused peer delivered 32 MiB");
+    assert!(conn.is_closed());
+
+    // Others are served as before.
+    let alice = cluster
+        .client("alice")
+        .connect(cluster.addr)
+        .await
+        .expect("connect");
+    let echoed: Resp = alice.unary(&Req::Echo("ok".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("ok".into()));
+    cluster.shutdown().await;
+}
+
+/// A request frame that stops arriving is given up after the frame timeout: the stream is
+/// reset, and the connection carries other calls.
+#[tokio::test]
+async fn a_stalled_frame_is_reset_after_the_frame_timeout() {
+    let mut cluster = Cluster::start().await;
+    let conn = cluster
+        .client("alice")
+        .connect(cluster.addr)
+        .await
+        .expect("connect");
+    for partial in [
+        vec![0u8, 0],
+        [100u32.to_be_bytes().as_slice(), &[1; 10]].concat(),
+    ] {
+        let (mut send, mut recv) = conn.raw().open_bi().await.expect("open raw stream");
+        let started = std::time::Instant::now();
+        send.write_all(&partial).await.expect("write");
+        let result = tokio::time::timeout(WAIT, recv.read_to_end(1024))
+            .await
+            .expect("the server gives up in time");
+        let elapsed = started.elapsed();
+        assert!(
+            matches!(
+                result,
+                Err(quinn::ReadToEndError::Read(quinn::ReadError::Reset(code)))
+                    if code == transport::rpc::codes::FRAME_TIMEOUT
+            ),
+            "expected a reset for the timeout, got {result:?}"
+        );
+        assert!(
+            elapsed >= LIMITS.frame_timeout
+                && elapsed < LIMITS.frame_timeout + Duration::from_secs(2),
+            "reset after {elapsed:?}, the limit is {:?}",
+            LIMITS.frame_timeout
+        );
+    }
+    let echoed: Resp = conn.unary(&Req::Echo("ok".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("ok".into()));
     cluster.shutdown().await;
 }
 

@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::frame::{read_frame, write_frame};
+use crate::frame::{read_frame_limited, write_frame, FrameLimits};
 use crate::TransportError;
 
 /// One call in progress on the server, given to [`Handler::handle`](super::Handler::handle)
@@ -18,6 +18,8 @@ use crate::TransportError;
 pub struct Call<Resp> {
     send: quinn::SendStream,
     recv: quinn::RecvStream,
+    /// The service's limits, which further client frames are read under too.
+    limits: FrameLimits,
     // fn(&Resp) keeps Call Send + Sync whatever Resp is: no Resp is ever stored.
     _response: PhantomData<fn(&Resp)>,
 }
@@ -31,10 +33,15 @@ impl<Resp> std::fmt::Debug for Call<Resp> {
 }
 
 impl<Resp: Serialize> Call<Resp> {
-    pub(crate) fn new(send: quinn::SendStream, recv: quinn::RecvStream) -> Self {
+    pub(crate) fn new(
+        send: quinn::SendStream,
+        recv: quinn::RecvStream,
+        limits: FrameLimits,
+    ) -> Self {
         Call {
             send,
             recv,
+            limits,
             _response: PhantomData,
         }
     }
@@ -58,9 +65,11 @@ impl<Resp: Serialize> Call<Resp> {
     }
 
     /// Client streaming: the next frame from the client, or `Ok(None)` once the client
-    /// finished its side.
+    /// finished its side. The client may wait as long as it likes before a frame, but a frame
+    /// once begun must arrive within the service's frame timeout, and be no larger than its
+    /// frame limit.
     pub async fn recv<T: DeserializeOwned>(&mut self) -> Result<Option<T>, TransportError> {
-        read_frame(&mut self.recv).await
+        read_frame_limited(&mut self.recv, self.limits, true).await
     }
 
     /// Resolves when the client stopped reading (it dropped its response stream) or the

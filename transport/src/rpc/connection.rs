@@ -120,11 +120,7 @@ impl Connection {
         &self,
         first: &Req,
     ) -> Result<(quinn::SendStream, quinn::RecvStream), TransportError> {
-        let (mut send, recv) = self
-            .inner
-            .open_bi()
-            .await
-            .map_err(TransportError::ConnectionLost)?;
+        let (mut send, recv) = self.inner.open_bi().await.map_err(TransportError::from)?;
         write_frame(&mut send, first).await?;
         Ok((send, recv))
     }

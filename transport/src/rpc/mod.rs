@@ -34,4 +34,9 @@ pub mod codes {
     pub const BAD_PEER: VarInt = VarInt::from_u32(3);
     /// The client gave up on a peer that stopped answering keep-alives (connection close code).
     pub const PEER_SILENT: VarInt = VarInt::from_u32(4);
+    /// The service does not serve the client's identity (connection close code; the reason
+    /// says why).
+    pub const REFUSED: VarInt = VarInt::from_u32(5);
+    /// The request frame did not arrive within the service's frame timeout.
+    pub const FRAME_TIMEOUT: VarInt = VarInt::from_u32(6);
 }

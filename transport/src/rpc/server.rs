@@ -11,7 +11,7 @@ use serde::Serialize;
 use tracing::{debug, info_span, warn, Instrument};
 
 use super::{codes, Call};
-use crate::frame::read_frame;
+use crate::frame::{read_frame_limited, FrameLimits};
 use crate::subject::SubjectName;
 use crate::tls::TlsIdentity;
 use crate::TransportError;
@@ -45,6 +45,29 @@ pub trait Handler: Send + Sync + 'static {
         request: Self::Request,
         call: Call<Self::Response>,
     ) -> impl Future<Output = ()> + Send;
+
+    /// Whether `peer` may call this service at all, decided once per connection before any of
+    /// its streams is read: a refused peer's connection is closed with
+    /// [`codes::REFUSED`](super::codes::REFUSED) and the returned reason, so a certificate the
+    /// service will not serve cannot make it buffer a byte. The default admits every peer the
+    /// handshake verified.
+    fn admit(&self, peer: &Peer) -> Result<(), String> {
+        let _ = peer;
+        Ok(())
+    }
+
+    /// How large this service's request frames may be and how long they may take to arrive.
+    fn limits(&self) -> FrameLimits {
+        FrameLimits::default()
+    }
+
+    /// The answer to a first frame whose length prefix is over
+    /// [`limits`](Self::limits)`.max_frame_bytes`, sent without reading its body; `None` resets
+    /// the stream instead.
+    fn too_large(&self, size: u64, limit: usize) -> Option<Self::Response> {
+        let _ = (size, limit);
+        None
+    }
 }
 
 /// A bound QUIC endpoint requiring cluster client certificates; call [`serve`](Self::serve)
@@ -125,6 +148,11 @@ async fn serve_connection<H: Handler>(incoming: quinn::Incoming, handler: Arc<H>
             return;
         }
     };
+    if let Err(reason) = handler.admit(&peer) {
+        warn!(%remote, peer = %peer.name, %reason, "refusing a client; closing its connection");
+        connection.close(codes::REFUSED, reason.as_bytes());
+        return;
+    }
     let span = info_span!("rpc_connection", peer = %peer.name, addr = %peer.addr);
     async move {
         debug!("connection established");
@@ -154,7 +182,8 @@ async fn serve_stream<H: Handler>(
     peer: Peer,
     handler: Arc<H>,
 ) {
-    let request = match read_frame::<H::Request>(&mut recv).await {
+    let limits = handler.limits();
+    let request = match read_frame_limited::<H::Request>(&mut recv, limits, false).await {
         Ok(Some(request)) => request,
         // The client opened a stream and finished it without a request: nothing to do.
         Ok(None) => return,
@@ -162,15 +191,34 @@ async fn serve_stream<H: Handler>(
             debug!(error = %e, "connection lost before the request arrived");
             return;
         }
+        Err(TransportError::FrameTooLarge { size, limit }) => {
+            warn!(peer = %peer.name, addr = %peer.addr, size, limit, "request frame over the limit; not reading it");
+            let _ = recv.stop(codes::BAD_FRAME);
+            match handler.too_large(size, limit) {
+                Some(answer) => {
+                    let _ = Call::new(send, recv, limits).reply(&answer).await;
+                }
+                None => {
+                    let _ = send.reset(codes::BAD_FRAME);
+                }
+            }
+            return;
+        }
         Err(e) => {
+            let code = match e {
+                TransportError::FrameTimeout { .. } => codes::FRAME_TIMEOUT,
+                _ => codes::BAD_FRAME,
+            };
             warn!(peer = %peer.name, addr = %peer.addr, error = %e, "bad request frame; resetting stream");
             // Only this stream is abandoned; the connection and its other calls go on.
-            let _ = recv.stop(codes::BAD_FRAME);
-            let _ = send.reset(codes::BAD_FRAME);
+            let _ = recv.stop(code);
+            let _ = send.reset(code);
             return;
         }
     };
-    handler.handle(peer, request, Call::new(send, recv)).await;
+    handler
+        .handle(peer, request, Call::new(send, recv, limits))
+        .await;
 }
 
 /// Reads the verified client certificate's CN and O. The handshake already checked the chain,
