@@ -22,6 +22,7 @@ use crate::authn::{self, Authenticator, UserInfo};
 use crate::authz::impersonation::Impersonation;
 use crate::authz::{self, Attributes, Authorizer, ResourceAttributes, Target};
 use crate::errors::ApiError;
+use crate::http_limits::{self, HttpLimits};
 use crate::https::HttpPeer;
 use crate::metrics::Metrics;
 use crate::pipeline::{self, Stage};
@@ -49,6 +50,8 @@ pub struct AppState {
     pub authorizer: Arc<Authorizer>,
     /// Requests without credentials proceed as `system:anonymous` instead of getting 401.
     pub anonymous_auth: bool,
+    /// The request timeout and how long watches last.
+    pub limits: HttpLimits,
 }
 
 impl AppState {
@@ -162,8 +165,12 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
             let response = match user {
                 Some(user) => {
                     let mut authz_time = Duration::ZERO;
-                    let (answer, admission_time) =
-                        pipeline::with_admission_time(authorized_resource_request(
+                    let deadline =
+                        (!http_limits::is_long_running(&verb, target.subresource.as_deref()))
+                            .then(|| state.limits.request_deadline(&query));
+                    let (answer, admission_time) = pipeline::with_admission_time(within(
+                        deadline,
+                        authorized_resource_request(
                             &state,
                             &user,
                             target,
@@ -171,8 +178,9 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                             &query,
                             request,
                             &mut authz_time,
-                        ))
-                        .await;
+                        ),
+                    ))
+                    .await;
                     match answer {
                         Ok(response) => {
                             if verb == "POST" && response.status() == StatusCode::CREATED {
@@ -237,6 +245,20 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
     }
     debug!(%method, %path, status = response.status().as_u16(), took_us = started.elapsed().as_micros() as u64, "request");
     response
+}
+
+/// Runs `request`, answering 504 once it has run for `deadline` (kube-apiserver's request
+/// timeout); without a deadline (a long-running request), for as long as it takes.
+async fn within(
+    deadline: Option<Duration>,
+    request: impl std::future::Future<Output = Result<Response, ApiError>>,
+) -> Result<Response, ApiError> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout(deadline, request)
+            .await
+            .unwrap_or_else(|_| Err(http_limits::timed_out())),
+        None => request.await,
+    }
 }
 
 fn verb_of(method: &Method, target: &PathTarget, query: &HashMap<String, String>) -> String {
@@ -712,7 +734,7 @@ async fn watch(
             t.parse::<u64>()
                 .map_err(|_| ApiError::bad_request("timeoutSeconds must be a number"))?,
         ),
-        None => Duration::from_secs(1800 + rand::random::<u64>() % 1800),
+        None => state.limits.watch_timeout(),
     };
     let subscription = state
         .registry

@@ -4,7 +4,9 @@
 //!   LimitRanger, ServiceAccount, PodSecurity, Priority, DefaultTolerationSeconds, ResourceQuota).
 //! - [`authn`]: who is asking (client certificates, bearer tokens); [`authz`]: may they
 //!   (`system:masters`, the node authorizer, RBAC), with the bootstrap policy.
-//! - [`https`]: the HTTP front's TLS listener, which hands each request its peer.
+//! - [`https`]: the HTTP front's TLS listener, which hands each request its peer;
+//!   [`connection_clock`] closes its slow and idle connections, and [`http_limits`] holds those
+//!   limits and the request timeout.
 //! - [`http`]: the HTTP front (routing, discovery, Table, watch streams, `Status` errors).
 //! - [`logs`]: `pods/log`, streamed from the node host that runs the pod.
 //! - [`registry`]: the verbs on every resource, shared by both fronts.
@@ -29,10 +31,12 @@
 pub mod admission;
 pub mod authn;
 pub mod authz;
+pub mod connection_clock;
 pub mod discovery;
 pub mod errors;
 pub mod event_view;
 pub mod http;
+pub mod http_limits;
 pub mod https;
 pub mod logs;
 pub mod meta;

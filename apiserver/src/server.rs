@@ -20,9 +20,11 @@ use crate::admission::priority::SYSTEM_CLASSES;
 use crate::admission::AdmissionConfig;
 use crate::authn::{Authenticator, TokenFile};
 use crate::authz::Authorizer;
+use crate::connection_clock::hold_connection;
 use crate::errors::ApiError;
 use crate::http::{self, AppState};
-use crate::https::{HttpPeer, TlsListener};
+use crate::http_limits::HttpLimits;
+use crate::https::{HttpPeer, PlainListener, TlsListener};
 use crate::metrics::{Metrics, StoreMetrics};
 use crate::registry::{Registry, WriteOptions};
 use crate::storage::Storage;
@@ -54,6 +56,8 @@ pub struct ApiServerConfig {
     /// Let requests without credentials through as `system:anonymous` (group
     /// `system:unauthenticated`) instead of answering 401; authorization still applies.
     pub anonymous_auth: bool,
+    /// How long the HTTP front waits for slow and idle clients and lets requests run.
+    pub http_limits: HttpLimits,
 }
 
 /// Which authorizers run (`--authorization-mode`).
@@ -100,6 +104,7 @@ impl ApiServerConfig {
             token_auth_file: None,
             authorization: AuthorizationMode::NodeRbac,
             anonymous_auth: false,
+            http_limits: HttpLimits::default(),
         }
     }
 
@@ -109,6 +114,7 @@ impl ApiServerConfig {
                 "store_endpoints: at least one is required",
             ));
         }
+        self.http_limits.validate()?;
         if self.watch_window == 0 {
             return Err(ApiError::bad_request("watch_window: must be positive"));
         }
@@ -290,10 +296,12 @@ pub async fn run(
         authenticator: Authenticator::new(tokens),
         authorizer,
         anonymous_auth: config.anonymous_auth,
+        limits: config.http_limits,
     });
     let app = Router::new()
         .fallback(http::handle)
         .with_state(state)
+        .layer(axum::middleware::from_fn(hold_connection))
         .into_make_service_with_connect_info::<HttpPeer>();
     let mut stopped = stop_rx.clone();
     let stopped = async move {
@@ -301,6 +309,7 @@ pub async fn run(
     };
     let serve = if config.insecure_http {
         warn!(http = %local, "serving plain HTTP (insecure_http)");
+        let listener = PlainListener::new(listener, config.http_limits);
         tokio::spawn(
             axum::serve(listener, app)
                 .with_graceful_shutdown(stopped)
@@ -309,9 +318,11 @@ pub async fn run(
     } else {
         let tls_config = tls.https_server_config()?;
         let listener =
-            TlsListener::new(listener, tls_config).map_err(|source| ServerError::Listen {
-                addr: config.listen_http,
-                source,
+            TlsListener::new(listener, tls_config, config.http_limits).map_err(|source| {
+                ServerError::Listen {
+                    addr: config.listen_http,
+                    source,
+                }
             })?;
         info!(https = %local, "API server serving");
         tokio::spawn(

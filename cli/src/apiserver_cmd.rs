@@ -55,6 +55,14 @@ pub struct ApiServerArgs {
     /// Serve requests without credentials as `system:anonymous` instead of answering 401.
     #[arg(long)]
     anonymous_auth: bool,
+    /// Seconds a request that is not a watch (nor a log, exec, attach or port-forward) may
+    /// run before it is answered 504, as kube-apiserver's `--request-timeout`.
+    #[arg(long, default_value_t = 60)]
+    request_timeout_secs: u64,
+    /// A watch without `timeoutSeconds` ends after a random time between this many seconds and
+    /// twice as many, as kube-apiserver's `--min-request-timeout`.
+    #[arg(long, default_value_t = 1800)]
+    min_request_timeout: u64,
 }
 
 pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
@@ -72,6 +80,8 @@ pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
     config.token_auth_file = args.token_auth_file;
     config.authorization = AuthorizationMode::parse(&args.authorization_mode)?;
     config.anonymous_auth = args.anonymous_auth;
+    config.http_limits.request_timeout = Duration::from_secs(args.request_timeout_secs);
+    config.http_limits.min_request_timeout = Duration::from_secs(args.min_request_timeout);
     apiserver::server::run(config, cluster::shutdown::signal())
         .await
         .context("API server")?;
