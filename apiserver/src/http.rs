@@ -21,6 +21,7 @@ use tracing::debug;
 use crate::authn::{self, Authenticator, UserInfo};
 use crate::authz::impersonation::Impersonation;
 use crate::authz::{self, Attributes, Authorizer, ResourceAttributes, Target};
+use crate::dry_run;
 use crate::errors::ApiError;
 use crate::http_limits::{self, HttpLimits};
 use crate::https::HttpPeer;
@@ -494,7 +495,7 @@ async fn resource_request(
     }
     let headers = request.headers().clone();
     let table = wants_table(&headers);
-    let mut write = write_options(query)?;
+    let mut write = write_options(&method, query)?;
     write.requester = Some(user.clone());
     match (
         &method,
@@ -1010,9 +1011,24 @@ fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError
     })
 }
 
-fn write_options(query: &HashMap<String, String>) -> Result<WriteOptions, ApiError> {
+/// The options of a write; `method` says which options type a bad value is reported in.
+fn write_options(
+    method: &Method,
+    query: &HashMap<String, String>,
+) -> Result<WriteOptions, ApiError> {
+    let options_kind = match *method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        Method::PATCH => "PatchOptions",
+        Method::DELETE => "DeleteOptions",
+        _ => "",
+    };
+    let dry_run = match query.get("dryRun") {
+        Some(value) if !options_kind.is_empty() => dry_run::parse(&[value.as_str()], options_kind)?,
+        _ => false,
+    };
     Ok(WriteOptions {
-        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+        dry_run,
         field_validation: FieldValidation::parse(
             query
                 .get("fieldValidation")
@@ -1031,7 +1047,9 @@ fn delete_options(body: &[u8], query: &HashMap<String, String>) -> Result<Delete
         serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
     };
+    let body_dry_run = dry_run::from_delete_options(&value)?;
     let mut options = DeleteOptions::from_body(&value)?;
+    options.dry_run = body_dry_run;
     if let Some(grace) = query.get("gracePeriodSeconds") {
         options.grace_period_seconds = Some(
             grace
@@ -1042,8 +1060,8 @@ fn delete_options(body: &[u8], query: &HashMap<String, String>) -> Result<Delete
     if let Some(policy) = query.get("propagationPolicy") {
         options.propagation_policy = Some(policy.clone());
     }
-    if query.get("dryRun").is_some_and(|d| d == "All") {
-        options.dry_run = true;
+    if let Some(value) = query.get("dryRun") {
+        options.dry_run |= dry_run::parse(&[value.as_str()], "DeleteOptions")?;
     }
     Ok(options)
 }

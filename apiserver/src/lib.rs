@@ -33,6 +33,7 @@ pub mod authn;
 pub mod authz;
 pub mod connection_clock;
 pub mod discovery;
+pub mod dry_run;
 pub mod errors;
 pub mod event_view;
 pub mod http;

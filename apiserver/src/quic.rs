@@ -794,7 +794,10 @@ fn delete_options(body: &[u8]) -> Result<DeleteOptions, ApiError> {
         serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?
     };
-    DeleteOptions::from_body(&value)
+    let dry_run = crate::dry_run::from_delete_options(&value)?;
+    let mut options = DeleteOptions::from_body(&value)?;
+    options.dry_run = dry_run;
+    Ok(options)
 }
 
 #[cfg(test)]

@@ -502,3 +502,139 @@ async fn bad_input_gets_the_right_status_and_never_a_5xx() -> anyhow::Result<()>
     assert_eq!(code, 200);
     Ok(())
 }
+
+/// `dryRun` is `All` or refused: any other value is a 422 on every verb and nothing is written,
+/// and `All` (what `kubectl --dry-run=server` sends) answers as the write would without
+/// persisting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_is_all_or_refused() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = |name: &str, label: &str| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"v": label}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    let json_body = Some("application/json");
+    let (code, _) = c
+        .http(
+            "POST",
+            pods,
+            json_body,
+            pod("kept", "1").to_string().as_bytes(),
+        )
+        .await?;
+    assert_eq!(code, 201);
+    let label = |c: &Cluster| {
+        let kept: Value = serde_json::from_str(&c.ok(&["get", "pod", "kept", "-o", "json"]))
+            .expect("kubectl prints JSON");
+        kept["metadata"]["labels"]["v"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+
+    let merge = Some("application/merge-patch+json");
+    let relabel = br#"{"metadata":{"labels":{"v":"2"}}}"#;
+    for value in ["true", "server", "Garbage"] {
+        let writes = [
+            (
+                "POST",
+                pods.to_string(),
+                json_body,
+                pod("new", "1").to_string(),
+                "CreateOptions",
+            ),
+            (
+                "PUT",
+                format!("{pods}/kept"),
+                json_body,
+                pod("kept", "2").to_string(),
+                "UpdateOptions",
+            ),
+            (
+                "PATCH",
+                format!("{pods}/kept"),
+                merge,
+                String::from_utf8_lossy(relabel).into_owned(),
+                "PatchOptions",
+            ),
+            (
+                "DELETE",
+                format!("{pods}/kept"),
+                None,
+                String::new(),
+                "DeleteOptions",
+            ),
+            (
+                "DELETE",
+                pods.to_string(),
+                None,
+                String::new(),
+                "DeleteOptions",
+            ),
+        ];
+        for (method, path, content_type, body, options) in writes {
+            let path = format!("{path}?dryRun={value}");
+            let (code, status) = c.http(method, &path, content_type, body.as_bytes()).await?;
+            assert_eq!(code, 422, "{method} {path}: {status}");
+            assert_eq!(status["reason"], "Invalid", "{status}");
+            assert_eq!(
+                status["message"],
+                format!("{options}.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{{\"{value}\"}}: supported values: \"All\""),
+            );
+            assert_eq!(
+                status["details"]["causes"][0]["field"], "dryRun",
+                "{status}"
+            );
+        }
+    }
+    let (code, status) = c
+        .http(
+            "DELETE",
+            &format!("{pods}/kept"),
+            json_body,
+            br#"{"dryRun":["Garbage"]}"#,
+        )
+        .await?;
+    assert_eq!(code, 422, "{status}");
+    assert!(c.fails(&["get", "pod", "new"]).contains("NotFound"));
+    assert_eq!(label(&c), "1", "a refused dry run wrote");
+
+    // dryRun=All answers as the write would, and writes nothing.
+    let (code, created) = c
+        .http(
+            "POST",
+            &format!("{pods}?dryRun=All"),
+            json_body,
+            pod("new", "1").to_string().as_bytes(),
+        )
+        .await?;
+    assert_eq!(
+        (code, created["metadata"]["name"].as_str()),
+        (201, Some("new"))
+    );
+    let (code, patched) = c
+        .http("PATCH", &format!("{pods}/kept?dryRun=All"), merge, relabel)
+        .await?;
+    assert_eq!(
+        (code, patched["metadata"]["labels"]["v"].as_str()),
+        (200, Some("2"))
+    );
+    let (code, _) = c
+        .http("DELETE", &format!("{pods}/kept?dryRun=All"), None, b"")
+        .await?;
+    assert_eq!(code, 200);
+    let (code, _) = c
+        .http(
+            "DELETE",
+            &format!("{pods}/kept"),
+            json_body,
+            br#"{"dryRun":["All"]}"#,
+        )
+        .await?;
+    assert_eq!(code, 200);
+    assert!(c
+        .ok(&["run", "server-side", "--image=nginx", "--dry-run=server"])
+        .contains("(server dry run)"));
+    assert!(c.fails(&["get", "pod", "new"]).contains("NotFound"));
+    assert!(c.fails(&["get", "pod", "server-side"]).contains("NotFound"));
+    assert_eq!(label(&c), "1", "a dry run wrote");
+    Ok(())
+}
