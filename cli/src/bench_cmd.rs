@@ -29,7 +29,10 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<ExitCode> {
 pub enum Workload {
     Put,
     Range,
+    /// Kubernetes' update: compare-and-swap on the mod revision.
     Txn,
+    /// Kubernetes' create: put if absent.
+    Create,
     Mixed,
 }
 
@@ -39,6 +42,7 @@ impl From<Workload> for bench::store::Workload {
             Workload::Put => bench::store::Workload::Put,
             Workload::Range => bench::store::Workload::Range,
             Workload::Txn => bench::store::Workload::Txn,
+            Workload::Create => bench::store::Workload::Create,
             Workload::Mixed => bench::store::Workload::Mixed,
         }
     }
@@ -107,6 +111,11 @@ pub struct StoreBenchArgs {
     /// disk-write time) are reported from their logs. 0 = the member default, not reported.
     #[arg(long, default_value_t = 0)]
     snapshot_entries: u64,
+    /// With --spawn: also drive a second spawned kemu store through its etcd v3 gRPC front,
+    /// with the client used for etcd (needs the `etcd` feature); a spawned etcd then speaks
+    /// TLS with client certificates too, as kemu does.
+    #[arg(long)]
+    grpc: bool,
 }
 
 impl From<StoreBenchArgs> for bench::store::StoreBench {
@@ -126,6 +135,7 @@ impl From<StoreBenchArgs> for bench::store::StoreBench {
             json: args.json,
             work_dir: args.work_dir,
             snapshot_entries: args.snapshot_entries,
+            grpc: args.grpc,
         }
     }
 }

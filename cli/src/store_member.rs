@@ -28,6 +28,14 @@ pub struct StoreArgs {
     /// Every member: `n1=HOST:PEERPORT,n2=...`, the same on every member.
     #[arg(long)]
     initial_cluster: String,
+    /// Address etcd's v3 gRPC API listens on (TCP; etcd's clients and `etcdctl` use it). Not
+    /// served without it.
+    #[arg(long)]
+    listen_grpc: Option<SocketAddr>,
+    /// The members' gRPC addresses, `n1=HOST:PORT,n2=...`: what etcd's `MemberList` answers as
+    /// their client URLs, where etcd clients find the rest of the cluster.
+    #[arg(long, requires = "listen_grpc")]
+    initial_cluster_grpc: Option<String>,
     /// Directory with `ca.crt` and this member's certificate and key.
     #[arg(long)]
     certs: PathBuf,
@@ -68,6 +76,10 @@ pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
         cluster,
         &args.certs,
     );
+    config.listen_grpc = args.listen_grpc;
+    if let Some(list) = &args.initial_cluster_grpc {
+        config.grpc_cluster = parse_initial_cluster(list).context("--initial-cluster-grpc")?;
+    }
     config.tick = Duration::from_millis(args.tick_ms);
     config.election_ticks = args.election_ticks;
     config.snapshot_entries = args.snapshot_entries;

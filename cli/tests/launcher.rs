@@ -664,3 +664,93 @@ async fn every_component_answers_metrics_and_readyz() {
     }
     c.down();
 }
+
+/// Each store member's etcd gRPC address from `kemu status --json`.
+fn grpc_addresses(status: &Value) -> Vec<(String, SocketAddr)> {
+    status["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            let address = c["address"].as_str()?.split_whitespace().find_map(|kv| {
+                let (key, addr) = kv.split_once('=')?;
+                (key == "grpc").then(|| addr.parse().ok())?
+            })?;
+            Some((c["name"].as_str()?.to_string(), address))
+        })
+        .collect()
+}
+
+#[test]
+fn etcdctl_reaches_the_store_of_a_running_cluster() {
+    let c = TestCluster::new(&small_config("etcdctl", 3, ""));
+    c.up_detached();
+    let status = c.status();
+    let grpc = grpc_addresses(&status);
+    assert_eq!(grpc.len(), 3, "every member serves etcd's API: {status:#}");
+    let table = String::from_utf8_lossy(&c.kemu(&["status"]).stdout).into_owned();
+    assert!(table.contains("grpc="), "{table}");
+
+    let endpoints = grpc
+        .iter()
+        .map(|(_, a)| format!("https://{a}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let certs = c.dir.join("certs");
+    // The API servers' identity: one the store admits on both its fronts.
+    let etcdctl = |args: &[&str]| -> String {
+        let out = Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={endpoints}"))
+            .arg(format!("--cacert={}", certs.join("ca.crt").display()))
+            .arg(format!("--cert={}", certs.join("apiserver.crt").display()))
+            .arg(format!("--key={}", certs.join("apiserver.key").display()))
+            .arg("--command-timeout=10s")
+            .args(args)
+            .output()
+            .expect("etcdctl (installed by scripts/setup)");
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    // The member list names each member with its gRPC address as its client URL.
+    let members: Value = serde_json::from_str(&etcdctl(&["member", "list", "-w", "json"]))
+        .expect("member list as JSON");
+    let listed = members["members"].as_array().expect("members");
+    assert_eq!(listed.len(), 3, "{members:#}");
+    for (name, address) in &grpc {
+        let member = listed
+            .iter()
+            .find(|m| m["name"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name} is not listed: {members:#}"));
+        assert_eq!(
+            member["clientURLs"][0],
+            format!("https://{address}"),
+            "{members:#}"
+        );
+    }
+    // Every endpoint answers and all agree on the leader.
+    let statuses: Value = serde_json::from_str(&etcdctl(&["endpoint", "status", "-w", "json"]))
+        .expect("endpoint status as JSON");
+    let leaders: std::collections::BTreeSet<u64> = statuses
+        .as_array()
+        .expect("statuses")
+        .iter()
+        .map(|s| s["Status"]["leader"].as_u64().expect("a leader"))
+        .collect();
+    assert_eq!(leaders.len(), 1, "{statuses:#}");
+    // The Kubernetes objects the API server wrote are there, and a key written through the
+    // gRPC front is read back through it.
+    let keys = etcdctl(&["get", "/registry/", "--prefix", "--keys-only"]);
+    assert!(keys.contains("/registry/"), "{keys}");
+    etcdctl(&["put", "/etcdctl-test/a", "one"]);
+    assert_eq!(
+        etcdctl(&["get", "/etcdctl-test/a", "--print-value-only"]).trim(),
+        "one"
+    );
+    c.down();
+}

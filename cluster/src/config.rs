@@ -137,6 +137,9 @@ pub struct StoreSection {
     /// Microseconds a leader may hold new proposals so that more share one fsync and one append
     /// to each follower (0 = none; see docs/store.md "How a write travels").
     pub batch_window_us: u64,
+    /// Serve etcd's v3 gRPC API on each member, on TCP at the port number of its QUIC client
+    /// port (etcd's client port), so `etcdctl` and etcd's client libraries reach the store.
+    pub grpc: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -289,6 +292,7 @@ impl Default for StoreSection {
             snapshot_wal_fraction: 0.25,
             snapshot_catch_up_entries: 20_000,
             batch_window_us: store::config::DEFAULT_BATCH_WINDOW.as_micros() as u64,
+            grpc: true,
         }
     }
 }

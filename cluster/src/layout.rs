@@ -222,6 +222,12 @@ impl Layout {
                     add("client", STORE_CLIENT_PORT)?;
                     add("peer", STORE_PEER_PORT)?;
                     add("metrics", STORE_METRICS_PORT)?;
+                    if config.store.grpc {
+                        // etcd's API on TCP beside the QUIC front's UDP port of the same
+                        // number, as etcd's clients expect a member at its client port.
+                        let client = a["client"];
+                        a.insert("grpc".to_string(), client);
+                    }
                 }
                 Kind::Apiserver => {
                     add("http", API_HTTP_PORT)?;
@@ -258,6 +264,11 @@ impl Layout {
             .map(|n| format!("{n}={}", addresses[n]["peer"]))
             .collect::<Vec<_>>()
             .join(",");
+        let initial_cluster_grpc = names
+            .iter()
+            .filter_map(|n| addresses[n].get("grpc").map(|a| format!("{n}={a}")))
+            .collect::<Vec<_>>()
+            .join(",");
         let certs_arg = certs.display().to_string();
 
         let mut components = Vec::new();
@@ -268,34 +279,44 @@ impl Layout {
             let s = |v: &str| v.to_string();
             let mut args = vec![s(kind.subcommand())];
             match kind {
-                Kind::Store => args.extend([
-                    s("--name"),
-                    name.clone(),
-                    s("--data-dir"),
-                    dir.join("data").join(name).display().to_string(),
-                    s("--listen-client"),
-                    a["client"].to_string(),
-                    s("--listen-peer"),
-                    a["peer"].to_string(),
-                    s("--listen-metrics"),
-                    a["metrics"].to_string(),
-                    s("--initial-cluster"),
-                    initial_cluster.clone(),
-                    s("--certs"),
-                    certs_arg.clone(),
-                    s("--tick-ms"),
-                    config.store.tick_ms.to_string(),
-                    s("--election-ticks"),
-                    config.store.election_ticks.to_string(),
-                    s("--snapshot-entries"),
-                    config.store.snapshot_entries.to_string(),
-                    s("--snapshot-wal-fraction"),
-                    config.store.snapshot_wal_fraction.to_string(),
-                    s("--snapshot-catch-up-entries"),
-                    config.store.snapshot_catch_up_entries.to_string(),
-                    s("--batch-window-us"),
-                    config.store.batch_window_us.to_string(),
-                ]),
+                Kind::Store => {
+                    args.extend([
+                        s("--name"),
+                        name.clone(),
+                        s("--data-dir"),
+                        dir.join("data").join(name).display().to_string(),
+                        s("--listen-client"),
+                        a["client"].to_string(),
+                        s("--listen-peer"),
+                        a["peer"].to_string(),
+                        s("--listen-metrics"),
+                        a["metrics"].to_string(),
+                        s("--initial-cluster"),
+                        initial_cluster.clone(),
+                        s("--certs"),
+                        certs_arg.clone(),
+                        s("--tick-ms"),
+                        config.store.tick_ms.to_string(),
+                        s("--election-ticks"),
+                        config.store.election_ticks.to_string(),
+                        s("--snapshot-entries"),
+                        config.store.snapshot_entries.to_string(),
+                        s("--snapshot-wal-fraction"),
+                        config.store.snapshot_wal_fraction.to_string(),
+                        s("--snapshot-catch-up-entries"),
+                        config.store.snapshot_catch_up_entries.to_string(),
+                        s("--batch-window-us"),
+                        config.store.batch_window_us.to_string(),
+                    ]);
+                    if let Some(grpc) = a.get("grpc") {
+                        args.extend([
+                            s("--listen-grpc"),
+                            grpc.to_string(),
+                            s("--initial-cluster-grpc"),
+                            initial_cluster_grpc.clone(),
+                        ]);
+                    }
+                }
                 Kind::Apiserver => args.extend([
                     s("--store-endpoints"),
                     join(&store_endpoints),

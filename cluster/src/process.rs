@@ -94,6 +94,12 @@ impl LocalStore {
             .enumerate()
             .map(|(i, name)| format!("{name}=127.0.0.1:{}", ports[2 * i + 1]))
             .collect();
+        // etcd's gRPC API on TCP at each member's client port number (QUIC has its UDP side).
+        let initial_grpc: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| format!("{name}=127.0.0.1:{}", ports[2 * i]))
+            .collect();
         let mut members = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let client: SocketAddr = format!("127.0.0.1:{}", ports[2 * i]).parse()?;
@@ -111,6 +117,10 @@ impl LocalStore {
                 initial.join(","),
                 "--certs".into(),
                 certs.display().to_string(),
+                "--listen-grpc".into(),
+                client.to_string(),
+                "--initial-cluster-grpc".into(),
+                initial_grpc.join(","),
             ];
             args.extend(extra_args.iter().cloned());
             let child = spawn_logged(exe, &args, &dir.join(format!("{name}.log")))?;
@@ -136,6 +146,11 @@ impl LocalStore {
 
     pub fn client_endpoints(&self) -> Vec<SocketAddr> {
         self.members.lock().iter().map(|m| m.client).collect()
+    }
+
+    /// The members' etcd v3 gRPC addresses: TCP at their client ports' numbers.
+    pub fn grpc_endpoints(&self) -> Vec<SocketAddr> {
+        self.client_endpoints()
     }
 
     /// A client with the admin certificate, talking to every member.
