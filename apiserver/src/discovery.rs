@@ -29,13 +29,13 @@ const MIN_COMPATIBILITY_MINOR: &str = "36";
 
 /// `GET /api`: the legacy core group's versions.
 pub fn api_versions(server_address: &str) -> Value {
-    to_value(&APIVersions {
+    legacy(to_value(&APIVersions {
         versions: vec!["v1".into()],
         server_address_by_client_cidrs: vec![ServerAddressByClientCIDR {
             client_cidr: "0.0.0.0/0".into(),
             server_address: server_address.into(),
         }],
-    })
+    }))
 }
 
 /// `GET /apis`: every named group, each with its versions, the first one preferred.
@@ -44,7 +44,15 @@ pub fn api_group_list() -> Value {
         .into_iter()
         .map(|(name, versions)| group(name, &versions))
         .collect();
-    to_value(&APIGroupList { groups })
+    let mut document = to_value(&APIGroupList { groups });
+    // The groups inside the list carry no TypeMeta (Go leaves an embedded item's empty).
+    if let Some(groups) = document.get_mut("groups").and_then(Value::as_array_mut) {
+        for group in groups.iter_mut().filter_map(Value::as_object_mut) {
+            group.remove("kind");
+            group.remove("apiVersion");
+        }
+    }
+    document
 }
 
 /// `GET /apis/<group>`; `None` for a group kemu doesn't serve.
@@ -98,10 +106,24 @@ pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
     } else {
         format!("{group}/{version}")
     };
-    Some(to_value(&APIResourceList {
+    let document = to_value(&APIResourceList {
         group_version,
         resources: list,
-    }))
+    });
+    Some(if group.is_empty() {
+        legacy(document)
+    } else {
+        document
+    })
+}
+
+/// The legacy core group's documents (`/api`, `/api/v1`) carry a kind but no apiVersion, as
+/// kube-apiserver writes them.
+fn legacy(mut document: Value) -> Value {
+    if let Some(map) = document.as_object_mut() {
+        map.remove("apiVersion");
+    }
+    document
 }
 
 /// The discovery entry of one subresource, with the verbs and kind the real server gives it.
@@ -353,7 +375,9 @@ mod tests {
     fn core_resource_list() {
         let list = api_resource_list("", "v1").unwrap();
         assert_eq!(list["kind"], "APIResourceList");
-        assert_eq!(list["apiVersion"], "v1");
+        // The legacy group's list has no apiVersion; a named group's has.
+        assert!(list.get("apiVersion").is_none());
+        assert_eq!(api_resource_list("apps", "v1").unwrap()["apiVersion"], "v1");
         assert_eq!(list["groupVersion"], "v1");
         let pods = entry(&list, "pods");
         assert_eq!(pods["shortNames"], json!(["po"]));

@@ -1,6 +1,7 @@
 //! The HTTP front: Kubernetes REST paths → registry verbs, with discovery, OpenAPI, Table
 //! responses, chunked watch streams and `Status` errors.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -358,7 +359,14 @@ fn non_resource(state: &AppState, route: Route, method: &Method) -> Response {
             state.telemetry.metrics.encode(),
         )
             .into_response(),
-        Route::Version => json_response(StatusCode::OK, &crate::discovery::version_info()),
+        Route::Version => {
+            let mut body = crate::go_json::to_vec_as(
+                &crate::discovery::version_info(),
+                &crate::go_json::VERSION_INFO,
+            );
+            body.push(b'\n');
+            bytes_response(StatusCode::OK, body)
+        }
         Route::ApiVersions => json_response(
             StatusCode::OK,
             &crate::discovery::api_versions(&state.server_address),
@@ -652,7 +660,16 @@ async fn resource_request(
             let deleted = registry
                 .delete_collection(resource, ns, &list_options(query)?, &options)
                 .await?;
-            let items: Vec<Value> = deleted;
+            let items: Vec<Value> = deleted
+                .into_iter()
+                .map(|mut item| {
+                    if let Some(map) = item.as_object_mut() {
+                        map.remove("kind");
+                        map.remove("apiVersion");
+                    }
+                    item
+                })
+                .collect();
             Ok(json_response(
                 StatusCode::OK,
                 &json!({"kind": resource.list_kind(), "apiVersion": resource.api_version(), "metadata": {}, "items": items}),
@@ -823,7 +840,7 @@ fn watch_line(resource: &ResourceInfo, item: &WatchItem, table: bool) -> Bytes {
             &rv,
             None,
         );
-        line.put_slice(&serde_json::to_vec(&t).unwrap_or_default());
+        line.put_slice(&crate::go_json::to_vec(&t));
     } else {
         put_object(&mut line, resource, &item.object);
     }
@@ -838,22 +855,26 @@ fn bookmark_line(resource: &ResourceInfo, rv: i64, initial_end: bool) -> Bytes {
     }
     let object =
         json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata});
-    let mut line =
-        serde_json::to_vec(&json!({"type": "BOOKMARK", "object": object})).unwrap_or_default();
-    line.push(b'\n');
-    Bytes::from(line)
+    let mut line = BytesMut::with_capacity(160);
+    line.put_slice(b"{\"type\":\"BOOKMARK\",\"object\":");
+    line.put_slice(&crate::go_json::to_vec(&object));
+    line.put_slice(b"}\n");
+    line.freeze()
 }
 
-/// Writes a cached object's JSON, rewriting apiVersion/kind when the resource is another view
+/// A cached object's JSON, with apiVersion/kind rewritten when the resource is another view
 /// of the stored objects (events.k8s.io/v1 events are stored as core/v1).
-fn put_object(out: &mut BytesMut, resource: &ResourceInfo, object: &CachedObject) {
+fn object_json<'a>(resource: &ResourceInfo, object: &'a CachedObject) -> Cow<'a, [u8]> {
     if resource.group.is_empty() || resource.storage != "events" {
-        out.put_slice(&object.json);
-        return;
+        return Cow::Borrowed(&object.json);
     }
     let value = object.value().unwrap_or(Value::Null);
     let converted = crate::event_view::to_events_v1(&value);
-    out.put_slice(&serde_json::to_vec(&converted).unwrap_or_default());
+    Cow::Owned(crate::go_json::to_vec(&converted))
+}
+
+fn put_object(out: &mut BytesMut, resource: &ResourceInfo, object: &CachedObject) {
+    out.put_slice(&object_json(resource, object));
 }
 
 /// A list built from the cached JSON without re-encoding each item.
@@ -869,22 +890,38 @@ fn list_response(
         Some(c) => json!({"resourceVersion": rv.to_string(), "continue": c}),
         None => json!({"resourceVersion": rv.to_string()}),
     };
+    let metadata = crate::go_json::to_vec_as(&metadata, &crate::go_json::LIST_META);
     body.put_slice(
         format!(
-            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":",
             resource.list_kind(),
             resource.api_version(),
-            metadata
         )
         .as_bytes(),
+    );
+    body.put_slice(&metadata);
+    body.put_slice(b",\"items\":[");
+    // Items carry no kind and apiVersion (Go leaves an item's TypeMeta empty); in the stored
+    // field order they lead each object, so they are cut from the front of its bytes.
+    let type_meta = format!(
+        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",",
+        resource.kind,
+        resource.api_version()
     );
     for (i, item) in items.iter().enumerate() {
         if i > 0 {
             body.put_u8(b',');
         }
-        put_object(&mut body, resource, item);
+        let item_json = object_json(resource, item);
+        match item_json.strip_prefix(type_meta.as_bytes()) {
+            Some(rest) => {
+                body.put_u8(b'{');
+                body.put_slice(rest);
+            }
+            None => body.put_slice(&item_json),
+        }
     }
-    body.put_slice(b"]}");
+    body.put_slice(b"]}\n");
     let mut response = Response::new(Body::from(body.freeze()));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -894,7 +931,13 @@ fn list_response(
 }
 
 fn json_response(code: StatusCode, value: &Value) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut body = crate::go_json::to_vec(value);
+    body.push(b'\n');
+    bytes_response(code, body)
+}
+
+/// A JSON body already encoded (with its trailing newline).
+fn bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = code;
     response.headers_mut().insert(
@@ -1069,6 +1112,100 @@ fn delete_options(body: &[u8], query: &HashMap<String, String>) -> Result<Delete
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn body_text(response: Response) -> String {
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        String::from_utf8(bytes.to_vec()).expect("utf-8")
+    }
+
+    #[tokio::test]
+    async fn errors_are_written_as_kube_apiserver_writes_them() {
+        let pods = api::resources::pods();
+        let response = error_response(&ApiError::not_found(pods, "web"));
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        assert_eq!(
+            body_text(response).await,
+            include_str!("go_json/fixtures/status-not-found.json")
+        );
+        let cause = crate::validation::Cause {
+            reason: "FieldValueRequired".into(),
+            message: "Required value".into(),
+            field: "spec.containers[0].image".into(),
+        };
+        let response = error_response(&ApiError::invalid(pods, "web", vec![cause]));
+        assert_eq!(
+            body_text(response).await,
+            include_str!("go_json/fixtures/status-invalid.json")
+        );
+    }
+
+    #[tokio::test]
+    async fn lists_are_written_as_kube_apiserver_writes_them() {
+        let pods = api::resources::pods();
+        let pod: Value =
+            serde_json::from_str(include_str!("go_json/fixtures/pod.json")).expect("fixture");
+        let stored = crate::storage::Storage::encode(&pod).expect("encodes");
+        let cached = CachedObject::decode("pods", "k", &stored, 4242).expect("decodes");
+        let response = list_response(pods, &[Arc::new(cached)], 4300, Some("next"));
+        // An item has no kind and apiVersion; the rest is the object as a GET returns it.
+        let item = include_str!("go_json/fixtures/pod.json")
+            .trim_end()
+            .replacen(r#"{"kind":"Pod","apiVersion":"v1","#, "{", 1);
+        assert_eq!(
+            body_text(response).await,
+            format!(
+                "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"4300\",\"continue\":\"next\"}},\"items\":[{item}]}}\n"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn discovery_is_written_as_kube_apiserver_writes_it() {
+        let response = json_response(
+            StatusCode::OK,
+            &crate::discovery::api_resource_list("coordination.k8s.io", "v1").expect("served"),
+        );
+        let text = body_text(response).await;
+        assert!(
+            text.starts_with(
+                r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"coordination.k8s.io/v1","resources":[{"name":"leases","singularName":"lease","namespaced":true,"kind":"Lease","verbs":["#
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("}]}\n"), "{text}");
+        let core = body_text(json_response(
+            StatusCode::OK,
+            &crate::discovery::api_resource_list("", "v1").expect("served"),
+        ))
+        .await;
+        assert!(
+            core.starts_with(
+                r#"{"kind":"APIResourceList","groupVersion":"v1","resources":[{"name":"#
+            ),
+            "{core}"
+        );
+        let versions = body_text(json_response(
+            StatusCode::OK,
+            &crate::discovery::api_versions("10.0.0.1:6443"),
+        ))
+        .await;
+        assert_eq!(
+            versions,
+            "{\"kind\":\"APIVersions\",\"versions\":[\"v1\"],\"serverAddressByClientCIDRs\":[{\"clientCIDR\":\"0.0.0.0/0\",\"serverAddress\":\"10.0.0.1:6443\"}]}\n"
+        );
+        let groups = body_text(json_response(
+            StatusCode::OK,
+            &crate::discovery::api_group_list(),
+        ))
+        .await;
+        assert!(
+            groups.starts_with(r#"{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"#),
+            "{groups}"
+        );
+        assert!(!groups.contains(r#"{"kind":"APIGroup""#), "{groups}");
+    }
 
     fn target(path: &str) -> PathTarget {
         match route(path) {

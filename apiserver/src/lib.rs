@@ -24,6 +24,7 @@
 //! - [`watch_cache`]: all objects in memory, fed by one store watch; lists and watches come from it.
 //! - [`uncached`]: lists and watches of events, which the cache leaves out, from the store.
 //! - [`event_view`]: core/v1 ⇄ events.k8s.io/v1 events.
+//! - [`go_json`]: JSON as kube-apiserver writes it (Go field order, Go escaping).
 //! - [`errors`], [`meta`], [`metrics`]: Status errors, metadata access, Prometheus metrics;
 //!   [`pipeline`]: the time authentication, authorization and admission take per request.
 //! - [`server`]: [`server::run`] wires one replica together.
@@ -36,6 +37,7 @@ pub mod discovery;
 pub mod dry_run;
 pub mod errors;
 pub mod event_view;
+pub mod go_json;
 pub mod http;
 pub mod http_limits;
 pub mod https;

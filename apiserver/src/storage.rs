@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use store::client::Client;
 use store::types::{
     Compare, CompareResult, CompareTarget, DeleteRangeRequest, KeyRange, LeaseId, PutRequest,
@@ -87,13 +86,12 @@ impl Storage {
         Ok(response?)
     }
 
-    /// Serializes an object for storage: without resourceVersion, which is the key's revision.
+    /// Serializes an object for storage: in kube-apiserver's field order (so that reads serve
+    /// the stored bytes as they are), without resourceVersion, which is the key's revision.
     /// Written straight from `object`, leaving `metadata.resourceVersion` out as it goes (no
     /// copy of the object).
     pub fn encode(object: &Value) -> Result<Bytes, ApiError> {
-        serde_json::to_vec(&WithoutResourceVersion(object))
-            .map(Bytes::from)
-            .map_err(|e| ApiError::internal(format!("cannot encode: {e}")))
+        Ok(Bytes::from(crate::go_json::to_vec_for_storage(object)))
     }
 
     /// Reads one object from the store (linearizable).
@@ -269,42 +267,6 @@ impl Storage {
     }
 }
 
-/// An object serialized as if its `metadata.resourceVersion` had been removed.
-struct WithoutResourceVersion<'a>(&'a Value);
-
-impl Serialize for WithoutResourceVersion<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Value::Object(top) = self.0 else {
-            return self.0.serialize(serializer);
-        };
-        let mut map = serializer.serialize_map(Some(top.len()))?;
-        for (key, value) in top {
-            match value {
-                Value::Object(metadata) if key == "metadata" => {
-                    map.serialize_entry(key, &MetadataWithoutResourceVersion(metadata))?
-                }
-                _ => map.serialize_entry(key, value)?,
-            }
-        }
-        map.end()
-    }
-}
-
-struct MetadataWithoutResourceVersion<'a>(&'a Map<String, Value>);
-
-impl Serialize for MetadataWithoutResourceVersion<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let len = self.0.len() - usize::from(self.0.contains_key("resourceVersion"));
-        let mut map = serializer.serialize_map(Some(len))?;
-        for (key, value) in self.0 {
-            if key != "resourceVersion" {
-                map.serialize_entry(key, value)?;
-            }
-        }
-        map.end()
-    }
-}
-
 /// An object written alongside another only if it has not changed since it was read.
 pub struct Guarded {
     pub key: String,
@@ -360,11 +322,7 @@ mod tests {
                 meta.remove("resourceVersion");
             }
             let encoded = Storage::encode(&object).expect("encodes");
-            assert_eq!(
-                encoded,
-                serde_json::to_vec(&expected).expect("encodes"),
-                "{object}"
-            );
+            assert_eq!(encoded, crate::go_json::to_vec(&expected), "{object}");
         }
     }
 }

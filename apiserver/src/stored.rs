@@ -7,9 +7,9 @@
 //! into slices of the input ([`Members`]), only the small parts that are needed are decoded, and
 //! the resourceVersion is spliced into the stored bytes.
 //!
-//! The stored bytes come from `serde_json::to_vec` of a `Value` (keys sorted), so the splice puts
-//! `resourceVersion` where a re-encoded `Value` would have it: the output is byte for byte what
-//! decoding, stamping and encoding gave. Anything unexpected (not an object, no `metadata`,
+//! The stored bytes come from [`crate::go_json`] (kube-apiserver's field order), so the splice
+//! puts `resourceVersion` where a re-encoded `Value` would have it: the output is byte for byte
+//! what decoding, stamping and encoding gave. Anything unexpected (not an object, no `metadata`,
 //! malformed JSON, a key not written compactly) returns `None`, and the caller takes the `Value`
 //! path instead.
 
@@ -152,7 +152,7 @@ fn offset(outer: &str, inner: &str) -> Option<usize> {
 }
 
 /// The stored JSON `json` with `metadata.resourceVersion` set to `rv` (replaced if present,
-/// otherwise inserted in sorted key order). `None` when the bytes are not as expected.
+/// otherwise inserted where ObjectMeta declares it). `None` when the bytes are not as expected.
 pub fn stamp(json: &[u8], rv: i64) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(json).ok()?;
     let top = Members::parse(text)?;
@@ -173,11 +173,11 @@ pub fn stamp_parsed(text: &str, top: &Members<'_>, rv: i64) -> Option<Vec<u8>> {
         out.extend_from_slice(&text.as_bytes()[start + existing.len()..]);
         return Some(out);
     }
-    // Before the first key that sorts after it, else before the closing brace.
+    // Before the first key declared after it, else before the closing brace.
     let at = match members
         .entries
         .iter()
-        .find(|(k, _)| k.as_str() > "resourceVersion")
+        .find(|(k, _)| crate::go_json::sorts_after_resource_version(k))
     {
         Some((key, raw)) => {
             let value_start = offset(metadata, raw)?;
@@ -233,7 +233,7 @@ mod tests {
     fn by_value(object: &Value, rv: i64) -> Vec<u8> {
         let mut object = object.clone();
         crate::meta::set_resource_version(&mut object, rv);
-        serde_json::to_vec(&object).expect("encodes")
+        crate::go_json::to_vec(&object)
     }
 
     #[test]
@@ -248,7 +248,7 @@ mod tests {
             json!({"kind": "X", "metadata": {"labels": {"a": "b"}}, "status": {"phase": "Running"}}),
         ];
         for object in &objects {
-            let stored = serde_json::to_vec(object).expect("encodes");
+            let stored = crate::storage::Storage::encode(object).expect("encodes");
             assert_eq!(
                 stamp(&stored, 42).map(String::from_utf8),
                 Some(Ok(String::from_utf8(by_value(object, 42)).expect("utf-8"))),
@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(stamp(b"{\"metadata\":{},\"x\":tru}", 1), None);
         assert_eq!(stamp(b"{\"metadata\":{}} x", 1), None);
         // Not compact: the key cannot be found before its value, so no splice is guessed.
-        assert_eq!(stamp(b"{\"metadata\": {\"uid\" : \"u\"}}", 1), None);
+        assert_eq!(stamp(b"{\"metadata\": {\"generation\" : 1}}", 1), None);
     }
 
     #[test]

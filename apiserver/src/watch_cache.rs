@@ -162,6 +162,14 @@ impl CachedObject {
     fn from_stored(storage: &str, key: &str, value: &[u8], rv: i64) -> Option<CachedObject> {
         let text = std::str::from_utf8(value).ok()?;
         let top = stored::Members::parse(text)?;
+        // Written before the store held kube-apiserver's field order (keys sorted): re-encoded.
+        if top
+            .entries
+            .first()
+            .is_some_and(|(key, _)| key == "apiVersion")
+        {
+            return None;
+        }
         let json = stored::stamp_parsed(text, &top, rv)?;
         let metadata = stored::Members::parse(top.get("metadata")?)?;
         let string = |raw: Option<&str>| match raw.map(stored::decode_raw) {
@@ -239,7 +247,7 @@ impl CachedObject {
             name: meta::name(object).to_string(),
             namespace: meta::namespace(object).map(str::to_string),
             rv,
-            json: Bytes::from(serde_json::to_vec(object).unwrap_or_default()),
+            json: Bytes::from(crate::go_json::to_vec(object)),
             labels,
             fields,
         }
@@ -252,7 +260,7 @@ impl CachedObject {
             None => {
                 let mut object: Value = serde_json::from_slice(&self.json).unwrap_or(Value::Null);
                 meta::set_resource_version(&mut object, rv);
-                serde_json::to_vec(&object).unwrap_or_default()
+                crate::go_json::to_vec(&object)
             }
         };
         CachedObject {
@@ -990,7 +998,7 @@ mod tests {
             ),
         ];
         for (storage, object) in &cases {
-            let stored = serde_json::to_vec(object).expect("encodes");
+            let stored = crate::storage::Storage::encode(object).expect("encodes");
             let fast = CachedObject::from_stored(storage, "k", &stored, 9).expect("fast path");
             same(&fast, &by_value(storage, object, 9));
             same(&fast.restamped(12), &by_value(storage, object, 12));
