@@ -554,7 +554,8 @@ async fn resource_request(
                 listed.continue_token.as_deref(),
             ))
         }
-        (&Method::GET, Some(name), None) => {
+        // `status` is read as the object itself, and printed with the same columns.
+        (&Method::GET, Some(name), None | Some("status")) => {
             let object = registry.get(resource, ns, name).await?;
             if table {
                 let include = IncludeObject::parse(
@@ -570,10 +571,6 @@ async fn resource_request(
             }
             Ok(json_response(StatusCode::OK, &object))
         }
-        (&Method::GET, Some(name), Some("status")) => Ok(json_response(
-            StatusCode::OK,
-            &registry.get(resource, ns, name).await?,
-        )),
         (&Method::GET, Some(name), Some("log")) => {
             let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;
             crate::logs::pod_log(registry, ns, name, query).await

@@ -19,6 +19,8 @@
 //! - [`discovery`]: `/api`, `/apis` and group-version discovery documents, `/version`, and the
 //!   minimal OpenAPI v3 that kubectl's validation needs.
 //! - [`scale`]: the `scale` subresource (`kubectl scale`).
+//! - [`defaults`]: Kubernetes' defaulting on every write (Secret `stringData`, pod volumes and
+//!   field selectors, EndpointSlice ports).
 //! - [`strategy`]: per-resource create/update behaviour (server-owned fields, defaults, status).
 //! - [`storage`]: Kubernetes' conditional writes on the store.
 //! - [`watch_cache`]: all objects in memory, fed by one store watch; lists and watches come from it.
@@ -33,6 +35,7 @@ pub mod admission;
 pub mod authn;
 pub mod authz;
 pub mod connection_clock;
+pub mod defaults;
 pub mod discovery;
 pub mod dry_run;
 pub mod errors;

@@ -97,15 +97,26 @@ pub(super) fn server_side_apply(
         remove_disowned(&mut merged, previous, Some(&new_fields), &others);
     }
 
-    let mut managed: Vec<Value> = entries.into_iter().filter(|e| !is_ours(e)).collect();
-    managed.push(serde_json::json!({
-        "manager": field_manager,
-        "operation": "Apply",
-        "apiVersion": api_version,
-        "time": now.to_rfc3339_opts(SecondsFormat::Secs, true),
-        "fieldsType": "FieldsV1",
-        "fieldsV1": new_fields,
-    }));
+    // The same fields applied again leave the manager's entry (and its time) as it was, so
+    // that an apply which changes nothing writes nothing.
+    let unchanged = entries.iter().find(|e| is_ours(e)).is_some_and(|e| {
+        e.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str())
+            && e.get("fieldsV1").and_then(Value::as_object) == Some(&new_fields)
+    });
+    let managed: Vec<Value> = if unchanged {
+        entries
+    } else {
+        let mut managed: Vec<Value> = entries.into_iter().filter(|e| !is_ours(e)).collect();
+        managed.push(serde_json::json!({
+            "manager": field_manager,
+            "operation": "Apply",
+            "apiVersion": api_version,
+            "time": now.to_rfc3339_opts(SecondsFormat::Secs, true),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": new_fields,
+        }));
+        managed
+    };
     if let Value::Object(object) = &mut merged {
         let metadata = object
             .entry("metadata")
@@ -404,6 +415,19 @@ spec:
             managed[1]["fieldsV1"]["f:metadata"],
             json!({"f:annotations": {"f:a": {}}})
         );
+
+        // The same configuration applied again changes nothing, not even the entry's time.
+        let again = apply_at(
+            "Pod",
+            &out,
+            config.to_string().as_bytes(),
+            PatchType::Apply,
+            "kubectl",
+            false,
+            at(30),
+        )
+        .unwrap();
+        assert_eq!(again, out);
     }
 
     #[test]

@@ -66,7 +66,7 @@ impl Registry {
         } else {
             crate::strict::decode_owned(resource, object.take())
         };
-        let canonical = decoded.map_err(|e| {
+        let mut canonical = decoded.map_err(|e| {
             ApiError::bad_request(format!(
                 "{} in version \"{}\" cannot be handled as a {}: {}",
                 resource.kind, resource.version, resource.kind, e
@@ -88,6 +88,7 @@ impl Registry {
                 )));
             }
         }
+        crate::defaults::apply(resource, &mut canonical);
         Ok(canonical)
     }
 
@@ -260,7 +261,11 @@ impl Registry {
             }
         }
         let object = self.admit(resource, object, options.field_validation)?;
-        let pinned = parse_optional_rv(meta::resource_version(&object))?;
+        // No resourceVersion, or "0", is an unconditional update.
+        let pinned = match meta::resource_version(&object) {
+            "0" => None,
+            rv => parse_optional_rv(rv)?,
+        };
         let admission_time = AdmissionTimer::paused(AdmissionVerb::Update);
         self.guaranteed_update(
             resource,
@@ -445,6 +450,11 @@ impl Registry {
                     }
                 };
             }
+            // A write that changes nothing is not written: the object keeps its
+            // resourceVersion and watchers see no event (kubectl then says "(no change)").
+            if same_but_resource_version(&next, &existing) {
+                return Ok(view(resource, existing));
+            }
             let lease = self.event_lease(resource).await?;
             match self.storage.update(&key, &next, rv, lease).await? {
                 Written::Ok(new_rv) => {
@@ -512,4 +522,27 @@ impl Registry {
         .await
         .map(|_| ())
     }
+}
+
+/// Whether two objects are equal but for `metadata.resourceVersion` (what the store does not
+/// hold): an update from one to the other would write the same bytes.
+fn same_but_resource_version(a: &Value, b: &Value) -> bool {
+    fn without_rv(map: &serde_json::Map<String, Value>) -> usize {
+        map.len() - usize::from(map.contains_key("resourceVersion"))
+    }
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    a.len() == b.len()
+        && a.iter()
+            .all(|(key, value)| match (key.as_str(), value, b.get(key)) {
+                ("metadata", Value::Object(ma), Some(Value::Object(mb))) => {
+                    without_rv(ma) == without_rv(mb)
+                        && ma
+                            .iter()
+                            .filter(|(k, _)| *k != "resourceVersion")
+                            .all(|(k, v)| mb.get(k) == Some(v))
+                }
+                (_, value, other) => other == Some(value),
+            })
 }

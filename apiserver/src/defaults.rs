@@ -1,0 +1,219 @@
+//! Kubernetes' defaulting that applies to every write (create, update, patch) of a decoded
+//! object, as kube-apiserver's conversion and `SetDefaults_*` functions do it:
+//!
+//! - a Secret's `stringData` is merged into `data` (base64, overwriting) and dropped;
+//! - a pod volume that names no source is an `emptyDir`;
+//! - an `ObjectFieldSelector` (env `valueFrom.fieldRef`, downward API items) without
+//!   `apiVersion` gets `v1`;
+//! - an EndpointSlice port without `name` gets `""` and without `protocol` gets `TCP`.
+
+use api::ResourceInfo;
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+/// Applies the defaults for `resource` to a decoded object.
+pub fn apply(resource: &ResourceInfo, object: &mut Value) {
+    match (resource.group, resource.kind) {
+        ("", "Secret") => merge_string_data(object),
+        ("", "Pod") => {
+            if let Some(spec) = object.get_mut("spec") {
+                pod_spec(spec);
+            }
+        }
+        ("" | "apps" | "batch", "ReplicationController" | "Deployment" | "ReplicaSet" | "Job") => {
+            if let Some(spec) = object.pointer_mut("/spec/template/spec") {
+                pod_spec(spec);
+            }
+        }
+        ("discovery.k8s.io", "EndpointSlice") => endpoint_slice_ports(object),
+        _ => {}
+    }
+}
+
+/// `stringData` is write-only: each entry overwrites `data`'s, base64-encoded.
+fn merge_string_data(object: &mut Value) {
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let Some(string_data) = map.remove("stringData") else {
+        return;
+    };
+    let Value::Object(string_data) = string_data else {
+        return;
+    };
+    if string_data.is_empty() {
+        return;
+    }
+    let data = map
+        .entry("data")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    if let Value::Object(data) = data {
+        for (key, value) in string_data {
+            let text = value.as_str().unwrap_or_default();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(key, Value::String(encoded));
+        }
+    }
+}
+
+fn pod_spec(spec: &mut Value) {
+    let Some(spec) = spec.as_object_mut() else {
+        return;
+    };
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
+        for container in objects_in(spec, list) {
+            for env in objects_in(container, "env") {
+                if let Some(field_ref) = env
+                    .get_mut("valueFrom")
+                    .and_then(|v| v.get_mut("fieldRef"))
+                    .and_then(Value::as_object_mut)
+                {
+                    field_selector(field_ref);
+                }
+            }
+        }
+    }
+    for volume in objects_in(spec, "volumes") {
+        // Only a name: no source was given.
+        if volume.keys().all(|k| k == "name") {
+            volume.insert("emptyDir".into(), json!({}));
+        }
+        if let Some(downward) = volume.get_mut("downwardAPI").and_then(Value::as_object_mut) {
+            downward_items(downward);
+        }
+        if let Some(projected) = volume.get_mut("projected").and_then(Value::as_object_mut) {
+            for source in objects_in(projected, "sources") {
+                if let Some(downward) = source.get_mut("downwardAPI").and_then(Value::as_object_mut)
+                {
+                    downward_items(downward);
+                }
+            }
+        }
+    }
+}
+
+fn downward_items(downward: &mut Map<String, Value>) {
+    for item in objects_in(downward, "items") {
+        if let Some(field_ref) = item.get_mut("fieldRef").and_then(Value::as_object_mut) {
+            field_selector(field_ref);
+        }
+    }
+}
+
+fn field_selector(field_ref: &mut Map<String, Value>) {
+    let missing = match field_ref.get("apiVersion") {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(_) => false,
+    };
+    if missing {
+        field_ref.insert("apiVersion".into(), json!("v1"));
+    }
+}
+
+fn endpoint_slice_ports(object: &mut Value) {
+    let Some(object) = object.as_object_mut() else {
+        return;
+    };
+    for port in objects_in(object, "ports") {
+        if port.get("name").is_none_or(Value::is_null) {
+            port.insert("name".into(), json!(""));
+        }
+        if port.get("protocol").is_none_or(Value::is_null) {
+            port.insert("protocol".into(), json!("TCP"));
+        }
+    }
+}
+
+/// The objects in the list at `map[key]` (none if absent or not a list).
+fn objects_in<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> impl Iterator<Item = &'a mut Map<String, Value>> {
+    map.get_mut(key)
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resource(group: &str, kind: &str) -> &'static ResourceInfo {
+        api::resources::RESOURCES
+            .iter()
+            .find(|r| r.group == group && r.kind == kind)
+            .expect("served")
+    }
+
+    #[test]
+    fn string_data_is_merged_into_data_and_dropped() {
+        let mut secret = json!({"data": {"a": "b2xk", "keep": "eA=="},
+            "stringData": {"a": "new", "b": "two words"}});
+        apply(resource("", "Secret"), &mut secret);
+        assert_eq!(
+            secret,
+            json!({"data": {"a": "bmV3", "keep": "eA==", "b": "dHdvIHdvcmRz"}})
+        );
+        let mut only_string = json!({"stringData": {"k": "v"}});
+        apply(resource("", "Secret"), &mut only_string);
+        assert_eq!(only_string, json!({"data": {"k": "dg=="}}));
+    }
+
+    #[test]
+    fn pod_specs_get_their_defaults_in_pods_and_templates() {
+        let spec = json!({
+            "containers": [{"name": "c", "env": [
+                {"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "K", "valueFrom": {"fieldRef": {"apiVersion": "v2", "fieldPath": "x"}}},
+                {"name": "V", "value": "x"}]}],
+            "volumes": [
+                {"name": "scratch"},
+                {"name": "cm", "configMap": {"name": "c"}},
+                {"name": "info", "downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+                {"name": "all", "projected": {"sources": [{"downwardAPI": {"items": [{"path": "l", "fieldRef": {"fieldPath": "metadata.labels"}}]}}]}}]
+        });
+        let mut pod = json!({"spec": spec});
+        apply(resource("", "Pod"), &mut pod);
+        let mut deployment = json!({"spec": {"template": {"spec": spec}}});
+        apply(resource("apps", "Deployment"), &mut deployment);
+        for spec in [&pod["spec"], &deployment["spec"]["template"]["spec"]] {
+            let env = &spec["containers"][0]["env"];
+            assert_eq!(env[0]["valueFrom"]["fieldRef"]["apiVersion"], "v1");
+            assert_eq!(env[1]["valueFrom"]["fieldRef"]["apiVersion"], "v2");
+            assert_eq!(env[2], json!({"name": "V", "value": "x"}));
+            let volumes = &spec["volumes"];
+            assert_eq!(volumes[0], json!({"name": "scratch", "emptyDir": {}}));
+            assert_eq!(
+                volumes[1],
+                json!({"name": "cm", "configMap": {"name": "c"}})
+            );
+            assert_eq!(
+                volumes[2]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"],
+                "v1"
+            );
+            assert_eq!(
+                volumes[3]["projected"]["sources"][0]["downwardAPI"]["items"][0]["fieldRef"]
+                    ["apiVersion"],
+                "v1"
+            );
+        }
+    }
+
+    #[test]
+    fn endpoint_slice_ports_get_a_name_and_protocol() {
+        let mut slice =
+            json!({"ports": [{"port": 80}, {"name": "https", "port": 443, "protocol": "UDP"}]});
+        apply(resource("discovery.k8s.io", "EndpointSlice"), &mut slice);
+        assert_eq!(
+            slice["ports"],
+            json!([{"name": "", "port": 80, "protocol": "TCP"},
+                {"name": "https", "port": 443, "protocol": "UDP"}])
+        );
+    }
+}
