@@ -29,6 +29,8 @@
 //! - [`go_json`]: JSON as kube-apiserver writes it (Go field order, Go escaping).
 //! - [`errors`], [`meta`], [`metrics`]: Status errors, metadata access, Prometheus metrics;
 //!   [`pipeline`]: the time authentication, authorization and admission take per request.
+//! - [`kubernetes_service`]: the `kubernetes` Service in `default` and its endpoints, listing
+//!   the API servers.
 //! - [`server`]: [`server::run`] wires one replica together.
 
 pub mod admission;
@@ -44,6 +46,7 @@ pub mod go_json;
 pub mod http;
 pub mod http_limits;
 pub mod https;
+pub mod kubernetes_service;
 pub mod logs;
 pub mod meta;
 pub mod metrics;

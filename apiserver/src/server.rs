@@ -288,6 +288,12 @@ pub async fn run(
         }
         None => None,
     };
+    let advertised = advertise_address(local);
+    let kubernetes_service = tokio::spawn(crate::kubernetes_service::run(
+        registry.clone(),
+        advertised,
+        stop_rx.clone(),
+    ));
     let state = Arc::new(AppState {
         registry,
         metrics: Metrics::new(&telemetry.metrics),
@@ -334,6 +340,8 @@ pub async fn run(
     shutdown.await;
     info!("shutting down");
     let _ = stop_tx.send(true);
+    // Out of the `kubernetes` endpoints before the port closes.
+    let _ = tokio::time::timeout(Duration::from_secs(2), kubernetes_service).await;
     if let Some(quic) = quic {
         // Closes every component connection; the front's port is free once this returns.
         let _ = tokio::time::timeout(Duration::from_secs(3), quic).await;
@@ -343,6 +351,19 @@ pub async fn run(
         Ok(Ok(Err(e))) => Err(ServerError::Serve(e)),
         _ => Ok(()),
     }
+}
+
+/// The address this replica lists in the `kubernetes` endpoints: where it serves, loopback
+/// when it serves on every address.
+fn advertise_address(local: SocketAddr) -> SocketAddr {
+    if !local.ip().is_unspecified() {
+        return local;
+    }
+    let ip = match local {
+        SocketAddr::V4(_) => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        SocketAddr::V6(_) => std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+    };
+    SocketAddr::new(ip, local.port())
 }
 
 async fn ensure_namespaces(registry: &Registry) -> Result<(), ApiError> {

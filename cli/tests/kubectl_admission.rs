@@ -23,7 +23,13 @@ fn apply_fails(c: &Cluster, name: &str, manifest: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn defaults_validation_and_namespace_lifecycle() -> anyhow::Result<()> {
-    let c = Cluster::start(1).await?;
+    // No controller manager here: the account pods run as is made by hand.
+    let c = Cluster::start_with_api_args(
+        1,
+        &["--enable-admission-plugins=ServiceAccount".to_string()],
+    )
+    .await?;
+    c.ok(&["create", "serviceaccount", "default"]);
 
     // The defaults kube-apiserver fills in, as `kubectl get pod -o yaml` shows them.
     c.ok(&["run", "web", "--image=nginx"]);
@@ -141,6 +147,39 @@ spec:
     assert!(
         err.contains("pod updates may not change fields other than `spec.containers[*].image`"),
         "{err}"
+    );
+
+    // ServiceAccount: the account a pod names must exist; `default` is waited for a moment
+    // (the controller manager makes it), then refused in kube-apiserver's words.
+    let err = c.fails(&[
+        "run",
+        "robot",
+        "--image=nginx",
+        "--overrides",
+        r#"{"spec":{"serviceAccountName":"robot"}}"#,
+    ]);
+    assert!(
+        err.contains(r#"Error from server (Forbidden): pods "robot" is forbidden: error looking up service account default/robot: serviceaccount "robot" not found"#),
+        "{err}"
+    );
+    c.ok(&["create", "serviceaccount", "robot"]);
+    c.ok(&[
+        "run",
+        "robot",
+        "--image=nginx",
+        "--overrides",
+        r#"{"spec":{"serviceAccountName":"robot"}}"#,
+    ]);
+    c.ok(&["create", "namespace", "fresh"]);
+    let started = std::time::Instant::now();
+    let err = c.fails(&["run", "early", "--image=nginx", "-n", "fresh"]);
+    assert!(
+        err.contains(r#"pods "early" is forbidden: error looking up service account fresh/default: serviceaccount "default" not found"#),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "looked up again before refusing"
     );
 
     // NamespaceLifecycle.

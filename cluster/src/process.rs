@@ -323,7 +323,8 @@ pub fn spawn_logged(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<C
 }
 
 /// One `kemu apiserver` process over a [`LocalStore`], serving HTTPS on loopback with the
-/// store's CA; `admin` (in `system:masters`) is the harness's credential.
+/// store's CA; `admin` (in `system:masters`) is the harness's credential. Without a controller
+/// manager beside it, its ServiceAccount admission plugin is off unless asked for.
 pub struct LocalApiServer {
     pub http: SocketAddr,
     pub quic: SocketAddr,
@@ -381,6 +382,12 @@ impl LocalApiServer {
             "--listen-quic".into(),
             quic.to_string(),
         ];
+        // No controller manager makes the namespaces' `default` ServiceAccounts here, so, as
+        // Kubernetes' own test API servers, the ServiceAccount admission plugin is off unless
+        // the caller names it.
+        if !extra_args.iter().any(|a| a.contains("ServiceAccount")) {
+            args.push("--disable-admission-plugins=ServiceAccount".into());
+        }
         args.extend(extra_args.iter().cloned());
         let log = store.dir.join(format!("{name}.log"));
         let admin = crate::api_access::ApiAccess::from_certs(http, &certs, Some("admin"))?;

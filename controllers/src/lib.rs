@@ -9,7 +9,8 @@
 //! - [`expectations`]: creations/deletions in flight, so a slow watch never causes doubles.
 //! - Controllers, each a pure decision core plus a reconciler doing the I/O: [`replicaset`],
 //!   [`deployment`], [`job`], [`node_lifecycle`], [`endpoints`], [`namespace`],
-//!   [`garbage_collector`], [`resource_quota`].
+//!   [`garbage_collector`], [`resource_quota`], [`service_accounts`] (the `default`
+//!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace).
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
 
 pub mod deployment;
@@ -27,6 +28,7 @@ pub mod pods;
 pub mod queue;
 pub mod replicaset;
 pub mod resource_quota;
+pub mod service_accounts;
 pub mod worker;
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ use api::resources;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, ResourceQuota, Service};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Endpoints, Namespace, Node, Pod, ResourceQuota, Service, ServiceAccount,
+};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -32,6 +34,7 @@ use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleController};
 use crate::queue::WorkQueue;
 use crate::replicaset::ReplicaSetController;
 use crate::resource_quota::{self, ResourceQuotaController};
+use crate::service_accounts::{self, RootCaPublisher, ServiceAccountsController};
 use crate::worker::{spawn_workers, stopped, Reconciler, Shutdown};
 
 /// The controller manager's settings; defaults in [`ControllerManagerConfig::new`].
@@ -62,6 +65,12 @@ pub enum ManagerError {
     LostLeadership,
     #[error("metrics endpoint: {0}")]
     Metrics(#[source] telemetry::ServeError),
+    #[error("cannot read the cluster CA {path}: {source}")]
+    RootCa {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl ControllerManagerConfig {
@@ -112,6 +121,13 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
     let client = Client::new(config.client.clone()).map_err(ManagerError::Client)?;
+    // The CA the root-CA publisher puts in every namespace: the one the API server's
+    // certificate chains to.
+    let ca_path = config.client.certs_dir.join("ca.crt");
+    let root_ca = std::fs::read_to_string(&ca_path).map_err(|source| ManagerError::RootCa {
+        path: ca_path.clone(),
+        source,
+    })?;
     let telemetry = Telemetry::new();
     let metrics = Metrics::new(&telemetry.metrics);
     let sync = Arc::new(ControllerSync::default());
@@ -170,7 +186,7 @@ pub async fn run(
     }
     metrics.set_leader(true);
 
-    let started = start_controllers(&client, &config, &metrics, &sync, stop.clone());
+    let started = start_controllers(&client, &config, root_ca, &metrics, &sync, stop.clone());
     info!(controllers = started, "controllers started");
 
     let mut stop_wait = stop.clone();
@@ -228,6 +244,7 @@ impl ControllerSync {
 fn start_controllers(
     client: &Client,
     config: &ControllerManagerConfig,
+    root_ca: String,
     metrics: &Metrics,
     sync: &Arc<ControllerSync>,
     stop: Shutdown,
@@ -275,6 +292,16 @@ fn start_controllers(
         None,
         all.clone(),
     );
+    let mut accounts = service_accounts::named_informer::<ServiceAccount>(
+        client,
+        find("", "serviceaccounts"),
+        service_accounts::DEFAULT_ACCOUNT,
+    );
+    let mut root_cas = service_accounts::named_informer::<ConfigMap>(
+        client,
+        find("", "configmaps"),
+        service_accounts::ROOT_CA_CONFIG_MAP,
+    );
 
     let workers = config.workers;
     let mut count = 0;
@@ -308,6 +335,10 @@ fn start_controllers(
     start("endpoints", e, q);
     let (n, q) = NamespaceController::new(client.clone(), &mut namespaces);
     start("namespace", n, q);
+    let (sa, q) = ServiceAccountsController::new(client.clone(), &mut namespaces, &mut accounts);
+    start("serviceaccount", sa, q);
+    let (ca, q) = RootCaPublisher::new(client.clone(), root_ca, &mut namespaces, &mut root_cas);
+    start("root-ca-cert-publisher", ca, q);
     let (nl, q) = NodeLifecycleController::new(
         client.clone(),
         config.node_lifecycle.clone(),
@@ -340,6 +371,8 @@ fn start_controllers(
         spawn_informer(endpoints, stop.clone()),
         spawn_informer(slices, stop.clone()),
         spawn_informer(quotas, stop.clone()),
+        spawn_informer(accounts, stop.clone()),
+        spawn_informer(root_cas, stop.clone()),
     ] {
         drop(run);
     }

@@ -8,7 +8,8 @@
 //! - [`lifecycle`] — NamespaceLifecycle: no new content in a missing or terminating namespace; the
 //!   system namespaces cannot be deleted.
 //! - [`limit_ranger`] — LimitRanger: LimitRange defaults, then its min/max/ratio bounds.
-//! - ServiceAccount: a pod without one runs as `default` (this module).
+//! - [`service_account`] — ServiceAccount: a pod without one runs as `default`; the account
+//!   a pod names must exist.
 //! - [`pod_security`] — PodSecurity: the namespace's `pod-security.kubernetes.io/enforce` level.
 //! - [`priority`] — Priority: a pod's priority from its PriorityClass.
 //! - [`tolerations`] — DefaultTolerationSeconds: tolerate not-ready/unreachable for 300 s.
@@ -23,7 +24,10 @@ pub mod pod_security;
 pub mod policy;
 pub mod priority;
 pub mod quota;
+pub mod service_account;
 pub mod tolerations;
+
+pub use service_account::default_service_account;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -408,27 +412,6 @@ impl Admission {
     }
 }
 
-/// ServiceAccount: a pod without a service account runs as `default`. The deprecated
-/// `serviceAccount` field mirrors the name, as the API's v1 conversion shows it.
-pub fn default_service_account(pod: &mut Value) {
-    let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
-    };
-    let name = spec
-        .get("serviceAccountName")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .or_else(|| {
-            spec.get("serviceAccount")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-        })
-        .unwrap_or("default")
-        .to_string();
-    spec.insert("serviceAccountName".into(), json!(name));
-    spec.insert("serviceAccount".into(), json!(name));
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -480,16 +463,5 @@ mod tests {
                 name: "Priority".into()
             }
         );
-    }
-
-    #[test]
-    fn service_account_defaults_to_default_and_mirrors() {
-        let mut pod = json!({"spec": {"containers": []}});
-        default_service_account(&mut pod);
-        assert_eq!(pod["spec"]["serviceAccountName"], "default");
-        assert_eq!(pod["spec"]["serviceAccount"], "default");
-        let mut named = json!({"spec": {"serviceAccountName": "builder"}});
-        default_service_account(&mut named);
-        assert_eq!(named["spec"]["serviceAccount"], "builder");
     }
 }

@@ -168,6 +168,25 @@ impl Registry {
         };
         // Kubernetes' order: mutating admission, the object's validation, validating admission.
         self.admission.mutate_create(&request, &mut object)?;
+        if resource.group.is_empty()
+            && resource.kind == "Pod"
+            && self.admission.is_enabled(Plugin::ServiceAccount)
+        {
+            let namespace = ns.as_deref().unwrap_or_default();
+            // NamespaceLifecycle runs first: a pod in a missing namespace is refused for that.
+            if self.admission.is_enabled(Plugin::NamespaceLifecycle) {
+                crate::admission::lifecycle::check_create(
+                    resource,
+                    &name,
+                    namespace,
+                    namespace_facts.as_deref(),
+                )?;
+            }
+            crate::admission::service_account::check_exists(
+                self, resource, &name, namespace, &object,
+            )
+            .await?;
+        }
         admission_time.pause();
         let causes = crate::validation::validate_create(resource, &object);
         if !causes.is_empty() {

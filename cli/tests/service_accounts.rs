@@ -1,0 +1,203 @@
+//! Service accounts as a cluster has them, end to end with the real kubectl: the `default`
+//! ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace (each put back when
+//! deleted or edited), a pod created at once in a new namespace, and the `kubernetes` Service
+//! whose endpoints list every API server replica.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{kemu_exe, wait_until, Cluster};
+use serde_json::Value;
+use transport::pki::{self, CertSpec};
+
+/// The controller manager, killed when dropped.
+struct Controllers(Child);
+
+impl Drop for Controllers {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_controllers(c: &Cluster) -> anyhow::Result<Controllers> {
+    let certs = c.store.certs_dir();
+    if !certs.join("controllers.crt").exists() {
+        pki::issue(
+            &certs,
+            &CertSpec {
+                name: "controllers".into(),
+                organizations: vec!["system:kube-controller-manager".into()],
+                sans: vec![],
+            },
+        )?;
+    }
+    let log = std::fs::File::create(c.dir.path().join("controllers.log"))?;
+    let child = Command::new(kemu_exe())
+        .args(["controllers", "--apiserver", &c.api.quic.to_string()])
+        .arg("--certs")
+        .arg(&certs)
+        .args(["--identity", "controllers", "--no-leader-elect"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()?;
+    Ok(Controllers(child))
+}
+
+/// `kubectl get ARGS -o json`, `None` when it fails (not there yet).
+fn get(c: &Cluster, args: &[&str]) -> Option<Value> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let out = c.kubectl(&all);
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+async fn eventually(c: &Cluster, why: &str, args: &[&str], check: impl Fn(&Value) -> bool) {
+    let result = wait_until(why, Duration::from_secs(20), || {
+        let found = get(c, args);
+        let ok = found.as_ref().is_some_and(&check);
+        async move { ok }
+    })
+    .await;
+    if let Err(e) = result {
+        let log = std::fs::read_to_string(c.dir.path().join("controllers.log")).unwrap_or_default();
+        panic!("{e}\ncontrollers log:\n{log}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_namespace_has_its_account_and_the_root_ca() -> anyhow::Result<()> {
+    let c = Cluster::start_with_api_args(
+        1,
+        &["--enable-admission-plugins=ServiceAccount".to_string()],
+    )
+    .await?;
+    let _controllers = start_controllers(&c)?;
+    let ca = std::fs::read_to_string(c.store.certs_dir().join("ca.crt"))?;
+
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        eventually(&c, "the default account exists", &["sa", "default", "-n", ns], |sa| {
+            sa["metadata"]["namespace"] == ns
+        })
+        .await;
+        eventually(&c, "the root CA is published", &["cm", "kube-root-ca.crt", "-n", ns], |cm| {
+            cm["data"]["ca.crt"] == ca.as_str()
+                && cm["metadata"]["annotations"]["kubernetes.io/description"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with("Contains a CA bundle"))
+        })
+        .await;
+    }
+
+    // A pod created right after its namespace: admission waits for the account.
+    c.ok(&["create", "namespace", "apps"]);
+    c.ok(&["run", "web", "--image=nginx", "-n", "apps"]);
+    let pod = get(&c, &["pod", "web", "-n", "apps"]).expect("the pod exists");
+    assert_eq!(pod["spec"]["serviceAccountName"], "default");
+
+    // Deleted or edited, both come back as they were.
+    let uid = get(&c, &["sa", "default", "-n", "apps"]).expect("account")["metadata"]["uid"]
+        .clone();
+    c.ok(&["delete", "sa", "default", "-n", "apps"]);
+    eventually(&c, "the default account is made again", &["sa", "default", "-n", "apps"], |sa| {
+        sa["metadata"]["uid"] != uid
+    })
+    .await;
+    c.ok(&[
+        "patch",
+        "cm",
+        "kube-root-ca.crt",
+        "-n",
+        "apps",
+        "-p",
+        r#"{"data":{"ca.crt":"tampered","extra":"x"}}"#,
+    ]);
+    eventually(&c, "the root CA is put back", &["cm", "kube-root-ca.crt", "-n", "apps"], |cm| {
+        cm["data"] == serde_json::json!({"ca.crt": ca})
+    })
+    .await;
+    c.ok(&["delete", "cm", "kube-root-ca.crt", "-n", "apps"]);
+    eventually(&c, "the root CA is published again", &["cm", "kube-root-ca.crt", "-n", "apps"], |cm| {
+        cm["data"]["ca.crt"] == ca.as_str()
+    })
+    .await;
+
+    // A pod naming an account nobody made is refused in kube-apiserver's words.
+    let err = c.fails(&[
+        "run",
+        "robot",
+        "--image=nginx",
+        "-n",
+        "apps",
+        "--overrides",
+        r#"{"spec":{"serviceAccountName":"robot"}}"#,
+    ]);
+    assert!(
+        err.contains(r#"pods "robot" is forbidden: error looking up service account apps/robot: serviceaccount "robot" not found"#),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubernetes_service_lists_the_api_servers() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let port = c.api.http.port();
+
+    let svc = get(&c, &["svc", "kubernetes"]).expect("the kubernetes service");
+    assert_eq!(svc["spec"]["clusterIP"], "10.96.0.1");
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(
+        svc["spec"]["ports"],
+        serde_json::json!([{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}])
+    );
+    assert_eq!(svc["metadata"]["labels"]["provider"], "kubernetes");
+    let table = c.ok(&["get", "svc", "kubernetes"]);
+    assert!(table.contains("10.96.0.1") && table.contains("443/TCP"), "{table}");
+
+    eventually(&c, "the slice lists the server", &["endpointslice", "kubernetes"], |s| {
+        s["endpoints"] == serde_json::json!([{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}])
+            && s["ports"][0]["port"] == port
+            && s["metadata"]["labels"]["kubernetes.io/service-name"] == "kubernetes"
+    })
+    .await;
+    let endpoints = c.ok(&["get", "endpoints", "kubernetes"]);
+    assert!(endpoints.contains(&format!("127.0.0.1:{port}")), "{endpoints}");
+
+    // A second replica joins the endpoints, and leaves them when it stops.
+    let second =
+        cluster::process::LocalApiServer::start(kemu_exe(), &c.store, "apiserver-2").await?;
+    let other = second.http.port();
+    let both = |e: &Value| {
+        let text = e.to_string();
+        text.contains(&format!("\"port\":{port}")) && text.contains(&format!("\"port\":{other}"))
+    };
+    eventually(&c, "both servers are listed", &["endpoints", "kubernetes"], both).await;
+    eventually(
+        &c,
+        "the second server has its slice",
+        &["endpointslice", &format!("kubernetes-{}", port.max(other))],
+        |s| s["ports"][0]["port"] == port.max(other),
+    )
+    .await;
+    second.stop().await;
+    eventually(&c, "the stopped server is gone", &["endpoints", "kubernetes"], |e| {
+        !e.to_string().contains(&format!("\"port\":{other}"))
+    })
+    .await;
+
+    // Deleted, the Service comes back.
+    c.ok(&["delete", "svc", "kubernetes"]);
+    eventually(&c, "the service is made again", &["svc", "kubernetes"], |s| {
+        s["spec"]["clusterIP"] == "10.96.0.1"
+    })
+    .await;
+    Ok(())
+}
