@@ -83,16 +83,24 @@ async fn every_namespace_has_its_account_and_the_root_ca() -> anyhow::Result<()>
     let ca = std::fs::read_to_string(c.store.certs_dir().join("ca.crt"))?;
 
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-        eventually(&c, "the default account exists", &["sa", "default", "-n", ns], |sa| {
-            sa["metadata"]["namespace"] == ns
-        })
+        eventually(
+            &c,
+            "the default account exists",
+            &["sa", "default", "-n", ns],
+            |sa| sa["metadata"]["namespace"] == ns,
+        )
         .await;
-        eventually(&c, "the root CA is published", &["cm", "kube-root-ca.crt", "-n", ns], |cm| {
-            cm["data"]["ca.crt"] == ca.as_str()
-                && cm["metadata"]["annotations"]["kubernetes.io/description"]
-                    .as_str()
-                    .is_some_and(|d| d.starts_with("Contains a CA bundle"))
-        })
+        eventually(
+            &c,
+            "the root CA is published",
+            &["cm", "kube-root-ca.crt", "-n", ns],
+            |cm| {
+                cm["data"]["ca.crt"] == ca.as_str()
+                    && cm["metadata"]["annotations"]["kubernetes.io/description"]
+                        .as_str()
+                        .is_some_and(|d| d.starts_with("Contains a CA bundle"))
+            },
+        )
         .await;
     }
 
@@ -103,12 +111,15 @@ async fn every_namespace_has_its_account_and_the_root_ca() -> anyhow::Result<()>
     assert_eq!(pod["spec"]["serviceAccountName"], "default");
 
     // Deleted or edited, both come back as they were.
-    let uid = get(&c, &["sa", "default", "-n", "apps"]).expect("account")["metadata"]["uid"]
-        .clone();
+    let uid =
+        get(&c, &["sa", "default", "-n", "apps"]).expect("account")["metadata"]["uid"].clone();
     c.ok(&["delete", "sa", "default", "-n", "apps"]);
-    eventually(&c, "the default account is made again", &["sa", "default", "-n", "apps"], |sa| {
-        sa["metadata"]["uid"] != uid
-    })
+    eventually(
+        &c,
+        "the default account is made again",
+        &["sa", "default", "-n", "apps"],
+        |sa| sa["metadata"]["uid"] != uid,
+    )
     .await;
     c.ok(&[
         "patch",
@@ -119,14 +130,20 @@ async fn every_namespace_has_its_account_and_the_root_ca() -> anyhow::Result<()>
         "-p",
         r#"{"data":{"ca.crt":"tampered","extra":"x"}}"#,
     ]);
-    eventually(&c, "the root CA is put back", &["cm", "kube-root-ca.crt", "-n", "apps"], |cm| {
-        cm["data"] == serde_json::json!({"ca.crt": ca})
-    })
+    eventually(
+        &c,
+        "the root CA is put back",
+        &["cm", "kube-root-ca.crt", "-n", "apps"],
+        |cm| cm["data"] == serde_json::json!({"ca.crt": ca}),
+    )
     .await;
     c.ok(&["delete", "cm", "kube-root-ca.crt", "-n", "apps"]);
-    eventually(&c, "the root CA is published again", &["cm", "kube-root-ca.crt", "-n", "apps"], |cm| {
-        cm["data"]["ca.crt"] == ca.as_str()
-    })
+    eventually(
+        &c,
+        "the root CA is published again",
+        &["cm", "kube-root-ca.crt", "-n", "apps"],
+        |cm| cm["data"]["ca.crt"] == ca.as_str(),
+    )
     .await;
 
     // A pod naming an account nobody made is refused in kube-apiserver's words.
@@ -160,16 +177,28 @@ async fn the_kubernetes_service_lists_the_api_servers() -> anyhow::Result<()> {
     );
     assert_eq!(svc["metadata"]["labels"]["provider"], "kubernetes");
     let table = c.ok(&["get", "svc", "kubernetes"]);
-    assert!(table.contains("10.96.0.1") && table.contains("443/TCP"), "{table}");
+    assert!(
+        table.contains("10.96.0.1") && table.contains("443/TCP"),
+        "{table}"
+    );
 
-    eventually(&c, "the slice lists the server", &["endpointslice", "kubernetes"], |s| {
-        s["endpoints"] == serde_json::json!([{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}])
-            && s["ports"][0]["port"] == port
-            && s["metadata"]["labels"]["kubernetes.io/service-name"] == "kubernetes"
-    })
+    eventually(
+        &c,
+        "the slice lists the server",
+        &["endpointslice", "kubernetes"],
+        |s| {
+            s["endpoints"]
+                == serde_json::json!([{"addresses": ["127.0.0.1"], "conditions": {"ready": true}}])
+                && s["ports"][0]["port"] == port
+                && s["metadata"]["labels"]["kubernetes.io/service-name"] == "kubernetes"
+        },
+    )
     .await;
     let endpoints = c.ok(&["get", "endpoints", "kubernetes"]);
-    assert!(endpoints.contains(&format!("127.0.0.1:{port}")), "{endpoints}");
+    assert!(
+        endpoints.contains(&format!("127.0.0.1:{port}")),
+        "{endpoints}"
+    );
 
     // A second replica joins the endpoints, and leaves them when it stops.
     let second =
@@ -179,7 +208,13 @@ async fn the_kubernetes_service_lists_the_api_servers() -> anyhow::Result<()> {
         let text = e.to_string();
         text.contains(&format!("\"port\":{port}")) && text.contains(&format!("\"port\":{other}"))
     };
-    eventually(&c, "both servers are listed", &["endpoints", "kubernetes"], both).await;
+    eventually(
+        &c,
+        "both servers are listed",
+        &["endpoints", "kubernetes"],
+        both,
+    )
+    .await;
     eventually(
         &c,
         "the second server has its slice",
@@ -188,16 +223,22 @@ async fn the_kubernetes_service_lists_the_api_servers() -> anyhow::Result<()> {
     )
     .await;
     second.stop().await;
-    eventually(&c, "the stopped server is gone", &["endpoints", "kubernetes"], |e| {
-        !e.to_string().contains(&format!("\"port\":{other}"))
-    })
+    eventually(
+        &c,
+        "the stopped server is gone",
+        &["endpoints", "kubernetes"],
+        |e| !e.to_string().contains(&format!("\"port\":{other}")),
+    )
     .await;
 
     // Deleted, the Service comes back.
     c.ok(&["delete", "svc", "kubernetes"]);
-    eventually(&c, "the service is made again", &["svc", "kubernetes"], |s| {
-        s["spec"]["clusterIP"] == "10.96.0.1"
-    })
+    eventually(
+        &c,
+        "the service is made again",
+        &["svc", "kubernetes"],
+        |s| s["spec"]["clusterIP"] == "10.96.0.1",
+    )
     .await;
     Ok(())
 }
