@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use cluster::api_access::ApiCredentials;
+use cluster::api_access::{ApiCredentials, KubeconfigChoice};
 use cluster::process::{LocalApiServer, LocalStore};
 
 use crate::store::Percentiles;
@@ -58,8 +58,9 @@ pub struct ApiBench {
     /// URL of a running API server (https://HOST:PORT); with `--kubeconfig` for its CA and
     /// credentials.
     pub url: Option<String>,
-    /// Kubeconfig with the CA and credentials for `--url` (its server is used without `--url`).
-    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig and context with the CA and credentials for `--url` (its server is used
+    /// without `--url`).
+    pub kubeconfig: Option<KubeconfigChoice>,
     /// With `--spawn`: run the creates part twice, side by side — through the full pipeline as a
     /// bearer-token user bound to `edit` by RBAC, and on a second API server over the same store
     /// with authentication and authorization off (`--anonymous-auth --authorization-mode
@@ -185,8 +186,8 @@ pub async fn run(args: ApiBench) -> anyhow::Result<()> {
         .unwrap_or_else(|| temp.path().to_path_buf());
     let (mut url, mut quic, mut certs) = (args.url.clone(), args.quic, args.certs.clone());
     let mut credentials = ApiCredentials::default();
-    if let Some(path) = &args.kubeconfig {
-        let (server, from_file) = ApiCredentials::from_kubeconfig(path)?;
+    if let Some(choice) = &args.kubeconfig {
+        let (server, from_file) = choice.load()?;
         url.get_or_insert(server);
         credentials = from_file;
     }

@@ -205,9 +205,13 @@ pub struct ApiBenchArgs {
     /// credentials.
     #[arg(long)]
     url: Option<String>,
-    /// Kubeconfig with the CA and credentials for `--url` (its server is used without `--url`).
+    /// Kubeconfig with the CA and credentials for `--url` (its server is used without `--url`;
+    /// without `--spawn` or `--url`, `$KUBECONFIG` or `~/.kube/config` is read).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long)]
+    context: Option<String>,
     /// With `--spawn`: run the creates part twice, side by side — through the full pipeline as a
     /// bearer-token user bound to `edit` by RBAC, and on a second API server over the same store
     /// with authentication and authorization off (`--anonymous-auth --authorization-mode
@@ -271,11 +275,17 @@ pub struct ApiBenchArgs {
 
 impl From<ApiBenchArgs> for bench::apiserver::ApiBench {
     fn from(args: ApiBenchArgs) -> Self {
+        let read_kubeconfig = args.kubeconfig.is_some()
+            || args.context.is_some()
+            || (!args.spawn && args.url.is_none());
         bench::apiserver::ApiBench {
             spawn: args.spawn,
             store_members: args.store_members,
             url: args.url,
-            kubeconfig: args.kubeconfig,
+            kubeconfig: read_kubeconfig.then_some(cluster::api_access::KubeconfigChoice {
+                path: args.kubeconfig,
+                context: args.context,
+            }),
             compare_auth: args.compare_auth,
             quic: args.quic,
             certs: args.certs,

@@ -7,13 +7,17 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Deserialize as _;
 
+use cluster::api_access::KubeconfigChoice;
 use load::{plan::LoadMode, LoadPlan, LoadTarget, SampledProcess};
 
 #[derive(Args, Debug)]
 pub struct LoadArgs {
-    /// Kubeconfig of the cluster (its current context's server).
+    /// Kubeconfig of the cluster (default: `$KUBECONFIG`, else `~/.kube/config`).
     #[arg(long, conflicts_with = "dir")]
     kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, conflicts_with = "dir")]
+    context: Option<String>,
     /// A cluster directory of `kemu up`/`kemu run`: uses its `kubeconfig`, writes the reports
     /// there, and samples the processes whose command line names the directory.
     #[arg(long)]
@@ -143,10 +147,12 @@ impl LoadArgs {
     }
 
     fn target(&self) -> anyhow::Result<LoadTarget> {
-        let kubeconfig = match (&self.kubeconfig, &self.dir) {
-            (Some(k), _) => k.clone(),
-            (None, Some(dir)) => dir.join("kubeconfig"),
-            (None, None) => bail!("give --kubeconfig FILE or --dir CLUSTER_DIR"),
+        let kubeconfig = match &self.dir {
+            Some(dir) => KubeconfigChoice::file(&dir.join("kubeconfig")),
+            None => KubeconfigChoice {
+                path: self.kubeconfig.clone(),
+                context: self.context.clone(),
+            },
         };
         let report_dir = self
             .report_dir

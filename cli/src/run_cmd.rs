@@ -281,7 +281,7 @@ async fn run_load(
     });
     let other_servers = extra_watch_servers(layout);
     let target = load::LoadTarget {
-        kubeconfig: layout.kubeconfig.clone(),
+        kubeconfig: cluster::api_access::KubeconfigChoice::file(&layout.kubeconfig),
         report_dir: report_dir.clone(),
         processes,
         record_watch: chaos.is_some(),

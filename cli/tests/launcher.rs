@@ -754,3 +754,48 @@ fn etcdctl_reaches_the_store_of_a_running_cluster() {
     );
     c.down();
 }
+
+/// `kemu load` finds its cluster as kubectl does: the files of `$KUBECONFIG` merged (the first
+/// to set `current-context` wins), and `--context` choosing another.
+#[test]
+fn kemu_load_reads_kubeconfig_and_context_as_kubectl_does() {
+    let c = TestCluster::new(&small_config("kubeconfig", 1, ""));
+    c.up_detached();
+    let tmp = tempfile::tempdir().unwrap();
+    // A first file whose current context names a cluster that is nowhere defined.
+    let decoy = tmp.path().join("decoy");
+    std::fs::write(
+        &decoy,
+        "apiVersion: v1\nkind: Config\ncurrent-context: elsewhere\ncontexts:\n- name: elsewhere\n  context:\n    cluster: elsewhere\n    user: nobody\n",
+    )
+    .unwrap();
+    let kubeconfig = std::env::join_paths([decoy, c.dir.join("kubeconfig")]).unwrap();
+    let load = |extra: &[&str]| {
+        Command::new(kemu_exe())
+            .args(["load", "--pods", "6", "--rate", "20", "--report-dir"])
+            .arg(tmp.path())
+            .args(extra)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("HOME", tmp.path())
+            .output()
+            .unwrap()
+    };
+
+    let out = load(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the decoy's context was not used");
+    assert!(
+        stderr.contains("cluster \"elsewhere\" does not exist"),
+        "{stderr}"
+    );
+
+    let out = load(&["--context", "kemu"]);
+    assert!(
+        out.status.success(),
+        "kemu load --context kemu: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(tmp.path().join("load-report.json").exists());
+    c.down();
+}

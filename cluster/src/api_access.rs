@@ -1,8 +1,8 @@
 //! Reaching an API server's HTTPS front from kemu's own tools and tests: the cluster CA to
 //! trust, and a credential (a client certificate, or a bearer token).
 //!
-//! [`ApiCredentials`] comes from a certificates directory (`kemu certs`) or a kubeconfig's
-//! current context; [`ApiAccess`] sends single requests with it (readiness probes, tests,
+//! [`ApiCredentials`] comes from a certificates directory (`kemu certs`) or a kubeconfig
+//! context chosen as kubectl chooses it ([`KubeconfigChoice`]); [`ApiAccess`] sends single requests with it (readiness probes, tests,
 //! status listings). The load generator and the benchmark build their pooled clients from the
 //! same [`ApiCredentials::rustls_config`].
 
@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use base64::Engine;
+use kube::config::Kubeconfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use serde::Deserialize;
+use secrecy::ExposeSecret;
 
 /// What a client needs to talk to the API server.
 #[derive(Clone, Debug, Default)]
@@ -91,125 +92,144 @@ impl ApiCredentials {
         Ok(config)
     }
 
-    /// The server URL and credentials of a kubeconfig's current context (inline `*-data` or
-    /// file paths, relative to the kubeconfig's directory).
+    /// The server URL and credentials of `path`'s current context (inline `*-data` or file
+    /// paths, relative to the kubeconfig's directory).
     pub fn from_kubeconfig(path: &Path) -> anyhow::Result<(String, ApiCredentials)> {
-        #[derive(Deserialize)]
-        struct Named<T> {
-            name: String,
-            #[serde(flatten)]
-            inner: T,
+        KubeconfigChoice::file(path).load()
+    }
+}
+
+/// Which kubeconfig and context a tool reads, chosen as kubectl chooses them: the file given,
+/// else the files of `$KUBECONFIG` merged (the first to set a value wins), else
+/// `~/.kube/config`; the context named, else the kubeconfig's `current-context`.
+#[derive(Clone, Debug, Default)]
+pub struct KubeconfigChoice {
+    pub path: Option<PathBuf>,
+    pub context: Option<String>,
+}
+
+impl KubeconfigChoice {
+    /// `path`'s current context.
+    pub fn file(path: &Path) -> KubeconfigChoice {
+        KubeconfigChoice {
+            path: Some(path.to_path_buf()),
+            context: None,
         }
-        #[derive(Deserialize)]
-        struct ClusterEntry {
-            cluster: ClusterInfo,
+    }
+
+    /// What the choice names, for messages.
+    pub fn describe(&self) -> String {
+        match &self.path {
+            Some(p) => format!("kubeconfig {}", p.display()),
+            None => "the kubeconfig of $KUBECONFIG or ~/.kube/config".to_string(),
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "kebab-case")]
-        struct ClusterInfo {
-            server: String,
-            certificate_authority: Option<PathBuf>,
-            certificate_authority_data: Option<String>,
+    }
+
+    /// The server URL and credentials of the chosen context.
+    pub fn load(&self) -> anyhow::Result<(String, ApiCredentials)> {
+        let config = match &self.path {
+            Some(path) => Kubeconfig::read_from(path),
+            None => Kubeconfig::read(),
         }
-        #[derive(Deserialize)]
-        struct UserEntry {
-            #[serde(default)]
-            user: Option<UserInfo>,
-        }
-        #[derive(Deserialize, Default)]
-        #[serde(rename_all = "kebab-case")]
-        struct UserInfo {
-            client_certificate: Option<PathBuf>,
-            client_certificate_data: Option<String>,
-            client_key: Option<PathBuf>,
-            client_key_data: Option<String>,
-            token: Option<String>,
-        }
-        #[derive(Deserialize)]
-        struct ContextEntry {
-            context: ContextInfo,
-        }
-        #[derive(Deserialize)]
-        struct ContextInfo {
-            cluster: String,
-            #[serde(default)]
-            user: String,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "kebab-case")]
-        struct KubeConfig {
-            #[serde(default)]
-            clusters: Vec<Named<ClusterEntry>>,
-            #[serde(default)]
-            users: Vec<Named<UserEntry>>,
-            #[serde(default)]
-            contexts: Vec<Named<ContextEntry>>,
-            #[serde(default)]
-            current_context: String,
-        }
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-        let config: KubeConfig = serde_saphyr::from_str(&text).map_err(|e| {
-            anyhow::anyhow!(
-                "parsing kubeconfig {}: {}",
-                path.display(),
-                e.without_snippet()
-            )
-        })?;
-        let context = config
-            .contexts
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", self.describe()))?;
+        credentials_of(&config, self.context.as_deref())
+            .with_context(|| format!("in {}", self.describe()))
+    }
+}
+
+/// The server and credentials of `context` (else the current context) of a parsed kubeconfig;
+/// file references are absolute already (the reader resolves them against each file's folder).
+fn credentials_of(
+    config: &Kubeconfig,
+    context: Option<&str>,
+) -> anyhow::Result<(String, ApiCredentials)> {
+    let wanted = context.or(config.current_context.as_deref());
+    let context = match wanted {
+        Some(name) => Some(
+            config
+                .contexts
+                .iter()
+                .find(|c| c.name == name)
+                .with_context(|| format!("context \"{name}\" does not exist"))?
+                .context
+                .as_ref()
+                .with_context(|| format!("context \"{name}\" is empty"))?,
+        ),
+        None => None,
+    };
+    let cluster = match context {
+        Some(c) => config
+            .clusters
             .iter()
-            .find(|c| c.name == config.current_context)
-            .map(|c| &c.inner.context);
-        let cluster = match context {
-            Some(c) => config.clusters.iter().find(|e| e.name == c.cluster),
-            None => config.clusters.first(),
+            .find(|e| e.name == c.cluster)
+            .with_context(|| format!("cluster \"{}\" does not exist", c.cluster))?,
+        None => config
+            .clusters
+            .first()
+            .context("no context is chosen and no cluster is listed")?,
+    };
+    let info = cluster
+        .cluster
+        .as_ref()
+        .with_context(|| format!("cluster \"{}\" is empty", cluster.name))?;
+    let server = info
+        .server
+        .as_deref()
+        .with_context(|| format!("cluster \"{}\" has no server", cluster.name))?;
+    let user = match context.and_then(|c| c.user.as_deref()) {
+        Some(name) => config
+            .auth_infos
+            .iter()
+            .find(|u| u.name == name)
+            .with_context(|| format!("user \"{name}\" does not exist"))?
+            .auth_info
+            .as_ref(),
+        None => None,
+    };
+    let ca_pem = material(
+        info.certificate_authority_data.as_deref(),
+        info.certificate_authority.as_deref(),
+        "certificate-authority-data",
+    )?
+    .unwrap_or_default();
+    let mut credentials = ApiCredentials {
+        ca_pem,
+        ..Default::default()
+    };
+    if let Some(user) = user {
+        let cert = material(
+            user.client_certificate_data.as_deref(),
+            user.client_certificate.as_deref(),
+            "client-certificate-data",
+        )?;
+        let key_data = user.client_key_data.as_ref().map(|k| k.expose_secret());
+        let key = material(key_data, user.client_key.as_deref(), "client-key-data")?;
+        if let (Some(cert), Some(key)) = (cert, key) {
+            credentials.client_pem = Some((cert, key));
         }
-        .with_context(|| format!("kubeconfig {} names no cluster", path.display()))?;
-        let user = context
-            .and_then(|c| config.users.iter().find(|u| u.name == c.user))
-            .and_then(|u| u.inner.user.as_ref());
-        let base = path.parent().unwrap_or(Path::new("."));
-        let material = |data: &Option<String>,
-                        file: &Option<PathBuf>,
-                        what: &str|
-         -> anyhow::Result<Option<Vec<u8>>> {
-            match (data, file) {
-                (Some(d), _) => Ok(Some(
-                    base64::engine::general_purpose::STANDARD
-                        .decode(d.trim())
-                        .with_context(|| {
-                            format!("kubeconfig {}: {what} is not base64", path.display())
-                        })?,
-                )),
-                (None, Some(f)) => Ok(Some(read(&base.join(f))?)),
-                (None, None) => Ok(None),
-            }
+        credentials.token = match (&user.token, &user.token_file) {
+            (Some(token), _) => Some(token.expose_secret().to_string()),
+            (None, Some(file)) => Some(
+                String::from_utf8_lossy(&read(Path::new(file))?)
+                    .trim()
+                    .to_string(),
+            ),
+            (None, None) => None,
         };
-        let info = &cluster.inner.cluster;
-        let ca_pem = material(
-            &info.certificate_authority_data,
-            &info.certificate_authority,
-            "certificate-authority-data",
-        )?
-        .unwrap_or_default();
-        let mut credentials = ApiCredentials {
-            ca_pem,
-            ..Default::default()
-        };
-        if let Some(user) = user {
-            let cert = material(
-                &user.client_certificate_data,
-                &user.client_certificate,
-                "client-certificate-data",
-            )?;
-            let key = material(&user.client_key_data, &user.client_key, "client-key-data")?;
-            if let (Some(cert), Some(key)) = (cert, key) {
-                credentials.client_pem = Some((cert, key));
-            }
-            credentials.token = user.token.clone();
-        }
-        Ok((info.server.trim_end_matches('/').to_string(), credentials))
+    }
+    Ok((server.trim_end_matches('/').to_string(), credentials))
+}
+
+/// Inline base64 `data`, else the contents of `file`.
+fn material(data: Option<&str>, file: Option<&str>, what: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    match (data, file) {
+        (Some(d), _) => Ok(Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(d.trim())
+                .with_context(|| format!("{what} is not base64"))?,
+        )),
+        (None, Some(f)) => Ok(Some(read(Path::new(f))?)),
+        (None, None) => Ok(None),
     }
 }
 
@@ -271,5 +291,80 @@ impl ApiAccess {
             extra.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
         crate::process::exchange(stream, self.addr, method, path, content_type, body, &extra).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CA: &str = "-----BEGIN CERTIFICATE-----\nQ0E=\n-----END CERTIFICATE-----\n";
+
+    /// A kubeconfig with two contexts: `kemu` (current; inline data and a token) and `files`
+    /// (paths relative to the kubeconfig's folder, a token file).
+    fn write_kubeconfig(dir: &Path) -> PathBuf {
+        std::fs::create_dir_all(dir.join("pki")).unwrap();
+        std::fs::write(dir.join("pki/ca.crt"), CA).unwrap();
+        std::fs::write(dir.join("pki/user.crt"), "cert").unwrap();
+        std::fs::write(dir.join("pki/user.key"), "key").unwrap();
+        std::fs::write(dir.join("pki/token"), "from-file\n").unwrap();
+        let ca64 = base64::engine::general_purpose::STANDARD.encode(CA);
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: kemu\nclusters:\n\
+             - name: inline\n  cluster:\n    server: https://127.0.0.1:6443/\n    certificate-authority-data: {ca64}\n\
+             - name: files\n  cluster:\n    server: https://127.0.0.2:6443\n    certificate-authority: pki/ca.crt\n\
+             users:\n\
+             - name: bearer\n  user:\n    token: abc\n\
+             - name: cert\n  user:\n    client-certificate: pki/user.crt\n    client-key: pki/user.key\n    tokenFile: pki/token\n\
+             contexts:\n\
+             - name: kemu\n  context:\n    cluster: inline\n    user: bearer\n\
+             - name: files\n  context:\n    cluster: files\n    user: cert\n"
+        );
+        let path = dir.join("config");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_current_context_unless_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_kubeconfig(dir.path());
+
+        let (server, creds) = KubeconfigChoice::file(&path).load().unwrap();
+        assert_eq!(server, "https://127.0.0.1:6443");
+        assert_eq!(creds.ca_pem, CA.as_bytes());
+        assert_eq!(creds.token.as_deref(), Some("abc"));
+        assert!(creds.client_pem.is_none());
+
+        let choice = KubeconfigChoice {
+            path: Some(path.clone()),
+            context: Some("files".into()),
+        };
+        let (server, creds) = choice.load().unwrap();
+        assert_eq!(server, "https://127.0.0.2:6443");
+        assert_eq!(creds.ca_pem, CA.as_bytes());
+        assert_eq!(
+            creds.client_pem,
+            Some((b"cert".to_vec(), b"key".to_vec())),
+            "file paths are read relative to the kubeconfig's folder"
+        );
+        assert_eq!(creds.token.as_deref(), Some("from-file"));
+    }
+
+    #[test]
+    fn a_missing_context_or_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_kubeconfig(dir.path());
+        let choice = KubeconfigChoice {
+            path: Some(path.clone()),
+            context: Some("nope".into()),
+        };
+        let err = format!("{:#}", choice.load().unwrap_err());
+        assert!(err.contains("context \"nope\" does not exist"), "{err}");
+        assert!(err.contains(&path.display().to_string()), "{err}");
+
+        let missing = dir.path().join("absent");
+        let err = format!("{:#}", KubeconfigChoice::file(&missing).load().unwrap_err());
+        assert!(err.contains(&missing.display().to_string()), "{err}");
     }
 }

@@ -69,7 +69,8 @@ pub struct SampledProcess {
 /// Where the load goes and where its report is written.
 #[derive(Clone, Debug)]
 pub struct LoadTarget {
-    pub kubeconfig: PathBuf,
+    /// The kubeconfig and context whose server and credentials the load uses.
+    pub kubeconfig: cluster::api_access::KubeconfigChoice,
     /// Directory for `load-report.json` and `load-report.html`.
     pub report_dir: PathBuf,
     pub processes: Vec<SampledProcess>,
@@ -658,8 +659,7 @@ pub async fn run(
     interrupt: &Interrupt,
 ) -> anyhow::Result<LoadOutcome> {
     plan.validate()?;
-    let (server, credentials) =
-        cluster::api_access::ApiCredentials::from_kubeconfig(&target.kubeconfig)?;
+    let (server, credentials) = target.kubeconfig.load()?;
     let client =
         ApiClient::new(&server, &credentials, plan.http2)?.spread_over(&target.spread_servers);
     let run_id = new_run_id();
