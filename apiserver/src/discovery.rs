@@ -131,6 +131,7 @@ fn subresource(r: &ResourceInfo, sub: &str) -> APIResource {
     let (kind, verbs, group_version): (&str, &[&str], Option<(&str, &str)>) = match sub {
         "binding" => ("Binding", &["create"], None),
         "log" => ("Pod", &["get"], None),
+        "eviction" => ("Eviction", &["create"], Some(("policy", "v1"))),
         "finalize" => (r.kind, &["update"], None),
         "scale" => (
             "Scale",
@@ -503,7 +504,7 @@ mod tests {
             .as_str()
             .unwrap()
             .starts_with("/openapi/v3/apis/apps/v1?hash="));
-        assert_eq!(root["paths"].as_object().unwrap().len(), 10);
+        assert_eq!(root["paths"].as_object().unwrap().len(), 11);
 
         let core = openapi_v3_group_version("", "v1").unwrap();
         assert_eq!(core["openapi"], "3.0.0");

@@ -589,6 +589,17 @@ async fn resource_request(
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
             ))
         }
+        (&Method::POST, Some(name), Some("eviction")) if resource.has_subresource("eviction") => {
+            let content_type = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("application/json");
+            let body = decode_object(content_type, &read_body(request).await?)?;
+            let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;
+            let answer = crate::eviction::evict(registry, ns, name, &body, &write).await?;
+            let code = StatusCode::from_u16(answer.code).unwrap_or(StatusCode::CREATED);
+            Ok(json_response(code, &answer.body))
+        }
         (&Method::PUT, Some(name), sub @ (None | Some("status") | Some("finalize"))) => {
             let body = read_object(resource, request).await?;
             let sub = if sub == Some("finalize") {

@@ -9,6 +9,7 @@
 //!   limits and the request timeout.
 //! - [`http`]: the HTTP front (routing, discovery, Table, watch streams, `Status` errors).
 //! - [`logs`]: `pods/log`, streamed from the node host that runs the pod.
+//! - [`eviction`]: `pods/eviction`, which honours PodDisruptionBudgets.
 //! - [`registry`]: the verbs on every resource, shared by both fronts.
 //! - [`protobuf`]: Kubernetes protobuf request bodies (what client-go's typed clients send)
 //!   decoded into JSON; [`strict`]: typed decoding (k8s-openapi v1_37) with unknown-field
@@ -42,6 +43,7 @@ pub mod discovery;
 pub mod dry_run;
 pub mod errors;
 pub mod event_view;
+pub mod eviction;
 pub mod go_json;
 pub mod http;
 pub mod http_limits;

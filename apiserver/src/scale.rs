@@ -1,4 +1,4 @@
-//! The `scale` subresource of Deployments and ReplicaSets (`autoscaling/v1` Scale), which
+//! The `scale` subresource of Deployments, ReplicaSets and ReplicationControllers (`autoscaling/v1` Scale), which
 //! `kubectl scale` reads and patches.
 
 use crate::patch::PatchType;
@@ -10,11 +10,25 @@ use crate::registry::{Registry, WriteOptions};
 
 /// The object's Scale: spec.replicas, status.replicas and the selector as a string.
 pub fn to_scale(object: &Value) -> Value {
-    let selector = object
-        .pointer("/spec/selector")
-        .and_then(|s| api::selectors::LabelSelector::from_label_selector_json(s).ok())
-        .map(|s| s.to_string())
-        .unwrap_or_default();
+    let selector = object.pointer("/spec/selector");
+    // A ReplicationController's selector is a plain label map.
+    let selector = if object["kind"] == "ReplicationController" {
+        selector
+            .and_then(Value::as_object)
+            .map(|labels| {
+                labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    } else {
+        selector
+            .and_then(|s| api::selectors::LabelSelector::from_label_selector_json(s).ok())
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    };
     let meta = &object["metadata"];
     json!({
         "kind": "Scale",

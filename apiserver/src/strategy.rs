@@ -92,7 +92,7 @@ pub fn prepare_create(
             object["spec"] = json!({"finalizers": ["kubernetes"]});
             object["status"] = json!({"phase": "Active"});
         }
-        "Deployment" | "ReplicaSet" | "Job" => {
+        "Deployment" | "ReplicaSet" | "Job" | "ReplicationController" => {
             if let Some(map) = object.as_object_mut() {
                 map.remove("status");
             }
@@ -102,6 +102,23 @@ pub fn prepare_create(
             if resource.kind == "Deployment" {
                 default_deployment(object);
             }
+            if resource.kind == "ReplicationController" {
+                default_replication_controller(object);
+            }
+        }
+        "PodTemplate" => {
+            if let Some(template) = object.pointer_mut("/template/spec") {
+                default_pod_spec_fields(template);
+            }
+        }
+        "PodDisruptionBudget" => {
+            // The disruption controller fills the status in; until then nothing may be evicted.
+            object["status"] = json!({
+                "currentHealthy": 0,
+                "desiredHealthy": 0,
+                "disruptionsAllowed": 0,
+                "expectedPods": 0,
+            });
         }
         "Service" => default_service(object),
         "Secret" => {
@@ -271,6 +288,34 @@ fn default_deployment(object: &mut Value) {
     {
         strategy["rollingUpdate"] = json!({"maxSurge": "25%", "maxUnavailable": "25%"});
     }
+}
+
+/// Kubernetes' ReplicationController defaults: one replica, and a missing selector and missing
+/// labels both taken from the pod template's labels. Status starts at zero replicas.
+fn default_replication_controller(object: &mut Value) {
+    let template_labels = object
+        .pointer("/spec/template/metadata/labels")
+        .filter(|l| l.as_object().is_some_and(|m| !m.is_empty()))
+        .cloned();
+    if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+        set_default(spec, "replicas", json!(1));
+        let unset = spec
+            .get("selector")
+            .is_none_or(|s| s.as_object().is_none_or(Map::is_empty));
+        if let (true, Some(labels)) = (unset, &template_labels) {
+            spec.insert("selector".into(), labels.clone());
+        }
+    }
+    if let Some(labels) = template_labels {
+        let metadata = meta::metadata_mut(object);
+        let unset = metadata
+            .get("labels")
+            .is_none_or(|l| l.as_object().is_none_or(Map::is_empty));
+        if unset {
+            metadata.insert("labels".into(), labels);
+        }
+    }
+    object["status"] = json!({"replicas": 0});
 }
 
 fn set_default(map: &mut Map<String, Value>, key: &str, value: Value) {

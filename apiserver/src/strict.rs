@@ -83,8 +83,8 @@ pub fn decode_owned(resource: &ResourceInfo, mut object: Value) -> Result<Value,
     }
 
     use k8s_openapi::api::{
-        apps, authentication, authorization, batch, coordination, core, discovery, events, rbac,
-        scheduling,
+        apps, authentication, authorization, batch, coordination, core, discovery, events, policy,
+        rbac, scheduling,
     };
     match (resource.group, resource.kind) {
         ("", "Pod") => round_trip::<core::v1::Pod>(resource, object),
@@ -102,6 +102,13 @@ pub fn decode_owned(resource: &ResourceInfo, mut object: Value) -> Result<Value,
         ("", "ServiceAccount") => round_trip::<core::v1::ServiceAccount>(resource, object),
         ("", "ResourceQuota") => round_trip::<core::v1::ResourceQuota>(resource, object),
         ("", "LimitRange") => round_trip::<core::v1::LimitRange>(resource, object),
+        ("", "PodTemplate") => round_trip::<core::v1::PodTemplate>(resource, object),
+        ("", "ReplicationController") => {
+            round_trip::<core::v1::ReplicationController>(resource, object)
+        }
+        ("policy", "PodDisruptionBudget") => {
+            round_trip::<policy::v1::PodDisruptionBudget>(resource, object)
+        }
         ("apps", "Deployment") => round_trip::<apps::v1::Deployment>(resource, object),
         ("apps", "ReplicaSet") => round_trip::<apps::v1::ReplicaSet>(resource, object),
         ("batch", "Job") => round_trip::<batch::v1::Job>(resource, object),

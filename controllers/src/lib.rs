@@ -7,13 +7,15 @@
 //! - [`queue`] and [`worker`]: the rate-limited, de-duplicating work queue and the workers that
 //!   reconcile its keys one at a time.
 //! - [`expectations`]: creations/deletions in flight, so a slow watch never causes doubles.
-//! - Controllers, each a pure decision core plus a reconciler doing the I/O: [`replicaset`],
-//!   [`deployment`], [`job`], [`node_lifecycle`], [`endpoints`], [`namespace`],
+//! - Controllers, each a pure decision core plus a reconciler doing the I/O: [`replicaset`]
+//!   (ReplicaSets and ReplicationControllers), [`deployment`], [`job`], [`disruption`]
+//!   (PodDisruptionBudgets), [`node_lifecycle`], [`endpoints`], [`namespace`],
 //!   [`garbage_collector`], [`resource_quota`], [`service_accounts`] (the `default`
 //!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace).
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
 
 pub mod deployment;
+pub mod disruption;
 pub mod endpoints;
 pub mod expectations;
 pub mod garbage_collector;

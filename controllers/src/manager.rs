@@ -15,9 +15,11 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Endpoints, Namespace, Node, Pod, ResourceQuota, Service, ServiceAccount,
+    ConfigMap, Endpoints, Namespace, Node, Pod, ReplicationController, ResourceQuota, Service,
+    ServiceAccount,
 };
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use telemetry::Telemetry;
@@ -25,6 +27,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::deployment::DeploymentController;
+use crate::disruption::DisruptionController;
 use crate::endpoints::EndpointsController;
 use crate::garbage_collector::GarbageCollector;
 use crate::job::JobController;
@@ -32,7 +35,7 @@ use crate::metrics::Metrics;
 use crate::namespace::NamespaceController;
 use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleController};
 use crate::queue::WorkQueue;
-use crate::replicaset::ReplicaSetController;
+use crate::replicaset::{ReplicaSetController, ReplicationManager};
 use crate::resource_quota::{self, ResourceQuotaController};
 use crate::service_accounts::{self, RootCaPublisher, ServiceAccountsController};
 use crate::worker::{spawn_workers, stopped, Reconciler, Shutdown};
@@ -267,6 +270,18 @@ fn start_controllers(
         all.clone(),
     );
     let mut jobs = Informer::<Job>::new(client.clone(), find("batch", "jobs"), None, all.clone());
+    let mut replication_controllers = Informer::<ReplicationController>::new(
+        client.clone(),
+        find("", "replicationcontrollers"),
+        None,
+        all.clone(),
+    );
+    let mut budgets = Informer::<PodDisruptionBudget>::new(
+        client.clone(),
+        find("policy", "poddisruptionbudgets"),
+        None,
+        all.clone(),
+    );
     let mut nodes = Informer::<Node>::new(client.clone(), find("", "nodes"), None, all.clone());
     let mut node_leases = Informer::<Lease>::new(
         client.clone(),
@@ -321,6 +336,17 @@ fn start_controllers(
 
     let (rs, q) = ReplicaSetController::new(client.clone(), &mut replicasets, &mut pods);
     start("replicaset", rs, q);
+    let (rc, q) = ReplicationManager::new(client.clone(), &mut replication_controllers, &mut pods);
+    start("replicationcontroller", rc, q);
+    let (pdb, q) = DisruptionController::new(
+        client.clone(),
+        &mut budgets,
+        &mut pods,
+        &replicasets,
+        &deployments,
+        &replication_controllers,
+    );
+    start("disruption", pdb, q);
     let (d, q) = DeploymentController::new(client.clone(), &mut deployments, &mut replicasets);
     start("deployment", d, q);
     let (j, q) = JobController::new(client.clone(), &mut jobs, &mut pods);
@@ -364,6 +390,8 @@ fn start_controllers(
         spawn_informer(replicasets, stop.clone()),
         spawn_informer(deployments, stop.clone()),
         spawn_informer(jobs, stop.clone()),
+        spawn_informer(replication_controllers, stop.clone()),
+        spawn_informer(budgets, stop.clone()),
         spawn_informer(nodes, stop.clone()),
         spawn_informer(node_leases, stop.clone()),
         spawn_informer(services, stop.clone()),

@@ -1,11 +1,13 @@
-//! The ReplicaSet controller: keeps `spec.replicas` active pods per ReplicaSet (creating them
-//! from the template with a controller reference, deleting the least useful ones first), and
-//! reports replicas, fullyLabeledReplicas, readyReplicas, availableReplicas and
-//! observedGeneration.
+//! The replica controller, for ReplicaSets and ReplicationControllers alike: keeps
+//! `spec.replicas` active pods per owner (creating them from the template with a controller
+//! reference, deleting the least useful ones first), and reports replicas,
+//! fullyLabeledReplicas, readyReplicas, availableReplicas and observedGeneration.
 //!
-//! The decision is the pure [`plan`]; [`ReplicaSetController`] does the I/O. [`Expectations`]
-//! keep a slow watch from causing double creation: a ReplicaSet whose last creations or
-//! deletions are not all seen yet only gets its status updated.
+//! The two kinds differ in their selector's form (a LabelSelector or a label map), which the
+//! controller never reads: it owns its pods by controller reference. [`Replicated`] is what it
+//! does read of either. The decision is the pure [`plan`]; [`ReplicaController`] does the I/O.
+//! [`Expectations`] keep a slow watch from causing double creation: an owner whose last
+//! creations or deletions are not all seen yet only gets its status updated.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -15,7 +17,10 @@ use api::client::{Client, DeleteParams, Patch};
 use api::informer::{Informer, Store};
 use api::resources;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ReplicationController};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{Metadata, Resource};
+use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::task::JoinSet;
 use tracing::debug;
@@ -26,6 +31,70 @@ use crate::owners::{controlled_by, controller_ref, now_seconds, seconds, split_k
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::worker::{Outcome, ReconcileError, Reconciler};
+
+/// What the replica controller reads of an owner kind (its kind, group and plural come from
+/// k8s-openapi's [`Resource`]).
+pub trait Replicated:
+    Resource + Metadata<Ty = ObjectMeta> + Clone + DeserializeOwned + Send + Sync + 'static
+{
+    /// `spec.replicas`, defaulting to 1.
+    fn replicas(&self) -> i32;
+    fn min_ready_seconds(&self) -> i32;
+    fn template(&self) -> Option<&PodTemplateSpec>;
+    /// The status counts as last written (conditions left out), in ReplicaSet's shape, which
+    /// is field for field the ReplicationController's too.
+    fn counts(&self) -> Option<ReplicaSetStatus>;
+}
+
+impl Replicated for ReplicaSet {
+    fn replicas(&self) -> i32 {
+        self.spec.replicas.unwrap_or(1)
+    }
+
+    fn min_ready_seconds(&self) -> i32 {
+        self.spec.min_ready_seconds.unwrap_or(0)
+    }
+
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.template.as_ref()
+    }
+
+    fn counts(&self) -> Option<ReplicaSetStatus> {
+        self.status.as_ref().map(|s| ReplicaSetStatus {
+            conditions: None,
+            ..s.clone()
+        })
+    }
+}
+
+impl Replicated for ReplicationController {
+    fn replicas(&self) -> i32 {
+        self.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1)
+    }
+
+    fn min_ready_seconds(&self) -> i32 {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.min_ready_seconds)
+            .unwrap_or(0)
+    }
+
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref()?.template.as_ref()
+    }
+
+    fn counts(&self) -> Option<ReplicaSetStatus> {
+        self.status.as_ref().map(|s| ReplicaSetStatus {
+            replicas: s.replicas,
+            fully_labeled_replicas: s.fully_labeled_replicas,
+            ready_replicas: s.ready_replicas,
+            available_replicas: s.available_replicas,
+            observed_generation: s.observed_generation,
+            conditions: None,
+            terminating_replicas: None,
+        })
+    }
+}
 
 /// At most this many pods are created or deleted per sync (client-go's burstReplicas).
 pub const BURST: usize = 500;
@@ -43,11 +112,11 @@ pub struct Plan {
 }
 
 /// Decides the creations, deletions and status of `rs` given the pods it controls. Replicas
-/// are managed only when `expectations_met`. `now` is seconds since the epoch.
-pub fn plan(rs: &ReplicaSet, owned: &[&Pod], expectations_met: bool, now: i64) -> Plan {
-    let spec = &rs.spec;
-    let want = spec.replicas.unwrap_or(1).max(0) as usize;
-    let min_ready = spec.min_ready_seconds.unwrap_or(0);
+/// are managed only when `expectations_met`. `now` is seconds since the epoch. The status
+/// carries no conditions (they are left as they are).
+pub fn plan<O: Replicated>(rs: &O, owned: &[&Pod], expectations_met: bool, now: i64) -> Plan {
+    let want = rs.replicas().max(0) as usize;
+    let min_ready = rs.min_ready_seconds();
     let mut active: Vec<&Pod> = owned
         .iter()
         .copied()
@@ -55,7 +124,7 @@ pub fn plan(rs: &ReplicaSet, owned: &[&Pod], expectations_met: bool, now: i64) -
         .collect();
     let mut create = 0;
     let mut delete = Vec::new();
-    let deleting = rs.metadata.deletion_timestamp.is_some();
+    let deleting = rs.metadata().deletion_timestamp.is_some();
     if expectations_met && !deleting {
         if active.len() < want {
             create = (want - active.len()).min(BURST);
@@ -68,9 +137,8 @@ pub fn plan(rs: &ReplicaSet, owned: &[&Pod], expectations_met: bool, now: i64) -
                 .collect();
         }
     }
-    let template_labels = spec
-        .template
-        .as_ref()
+    let template_labels = rs
+        .template()
         .and_then(|t| t.metadata.as_ref())
         .and_then(|m| m.labels.clone())
         .unwrap_or_default();
@@ -100,8 +168,8 @@ pub fn plan(rs: &ReplicaSet, owned: &[&Pod], expectations_met: bool, now: i64) -
         fully_labeled_replicas: Some(fully_labeled as i32),
         ready_replicas: Some(ready as i32),
         available_replicas: Some(available as i32),
-        observed_generation: rs.metadata.generation,
-        conditions: rs.status.as_ref().and_then(|s| s.conditions.clone()),
+        observed_generation: rs.metadata().generation,
+        conditions: None,
         terminating_replicas: None,
     };
     Plan {
@@ -135,34 +203,39 @@ fn deletion_rank(pod: &Pod) -> (bool, u8, bool, Reverse<i32>, Reverse<i64>) {
     )
 }
 
-/// The ReplicaSet controller's reconciler.
-pub struct ReplicaSetController {
+/// The replica controller's reconciler for owners of kind `O`.
+pub struct ReplicaController<O> {
     client: Client,
-    replicasets: Store<ReplicaSet>,
+    owners: Store<O>,
     pods: Store<Pod>,
     expectations: Arc<Expectations>,
 }
 
-impl ReplicaSetController {
+/// The ReplicaSet controller.
+pub type ReplicaSetController = ReplicaController<ReplicaSet>;
+/// The ReplicationController manager.
+pub type ReplicationManager = ReplicaController<ReplicationController>;
+
+impl<O: Replicated> ReplicaController<O> {
     /// Subscribes to the informers and returns the reconciler and its queue, fed by a spawned
     /// task.
     pub fn new(
         client: Client,
-        replicasets: &mut Informer<ReplicaSet>,
+        owners: &mut Informer<O>,
         pods: &mut Informer<Pod>,
-    ) -> (Arc<ReplicaSetController>, WorkQueue) {
+    ) -> (Arc<ReplicaController<O>>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(60));
         let expectations = Arc::new(Expectations::default());
         pods.add_index(pods::BY_CONTROLLER, pods::controller_uid);
-        let controller = Arc::new(ReplicaSetController {
+        let controller = Arc::new(ReplicaController {
             client,
-            replicasets: replicasets.store(),
+            owners: owners.store(),
             pods: pods.store(),
             expectations: expectations.clone(),
         });
         tokio::spawn(owned_pods::feed(
-            "ReplicaSet",
-            replicasets.subscribe(),
+            O::KIND,
+            owners.subscribe(),
             pods.subscribe(),
             queue.clone(),
             expectations,
@@ -171,22 +244,22 @@ impl ReplicaSetController {
     }
 }
 
-impl crate::manager::HasCaches for ReplicaSetController {
+impl<O: Replicated> crate::manager::HasCaches for ReplicaController<O> {
     fn caches_synced(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
-        let (a, b) = (self.replicasets.clone(), self.pods.clone());
+        let (a, b) = (self.owners.clone(), self.pods.clone());
         Box::pin(async move { a.wait_synced().await && b.wait_synced().await })
     }
 }
 
-impl Reconciler for ReplicaSetController {
+impl<O: Replicated> Reconciler for ReplicaController<O> {
     async fn reconcile(&self, key: &str) -> Result<Outcome, ReconcileError> {
-        let Some(rs) = self.replicasets.get(key) else {
+        let Some(rs) = self.owners.get(key) else {
             self.expectations.forget(key);
             return Ok(Outcome::Done);
         };
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
-        let uid = rs.metadata.uid.clone().unwrap_or_default();
+        let uid = rs.metadata().uid.clone().unwrap_or_default();
         let candidates = self.pods.by_index(pods::BY_CONTROLLER, &uid);
         let owned: Vec<&Pod> = candidates
             .iter()
@@ -198,13 +271,13 @@ impl Reconciler for ReplicaSetController {
             .collect();
         let met = self.expectations.satisfied(key);
         let now = now_seconds();
-        let plan = plan(&rs, &owned, met, now);
+        let plan = plan(rs.as_ref(), &owned, met, now);
         let mut first_error = None;
         if plan.create > 0 {
             debug!(count = plan.create, "creating pods");
             self.expectations.expect(key, plan.create, []);
-            let template = rs.spec.template.clone().unwrap_or_default();
-            let owner = controller_ref("apps/v1", "ReplicaSet", &rs.metadata);
+            let template = rs.template().cloned().unwrap_or_default();
+            let owner = controller_ref(O::API_VERSION, O::KIND, rs.metadata());
             let pod = pods::from_template(&template, namespace, name, owner, &[]);
             if let Err(e) = self.create_pods(key, &pod, plan.create).await {
                 first_error = Some(e);
@@ -245,12 +318,14 @@ impl Reconciler for ReplicaSetController {
                 }
             }
         }
-        if rs.status.as_ref() != Some(&plan.status) {
+        if rs.counts().as_ref() != Some(&plan.status) {
             let patch = Patch::Merge(json!({ "status": plan.status }));
             match self
                 .client
                 .patch_status::<serde_json::Value>(
-                    resources::find("apps", "v1", "replicasets").expect("replicasets"),
+                    resources::find(O::GROUP, "v1", O::URL_PATH_SEGMENT).ok_or_else(|| {
+                        ReconcileError::Invalid(format!("{} are not served", O::URL_PATH_SEGMENT))
+                    })?,
                     Some(namespace),
                     name,
                     &patch,
@@ -272,7 +347,7 @@ impl Reconciler for ReplicaSetController {
     }
 }
 
-impl ReplicaSetController {
+impl<O: Replicated> ReplicaController<O> {
     /// Creates `count` copies of `pod` in slow-start batches (1, 2, 4, …): a failing API stops
     /// after a few attempts instead of a whole burst. Creations never sent are forgotten by
     /// the expectations.
@@ -388,6 +463,31 @@ mod tests {
         assert_eq!(early.recheck_after, Some(Duration::from_secs(30)));
         let late = plan(&rs, &[&p], true, 1031);
         assert_eq!(late.status.available_replicas, Some(1));
+    }
+
+    #[test]
+    fn replication_controllers_are_planned_like_replica_sets() {
+        use k8s_openapi::api::core::v1::{ReplicationControllerSpec, ReplicationControllerStatus};
+        let rs = replica_set("web", 2);
+        let rc = ReplicationController {
+            metadata: rs.metadata.clone(),
+            spec: Some(ReplicationControllerSpec {
+                replicas: Some(2),
+                selector: Some(crate::test_objects::labels(&[("app", "web")])),
+                template: rs.spec.template.clone(),
+                ..Default::default()
+            }),
+            status: Some(ReplicationControllerStatus {
+                replicas: 1,
+                ..Default::default()
+            }),
+        };
+        let p1 = pod("a", &rc.metadata, "ReplicationController", "Running", true);
+        let plan = plan(&rc, &[&p1], true, 2000);
+        assert_eq!(plan.create, 1);
+        assert_eq!(plan.status.ready_replicas, Some(1));
+        assert_eq!(rc.counts().map(|c| c.replicas), Some(1));
+        assert_eq!(plan.status, super::plan(&rs, &[&p1], true, 2000).status);
     }
 
     #[test]

@@ -48,7 +48,7 @@ const CATCH_UP: Duration = Duration::from_millis(200);
 /// Kubernetes' default `--resource-quota-sync-period`.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(300);
 
-fn namespace_of<
+pub(crate) fn namespace_of<
     T: k8s_openapi::Metadata<Ty = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
 >(
     object: &T,

@@ -34,7 +34,10 @@ use network::{endpoints_cells, service_cells};
 use pods::pod_cells;
 pub use pods::pod_status_reason;
 use rbac::{role_binding_cells, role_cells};
-use workloads::{deployment_cells, job_cells, replicaset_cells};
+use workloads::{
+    deployment_cells, job_cells, pod_disruption_budget_cells, pod_template_cells, replicaset_cells,
+    replication_controller_cells,
+};
 
 /// What each row's `object` holds: the `includeObject` query parameter of a Table request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -294,6 +297,47 @@ const REPLICASET_COLUMNS: &[Column] = &[
     SELECTOR,
 ];
 
+const REPLICATION_CONTROLLER_COLUMNS: &[Column] = &[
+    NAME,
+    Column::integer("Desired", "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller"),
+    Column::integer("Current", "Replicas is the most recently observed number of replicas. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller"),
+    Column::integer(
+        "Ready",
+        "The number of ready replicas for this replication controller.",
+    ),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    Column::string("Selector", "Selector is a label query over pods that should match the Replicas count. If Selector is empty, it is defaulted to the labels present on the Pod template. Label keys and values that must match in order to be controlled by this replication controller, if empty defaulted to labels on Pod template. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors").wide(),
+];
+
+const POD_TEMPLATE_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string("Containers", "Names of each container in the template."),
+    Column::string(
+        "Images",
+        "Images referenced by each container in the template.",
+    ),
+    Column::string("Pod Labels", "The labels for the pod template."),
+];
+
+const POD_DISRUPTION_BUDGET_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string(
+        "Min Available",
+        "The minimum number of pods that must be available.",
+    ),
+    Column::string(
+        "Max Unavailable",
+        "The maximum number of pods that may be unavailable.",
+    ),
+    Column::integer(
+        "Allowed Disruptions",
+        "Calculated number of pods that may be disrupted at this time.",
+    ),
+    AGE,
+];
+
 const SERVICE_COLUMNS: &[Column] = &[
     NAME,
     Column::string("Type", "How the Service is exposed."),
@@ -436,6 +480,13 @@ impl Printer {
             ("apps", "deployments") => (DEPLOYMENT_COLUMNS, deployment_cells),
             ("apps", "replicasets") => (REPLICASET_COLUMNS, replicaset_cells),
             ("batch", "jobs") => (JOB_COLUMNS, job_cells),
+            ("", "replicationcontrollers") => {
+                (REPLICATION_CONTROLLER_COLUMNS, replication_controller_cells)
+            }
+            ("", "podtemplates") => (POD_TEMPLATE_COLUMNS, pod_template_cells),
+            ("policy", "poddisruptionbudgets") => {
+                (POD_DISRUPTION_BUDGET_COLUMNS, pod_disruption_budget_cells)
+            }
             ("coordination.k8s.io", "leases") => (LEASE_COLUMNS, lease_cells),
             ("", "resourcequotas") => (RESOURCEQUOTA_COLUMNS, resourcequota_cells),
             ("", "limitranges") => (LIMITRANGE_COLUMNS, limitrange_cells),

@@ -473,3 +473,93 @@ fn workload_and_service_rows() {
         "10.0.0.1:8080,10.0.0.2:8080,10.0.0.3:8080 + 1 more..."
     );
 }
+
+#[test]
+fn replication_controllers_pod_templates_and_budgets() {
+    let cells = |group: &str, plural: &str, object: Value| {
+        let t = table(
+            find(group, "v1", plural).unwrap(),
+            &[object],
+            IncludeObject::None,
+            now(),
+            "1",
+            None,
+        );
+        let names: Vec<Value> = t["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].clone())
+            .collect();
+        (names, t["rows"][0]["cells"].clone())
+    };
+    let rc = json!({
+        "metadata": {"name": "legacy", "creationTimestamp": "2025-06-01T11:00:00Z"},
+        "spec": {"replicas": 3, "selector": {"app": "legacy", "tier": "web"},
+                 "template": {"spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+        "status": {"replicas": 3, "readyReplicas": 2},
+    });
+    let (names, row) = cells("", "replicationcontrollers", rc);
+    assert_eq!(
+        names,
+        json!([
+            "Name",
+            "Desired",
+            "Current",
+            "Ready",
+            "Age",
+            "Containers",
+            "Images",
+            "Selector"
+        ])
+        .as_array()
+        .unwrap()
+        .clone()
+    );
+    assert_eq!(
+        row,
+        json!([
+            "legacy",
+            3,
+            3,
+            2,
+            "60m",
+            "web",
+            "nginx",
+            "app=legacy,tier=web"
+        ])
+    );
+    let template = json!({
+        "metadata": {"name": "tpl"},
+        "template": {"metadata": {"labels": {"tier": "front"}},
+                     "spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}},
+    });
+    let (names, row) = cells("", "podtemplates", template);
+    assert_eq!(
+        names,
+        vec![
+            json!("Name"),
+            json!("Containers"),
+            json!("Images"),
+            json!("Pod Labels")
+        ]
+    );
+    assert_eq!(row, json!(["tpl", "a,b", "x,y", "tier=front"]));
+    let pdb = json!({
+        "metadata": {"name": "web", "creationTimestamp": "2025-06-01T11:59:00Z"},
+        "spec": {"maxUnavailable": "25%"},
+        "status": {"disruptionsAllowed": 1},
+    });
+    let (names, row) = cells("policy", "poddisruptionbudgets", pdb);
+    assert_eq!(
+        names,
+        vec![
+            json!("Name"),
+            json!("Min Available"),
+            json!("Max Unavailable"),
+            json!("Allowed Disruptions"),
+            json!("Age")
+        ]
+    );
+    assert_eq!(row, json!(["web", "N/A", "25%", 1, "60s"]));
+}

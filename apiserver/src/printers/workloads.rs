@@ -1,13 +1,21 @@
-//! Deployments, ReplicaSets and Jobs.
+//! Deployments, ReplicaSets, ReplicationControllers, PodTemplates, Jobs and
+//! PodDisruptionBudgets.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{age, array_at, condition_true, human_duration, int_at, is_set, name, str_at, time_at};
+use super::{
+    age, array_at, condition_true, human_duration, int_at, is_set, name, none_if_empty, str_at,
+    time_at,
+};
 
 /// Container names and images of a pod template, each comma-joined.
 fn container_cells(obj: &Value) -> (Value, Value) {
-    let containers = array_at(obj, "/spec/template/spec/containers");
+    containers_at(obj, "/spec/template/spec/containers")
+}
+
+fn containers_at(obj: &Value, pointer: &str) -> (Value, Value) {
+    let containers = array_at(obj, pointer);
     let names: Vec<&str> = containers.iter().map(|c| str_at(c, "/name")).collect();
     let images: Vec<&str> = containers.iter().map(|c| str_at(c, "/image")).collect();
     (names.join(",").into(), images.join(",").into())
@@ -147,5 +155,60 @@ pub(super) fn job_cells(job: &Value, now: DateTime<Utc>) -> Vec<Value> {
         containers,
         images,
         format_label_selector(job).into(),
+    ]
+}
+
+/// `labels.FormatLabels` of the map at `pointer`: `k=v` pairs in key order, `<none>` if empty.
+fn format_labels(obj: &Value, pointer: &str) -> String {
+    let text = obj
+        .pointer(pointer)
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    none_if_empty(&text)
+}
+
+pub(super) fn replication_controller_cells(rc: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let (containers, images) = container_cells(rc);
+    vec![
+        name(rc),
+        desired_replicas(rc).into(),
+        int_at(rc, "/status/replicas").into(),
+        int_at(rc, "/status/readyReplicas").into(),
+        age(rc, now),
+        containers,
+        images,
+        format_labels(rc, "/spec/selector").into(),
+    ]
+}
+
+pub(super) fn pod_template_cells(template: &Value, _now: DateTime<Utc>) -> Vec<Value> {
+    let (containers, images) = containers_at(template, "/template/spec/containers");
+    vec![
+        name(template),
+        containers,
+        images,
+        format_labels(template, "/template/metadata/labels").into(),
+    ]
+}
+
+pub(super) fn pod_disruption_budget_cells(pdb: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let bound = |key: &str| match pdb.pointer(&format!("/spec/{key}")) {
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::String(s)) => s.clone(),
+        _ => "N/A".to_string(),
+    };
+    vec![
+        name(pdb),
+        bound("minAvailable").into(),
+        bound("maxUnavailable").into(),
+        int_at(pdb, "/status/disruptionsAllowed").into(),
+        age(pdb, now),
     ]
 }

@@ -14,6 +14,7 @@
 
 mod objects;
 mod pod;
+mod policy;
 mod workloads;
 
 use serde_json::{Map, Value};
@@ -28,7 +29,9 @@ use objects::{
     validate_data, validate_endpoints, validate_node, validate_secret, validate_service,
 };
 use pod::{validate_pod_spec, validate_pod_spec_update};
-use workloads::{validate_job, validate_replicated};
+use workloads::{
+    validate_job, validate_pod_template, validate_replicated, validate_replication_controller,
+};
 
 /// One field error, as Kubernetes reports it in `status.details.causes`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -443,6 +446,13 @@ fn validate_kind(resource: &ResourceInfo, object: &Value, out: &mut Vec<Cause>) 
             validate_replicated(resource.kind, spec.unwrap_or(&Value::Null), out)
         }
         ("batch", "Job") => validate_job(spec.unwrap_or(&Value::Null), out),
+        ("", "ReplicationController") => {
+            validate_replication_controller(spec.unwrap_or(&Value::Null), out)
+        }
+        ("", "PodTemplate") => validate_pod_template(object, out),
+        ("policy", "PodDisruptionBudget") => {
+            policy::validate_pdb(spec.unwrap_or(&Value::Null), out)
+        }
         ("", "Service") => validate_service(spec.unwrap_or(&Value::Null), out),
         ("", "ConfigMap") => validate_data(object, false, out),
         ("", "Secret") => validate_secret(object, out),

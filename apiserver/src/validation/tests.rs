@@ -440,3 +440,90 @@ fn invalid_message_format() {
         "Deployment.apps \"web\" is invalid: [a: Required value, b: Required value]"
     );
 }
+
+#[test]
+fn replication_controllers_and_pod_templates() {
+    let rcs = resource("", "replicationcontrollers");
+    let rc = |selector: Value, labels: Value, replicas: i64| {
+        json!({"metadata": {"name": "rc", "namespace": "default"}, "spec": {
+            "replicas": replicas, "selector": selector,
+            "template": {"metadata": {"labels": labels},
+                "spec": {"restartPolicy": "Always", "containers": [{"name": "web", "image": "nginx"}]}}
+        }})
+    };
+    assert!(causes(rcs, &rc(json!({"app": "web"}), json!({"app": "web"}), 2)).is_empty());
+    assert_eq!(
+        causes(rcs, &rc(json!({"app": "web"}), json!({"app": "db"}), -1)),
+        vec![
+            "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"db\"}: `selector` does not match template `labels`",
+        ]
+    );
+    let mut never = rc(json!({}), json!({"app": "web"}), 1);
+    never["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
+    never["spec"]["template"]["spec"]["activeDeadlineSeconds"] = json!(5);
+    assert_eq!(
+        causes(rcs, &never),
+        vec![
+            "spec.selector: Required value",
+            "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
+            "spec.template.spec.activeDeadlineSeconds: Invalid value: 5: activeDeadlineSeconds in ReplicationController is not Supported",
+        ]
+    );
+    let no_template = json!({"metadata": {"name": "rc", "namespace": "default"}, "spec": {"selector": {"a": "b"}}});
+    assert_eq!(
+        causes(rcs, &no_template),
+        vec!["spec.template: Required value"]
+    );
+
+    let templates = resource("", "podtemplates");
+    let template = json!({"metadata": {"name": "t", "namespace": "default"},
+        "template": {"metadata": {"labels": {"bad key!": "x"}}, "spec": {"containers": [{"name": "c"}]}}});
+    let got = causes(templates, &template);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got[0].starts_with("template.metadata.labels: Invalid value: \"bad key!\""));
+    assert_eq!(got[1], "template.spec.containers[0].image: Required value");
+}
+
+#[test]
+fn pod_disruption_budgets() {
+    let pdbs = resource("policy", "poddisruptionbudgets");
+    let pdb =
+        |spec: Value| json!({"metadata": {"name": "b", "namespace": "default"}, "spec": spec});
+    assert!(causes(
+        pdbs,
+        &pdb(json!({"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}))
+    )
+    .is_empty());
+    assert!(causes(pdbs, &pdb(json!({"maxUnavailable": "50%", "selector": {}}))).is_empty());
+    let both = causes(
+        pdbs,
+        &pdb(json!({"minAvailable": -1, "maxUnavailable": "101%"})),
+    );
+    assert_eq!(both.len(), 3, "{both:?}");
+    assert!(both[0].starts_with(
+        "spec: Invalid value: policy.PodDisruptionBudgetSpec{MinAvailable:(*intstr.IntOrString)(0x"
+    ));
+    assert!(both[0].ends_with("}: minAvailable and maxUnavailable cannot be both set"));
+    assert_eq!(
+        both[1],
+        "spec.minAvailable: Invalid value: -1: must be greater than or equal to 0"
+    );
+    assert_eq!(
+        both[2],
+        "spec.maxUnavailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"101%\"}: must not be greater than 100%"
+    );
+    assert_eq!(
+        causes(pdbs, &pdb(json!({"minAvailable": "half"}))),
+        vec!["spec.minAvailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"half\"}: a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%', or '93%', regex used for validation is '[0-9]+%')"]
+    );
+    assert_eq!(
+        causes(pdbs, &pdb(json!({"unhealthyPodEvictionPolicy": "Sometimes",
+            "selector": {"matchExpressions": [{"key": "app", "operator": "In"}, {"key": "x", "operator": "Near", "values": ["a"]}]}}))),
+        vec![
+            "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+            "spec.selector.matchExpressions[1].operator: Invalid value: \"Near\": not a valid selector operator",
+            "spec.unhealthyPodEvictionPolicy: Unsupported value: \"Sometimes\": supported values: \"AlwaysAllow\", \"IfHealthyBudget\"",
+        ]
+    );
+}

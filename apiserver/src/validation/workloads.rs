@@ -1,4 +1,5 @@
-//! Deployments, ReplicaSets and Jobs: replica counts, selectors and pod templates.
+//! Deployments, ReplicaSets, ReplicationControllers, Jobs and PodTemplates: replica counts,
+//! selectors and pod templates.
 
 use serde_json::Value;
 
@@ -52,6 +53,63 @@ pub(super) fn validate_replicated(kind: &str, spec: &Value, out: &mut Vec<Cause>
             ));
         }
     }
+}
+
+/// ReplicationControllers: a map selector that is not empty and matches the template's labels,
+/// and a template whose pods always restart and have no deadline.
+pub(super) fn validate_replication_controller(spec: &Value, out: &mut Vec<Cause>) {
+    non_negative(spec, "minReadySeconds", "spec", out);
+    let selector = map_of(spec, "selector").filter(|m| !m.is_empty());
+    if selector.is_none() {
+        out.push(Cause::required("spec.selector", ""));
+    }
+    non_negative(spec, "replicas", "spec", out);
+    let Some(template) = field_of(spec, "template").filter(|t| !t.is_null()) else {
+        out.push(Cause::required("spec.template", ""));
+        return;
+    };
+    let labels = field_of(template, "metadata").and_then(|m| map_of(m, "labels"));
+    if let Some(selector) = selector {
+        let matches = selector
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v));
+        if !matches {
+            out.push(Cause::invalid(
+                "spec.template.metadata.labels",
+                Bad::Raw(go_string_map(labels)),
+                "`selector` does not match template `labels`",
+            ));
+        }
+    }
+    validate_template(template, out);
+    let template_spec = field_of(template, "spec").unwrap_or(&Value::Null);
+    let policy = str_of(template_spec, "restartPolicy").unwrap_or_default();
+    if policy != "Always" {
+        out.push(Cause::not_supported(
+            "spec.template.spec.restartPolicy",
+            policy,
+            &["Always"],
+        ));
+    }
+    if let Some(deadline) = int_of(template_spec, "activeDeadlineSeconds") {
+        out.push(Cause::invalid(
+            "spec.template.spec.activeDeadlineSeconds",
+            deadline,
+            "activeDeadlineSeconds in ReplicationController is not Supported",
+        ));
+    }
+}
+
+/// A PodTemplate: the labels and pod spec of its `template`.
+pub(super) fn validate_pod_template(object: &Value, out: &mut Vec<Cause>) {
+    let template = field_of(object, "template").unwrap_or(&Value::Null);
+    let meta = field_of(template, "metadata").unwrap_or(&Value::Null);
+    validate_labels(map_of(meta, "labels"), "template.metadata.labels", out);
+    validate_pod_spec(
+        field_of(template, "spec").unwrap_or(&Value::Null),
+        "template.spec",
+        out,
+    );
 }
 
 pub(super) fn validate_job(spec: &Value, out: &mut Vec<Cause>) {

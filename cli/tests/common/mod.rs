@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod control_plane;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
