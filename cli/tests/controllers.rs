@@ -8,9 +8,10 @@ mod common;
 
 use std::time::Duration;
 
+use anyhow::Context;
 use common::control_plane::{
-    exactly_running, is_ready, pods_json, start_controllers, start_node_host, start_scheduler,
-    terminating,
+    common_args, exactly_running, is_ready, issue, pods_json, spawn, start_controllers,
+    start_node_host, start_scheduler, terminating,
 };
 use common::{wait_until, Cluster};
 use serde_json::Value;

@@ -270,7 +270,7 @@ impl DisruptionController {
                     .replicasets
                     .get_named(namespace, &owner.name)
                     .filter(|rs| rs.metadata.uid.as_deref() == Some(owner.uid.as_str()))
-                    .map(|rs| {
+                    .and_then(|rs| {
                         match controller_of(&rs.metadata).filter(|r| r.kind == "Deployment") {
                             Some(d) => self
                                 .deployments
@@ -279,8 +279,7 @@ impl DisruptionController {
                                 .map(|dep| (d.uid.clone(), dep.spec.replicas.unwrap_or(1))),
                             None => Some((owner.uid.clone(), rs.spec.replicas.unwrap_or(1))),
                         }
-                    })
-                    .flatten(),
+                    }),
                 "ReplicationController" => self
                     .controllers
                     .get_named(namespace, &owner.name)
