@@ -590,11 +590,8 @@ async fn resource_request(
             ))
         }
         (&Method::POST, Some(name), Some("eviction")) if resource.has_subresource("eviction") => {
-            let content_type = headers
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("application/json");
-            let body = decode_object(content_type, &read_body(request).await?)?;
+            // A protobuf body's envelope names the Eviction kind, so it decodes as one.
+            let body = read_object(resource, request).await?;
             let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;
             let answer = crate::eviction::evict(registry, ns, name, &body, &write).await?;
             let code = StatusCode::from_u16(answer.code).unwrap_or(StatusCode::CREATED);
