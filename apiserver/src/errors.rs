@@ -28,6 +28,12 @@ pub enum ApiError {
         group: String,
         kind: String,
     },
+    /// A server-side apply's conflicts: details carry one cause per contested field.
+    #[error("{message}")]
+    ApplyConflict {
+        message: String,
+        causes: Vec<Cause>,
+    },
     #[error("{message}")]
     Invalid {
         message: String,
@@ -150,7 +156,9 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             ApiError::NotFound { .. } => 404,
-            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
+            ApiError::AlreadyExists { .. }
+            | ApiError::Conflict { .. }
+            | ApiError::ApplyConflict { .. } => 409,
             ApiError::Invalid { .. } => 422,
             ApiError::BadRequest { .. } => 400,
             ApiError::Gone { .. } => 410,
@@ -170,7 +178,7 @@ impl ApiError {
         match self {
             ApiError::NotFound { .. } => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
-            ApiError::Conflict { .. } => "Conflict",
+            ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::BadRequest { .. } => "BadRequest",
             ApiError::Gone { .. } => "Expired",
@@ -217,6 +225,12 @@ impl ApiError {
                 causes,
                 ..
             } => Some(details(name, group, kind, causes)),
+            ApiError::ApplyConflict { causes, .. } => Some(json!({
+                "causes": causes
+                    .iter()
+                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                    .collect::<Vec<_>>()
+            })),
             _ => None,
         };
         if let Some(details) = details {

@@ -505,6 +505,10 @@ async fn resource_request(
     let table = wants_table(&headers);
     let mut write = write_options(&method, query)?;
     write.requester = Some(user.clone());
+    write.agent_manager = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(crate::field_manager::manager_from_user_agent);
     match (
         &method,
         target.name.as_deref(),
@@ -1075,6 +1079,27 @@ fn write_options(
         Some(value) if !options_kind.is_empty() => dry_run::parse(&[value.as_str()], options_kind)?,
         _ => false,
     };
+    let field_manager = query.get("fieldManager").filter(|m| !m.is_empty()).cloned();
+    if let Some(manager) = &field_manager {
+        let causes = crate::field_manager::validate_manager(manager);
+        if !causes.is_empty() {
+            let listed: Vec<String> = causes
+                .iter()
+                .map(|c| format!("{}: {}", c.field, c.message))
+                .collect();
+            let listed = match listed.as_slice() {
+                [one] => one.clone(),
+                many => format!("[{}]", many.join(", ")),
+            };
+            return Err(ApiError::Invalid {
+                message: format!("{options_kind}.meta.k8s.io \"\" is invalid: {listed}"),
+                name: String::new(),
+                group: "meta.k8s.io".into(),
+                kind: options_kind.into(),
+                causes,
+            });
+        }
+    }
     Ok(WriteOptions {
         dry_run,
         field_validation: FieldValidation::parse(
@@ -1083,7 +1108,8 @@ fn write_options(
                 .map(String::as_str)
                 .unwrap_or(""),
         )?,
-        field_manager: query.get("fieldManager").cloned(),
+        field_manager,
+        agent_manager: None,
         requester: None,
     })
 }

@@ -44,6 +44,7 @@ pub mod dry_run;
 pub mod errors;
 pub mod event_view;
 pub mod eviction;
+pub mod field_manager;
 pub mod go_json;
 pub mod http;
 pub mod http_limits;

@@ -27,6 +27,12 @@ pub enum PatchError {
     /// primitive in a list that merges maps by key.
     #[error("strategic merge patch: {path}: {reason}")]
     TypeMismatch { path: String, reason: String },
+    /// A server-side apply would change fields other managers own (and `force` is not set).
+    #[error("{message}")]
+    Conflict {
+        message: String,
+        conflicts: Vec<crate::field_manager::Conflict>,
+    },
 }
 
 impl PatchError {
@@ -35,6 +41,7 @@ impl PatchError {
     pub fn http_code(&self) -> u16 {
         match self {
             PatchError::Malformed { .. } => 400,
+            PatchError::Conflict { .. } => 409,
             PatchError::InvalidOperation { .. }
             | PatchError::InvalidPointer { .. }
             | PatchError::PathNotFound { .. }

@@ -7,25 +7,13 @@ use serde_json::{Map, Value};
 use super::error::{malformed, PatchError};
 use super::list_strategy::{list_strategy, ListStrategy};
 use super::strategic_merge::StrategicMerger;
-
-/// Metadata fields Kubernetes never records in managedFields (its "strip meta" set).
-const UNMANAGED_METADATA: &[&str] = &[
-    "name",
-    "namespace",
-    "creationTimestamp",
-    "selfLink",
-    "uid",
-    "clusterName",
-    "generation",
-    "managedFields",
-    "resourceVersion",
-];
+use crate::field_manager::{self, FieldSet, Writer};
 
 /// Server-side apply of `config` to `original` (`null` when the object doesn't exist yet).
 ///
-/// Simplifications, compared with Kubernetes' structured-merge-diff:
-/// - Conflicts are not detected, so `force` changes nothing: the applier always wins. Ownership
-///   of other managers is neither transferred nor shared, only respected when removing fields.
+/// Changing a field another manager owns is a conflict unless `force` is set (see
+/// [`field_manager::apply_ownership`]). Simplifications, compared with Kubernetes'
+/// structured-merge-diff:
 /// - Lists use the strategic-merge keys of [`list_strategy`] rather than the OpenAPI list-map keys
 ///   (so container ports are keyed by `containerPort` alone, not `containerPort`+`protocol`).
 /// - Fields the manager applied before and omits now are removed unless another manager's
@@ -38,8 +26,6 @@ pub(super) fn server_side_apply(
     force: bool,
     now: DateTime<Utc>,
 ) -> Result<Value, PatchError> {
-    // Without conflict detection there is nothing for `force` to override.
-    let _ = force;
     let Value::Object(mut config) = config else {
         return Err(malformed("an apply configuration must be an object"));
     };
@@ -68,22 +54,15 @@ pub(super) fn server_side_apply(
         Value::Object(map) => map.clone(),
         _ => return Err(malformed("the stored object is not a JSON object")),
     };
-    let entries: Vec<Value> = base
-        .get("metadata")
-        .and_then(|m| m.get("managedFields"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let is_ours = |entry: &Value| {
-        entry.get("manager").and_then(Value::as_str) == Some(field_manager)
-            && entry.get("operation").and_then(Value::as_str) == Some("Apply")
-    };
-    let fields_of = |entry: &Value| entry.get("fieldsV1").and_then(Value::as_object).cloned();
-    let previous = entries.iter().find(|e| is_ours(e)).and_then(fields_of);
+    let entries = field_manager::decode(original);
+    let previous = entries
+        .iter()
+        .find(|e| e.manager == field_manager && e.operation == "Apply")
+        .map(|e| e.fields.to_fields_v1());
     let others: Vec<Map<String, Value>> = entries
         .iter()
-        .filter(|e| !is_ours(e))
-        .filter_map(fields_of)
+        .filter(|e| !(e.manager == field_manager && e.operation == "Apply"))
+        .filter_map(|e| e.fields.to_fields_v1().as_object().cloned())
         .collect();
 
     let new_fields = apply_field_set(kind, &config);
@@ -92,31 +71,26 @@ pub(super) fn server_side_apply(
         directives: false,
     };
     let mut merged = Value::Object(merger.merge_map(base, &config, &mut Vec::new())?);
-    if let Some(previous) = &previous {
+    if let Some(Value::Object(previous)) = &previous {
         let others: Vec<&Map<String, Value>> = others.iter().collect();
         remove_disowned(&mut merged, previous, Some(&new_fields), &others);
     }
 
-    // The same fields applied again leave the manager's entry (and its time) as it was, so
-    // that an apply which changes nothing writes nothing.
-    let unchanged = entries.iter().find(|e| is_ours(e)).is_some_and(|e| {
-        e.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str())
-            && e.get("fieldsV1").and_then(Value::as_object) == Some(&new_fields)
-    });
-    let managed: Vec<Value> = if unchanged {
-        entries
-    } else {
-        let mut managed: Vec<Value> = entries.into_iter().filter(|e| !is_ours(e)).collect();
-        managed.push(serde_json::json!({
-            "manager": field_manager,
-            "operation": "Apply",
-            "apiVersion": api_version,
-            "time": now.to_rfc3339_opts(SecondsFormat::Secs, true),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": new_fields,
-        }));
-        managed
+    let writer = Writer {
+        manager: field_manager,
+        kind,
+        api_version: &api_version,
+        subresource: None,
+        has_status: false,
     };
+    let applied = FieldSet::from_fields_v1(&Value::Object(new_fields));
+    let time = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let managed = field_manager::apply_ownership(&writer, original, &merged, applied, force, &time)
+        .map_err(|conflicts| PatchError::Conflict {
+            message: field_manager::conflict_message(&conflicts),
+            conflicts,
+        })?;
+    field_manager::sync_last_applied(field_manager, original, &mut merged, &Value::Object(config));
     if let Value::Object(object) = &mut merged {
         let metadata = object
             .entry("metadata")
@@ -124,10 +98,8 @@ pub(super) fn server_side_apply(
         if !metadata.is_object() {
             *metadata = Value::Object(Map::new());
         }
-        if let Value::Object(metadata) = metadata {
-            metadata.insert("managedFields".to_string(), Value::Array(managed));
-        }
     }
+    field_manager::encode(&mut merged, managed);
     Ok(merged)
 }
 
@@ -154,7 +126,7 @@ fn apply_field_set(kind: &str, config: &Map<String, Value>) -> Map<String, Value
     set.remove("f:apiVersion");
     set.remove("f:kind");
     if let Some(Value::Object(metadata)) = set.get_mut("f:metadata") {
-        for field in UNMANAGED_METADATA {
+        for field in field_manager::UNMANAGED_METADATA {
             metadata.remove(&format!("f:{field}"));
         }
         if metadata.is_empty() {
@@ -408,11 +380,12 @@ spec:
 
         let managed = out["metadata"]["managedFields"].as_array().unwrap();
         assert_eq!(managed.len(), 2);
-        assert_eq!(managed[0]["manager"], "labeller");
-        assert_eq!(managed[1]["manager"], "kubectl");
-        assert_eq!(managed[1]["time"], "2025-01-02T03:04:09Z");
+        // kube-apiserver's order: Apply entries before Update ones.
+        assert_eq!(managed[0]["manager"], "kubectl");
+        assert_eq!(managed[1]["manager"], "labeller");
+        assert_eq!(managed[0]["time"], "2025-01-02T03:04:09Z");
         assert_eq!(
-            managed[1]["fieldsV1"]["f:metadata"],
+            managed[0]["fieldsV1"]["f:metadata"],
             json!({"f:annotations": {"f:a": {}}})
         );
 

@@ -39,6 +39,8 @@ pub struct WriteOptions {
     /// `Strict` rejects unknown fields; `Warn`/`Ignore` drop them.
     pub field_validation: FieldValidation,
     pub field_manager: Option<String>,
+    /// The manager the client's User-Agent names, for writes without `fieldManager`.
+    pub agent_manager: Option<String>,
     /// Who writes, for RBAC's escalation check (None: the server itself, unchecked).
     pub requester: Option<Arc<UserInfo>>,
 }
@@ -49,6 +51,17 @@ pub enum FieldValidation {
     #[default]
     Warn,
     Ignore,
+}
+
+impl WriteOptions {
+    /// Who the write's fields are recorded for: `fieldManager`, else the User-Agent's name
+    /// (None for the server's own writes, which record nothing).
+    pub fn manager(&self) -> Option<&str> {
+        self.field_manager
+            .as_deref()
+            .or(self.agent_manager.as_deref())
+            .filter(|m| !m.is_empty())
+    }
 }
 
 impl FieldValidation {
@@ -390,6 +403,19 @@ fn from_view(resource: &ResourceInfo, object: Value) -> Value {
 }
 
 fn patch_error(e: crate::patch::PatchError) -> ApiError {
+    if let crate::patch::PatchError::Conflict { message, conflicts } = e {
+        return ApiError::ApplyConflict {
+            message,
+            causes: conflicts
+                .into_iter()
+                .map(|c| crate::validation::Cause {
+                    reason: "FieldManagerConflict".into(),
+                    message: format!("conflict with {}", c.manager),
+                    field: c.field,
+                })
+                .collect(),
+        };
+    }
     if e.http_code() == 422 {
         ApiError::Invalid {
             message: e.to_string(),

@@ -15,6 +15,7 @@ use super::{
 use crate::admission::policy::NamespaceFacts;
 use crate::admission::{CreateRequest, Plugin};
 use crate::errors::ApiError;
+use crate::field_manager;
 use crate::meta;
 use crate::patch::PatchType;
 use crate::pipeline::{AdmissionTimer, AdmissionVerb};
@@ -123,8 +124,22 @@ impl Registry {
         &self,
         resource: &'static ResourceInfo,
         namespace: Option<&str>,
+        object: Value,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        self.create_object(resource, namespace, object, options, true)
+            .await
+    }
+
+    /// Creates `object`; `record` says whether the write's fields are recorded for its manager
+    /// (not when server-side apply already did).
+    async fn create_object(
+        &self,
+        resource: &'static ResourceInfo,
+        namespace: Option<&str>,
         mut object: Value,
         options: &WriteOptions,
+        record: bool,
     ) -> Result<Value, ApiError> {
         check_kind(resource, &mut object)?;
         strategy::prepare_create(resource, namespace, &mut object)?;
@@ -195,6 +210,9 @@ impl Registry {
         admission_time.resume();
         self.admission.validate_create(&request, &object)?;
         admission_time.pause();
+        if record {
+            record_fields(resource, None, &json!({}), &mut object, options);
+        }
         self.check_rbac_write(resource, options, None, &object)?;
         let key = Self::key(resource, ns.as_deref(), &name);
         let lease = if options.dry_run {
@@ -299,6 +317,7 @@ impl Registry {
                 strategy::prepare_update(resource, current, &mut next, subresource);
                 admission_time
                     .time(|| self.mutate_update(resource, current, &mut next, subresource));
+                record_fields(resource, subresource, current, &mut next, options);
                 Ok(Some(next))
             },
         )
@@ -319,10 +338,7 @@ impl Registry {
         force: bool,
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
-        let manager = options
-            .field_manager
-            .clone()
-            .unwrap_or_else(|| "unknown".into());
+        let manager = options.manager().unwrap_or("unknown").to_string();
         let key = Self::key(resource, namespace, name);
         if patch_type == PatchType::Apply && self.current(resource, &key).await?.is_none() {
             // Server-side apply creates what does not exist.
@@ -335,7 +351,9 @@ impl Registry {
                 force,
             )
             .map_err(patch_error)?;
-            return self.create(resource, namespace, created, options).await;
+            return self
+                .create_object(resource, namespace, created, options, false)
+                .await;
         }
         let admission_time = AdmissionTimer::paused(AdmissionVerb::Patch);
         self.guaranteed_update(
@@ -373,6 +391,9 @@ impl Registry {
                 strategy::prepare_update(resource, current, &mut next, subresource);
                 admission_time
                     .time(|| self.mutate_update(resource, current, &mut next, subresource));
+                if patch_type != PatchType::Apply {
+                    record_fields(resource, subresource, current, &mut next, options);
+                }
                 Ok(Some(next))
             },
         )
@@ -541,6 +562,30 @@ impl Registry {
         .await
         .map(|_| ())
     }
+}
+
+/// Records what a write changed from `live` to `next` for its manager in `next`'s
+/// managedFields (see [`field_manager::record_update`]).
+fn record_fields(
+    resource: &ResourceInfo,
+    subresource: Option<&str>,
+    live: &Value,
+    next: &mut Value,
+    options: &WriteOptions,
+) {
+    let Some(manager) = options.manager() else {
+        return;
+    };
+    let api_version = resource.api_version();
+    let writer = field_manager::Writer {
+        manager,
+        kind: resource.kind,
+        api_version: &api_version,
+        subresource,
+        has_status: resource.has_subresource("status"),
+    };
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    field_manager::record_update(&writer, live, next, &now);
 }
 
 /// Whether two objects are equal but for `metadata.resourceVersion` (what the store does not
