@@ -30,10 +30,7 @@ pub enum ApiError {
     },
     /// A server-side apply's conflicts: details carry one cause per contested field.
     #[error("{message}")]
-    ApplyConflict {
-        message: String,
-        causes: Vec<Cause>,
-    },
+    ApplyConflict { message: String, causes: Vec<Cause> },
     #[error("{message}")]
     Invalid {
         message: String,

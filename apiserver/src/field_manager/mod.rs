@@ -127,7 +127,10 @@ impl Entry {
             manager: text("manager"),
             operation: text("operation"),
             api_version: text("apiVersion"),
-            time: value.get("time").and_then(Value::as_str).map(str::to_string),
+            time: value
+                .get("time")
+                .and_then(Value::as_str)
+                .map(str::to_string),
             subresource: text("subresource"),
             fields: value
                 .get("fieldsV1")
@@ -167,13 +170,20 @@ pub fn decode(object: &Value) -> Vec<Entry> {
 pub fn encode(object: &mut Value, mut entries: Vec<Entry>) {
     entries.retain(|e| !e.fields.is_empty());
     entries.sort_by(|a, b| {
-        (&a.operation, &a.time, &a.manager, &a.api_version, &a.subresource).cmp(&(
-            &b.operation,
-            &b.time,
-            &b.manager,
-            &b.api_version,
-            &b.subresource,
-        ))
+        (
+            &a.operation,
+            &a.time,
+            &a.manager,
+            &a.api_version,
+            &a.subresource,
+        )
+            .cmp(&(
+                &b.operation,
+                &b.time,
+                &b.manager,
+                &b.api_version,
+                &b.subresource,
+            ))
     });
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
@@ -361,7 +371,7 @@ pub fn apply_ownership(
         };
         strip(live) != strip(merged)
     };
-    let previous = entries.iter().position(|e| own(e));
+    let previous = entries.iter().position(own);
     for entry in entries.iter_mut().filter(|e| !own(e)) {
         entry.fields = entry.fields.difference(&changed).difference(&removed);
     }
@@ -426,10 +436,13 @@ pub fn sync_last_applied(manager: &str, live: &Value, merged: &mut Value, config
         }
     }
     let text = format!("{config}\n");
-    if let Some(annotations) = merged
-        .pointer_mut("/metadata/annotations")
-        .and_then(Value::as_object_mut)
-    {
+    let Some(metadata) = merged.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let annotations = metadata
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(annotations) = annotations {
         annotations.insert(LAST_APPLIED.into(), Value::String(text));
     }
 }

@@ -53,6 +53,14 @@ impl FieldSet {
         Value::Object(map)
     }
 
+    /// The set holding just this node.
+    pub fn leaf() -> FieldSet {
+        FieldSet {
+            member: true,
+            children: BTreeMap::new(),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         !self.member && self.children.is_empty()
     }
@@ -206,9 +214,7 @@ pub fn value_set(kind: &str, value: &Value, path: &mut Vec<String>) -> FieldSet 
             ListStrategy::Atomic => set.member = true,
             ListStrategy::PrimitiveSet => {
                 for item in items {
-                    let mut leaf = FieldSet::default();
-                    leaf.member = true;
-                    set.insert_child(format!("v:{item}"), leaf);
+                    set.insert_child(format!("v:{item}"), FieldSet::leaf());
                 }
             }
             ListStrategy::MergeByKey(key) => {

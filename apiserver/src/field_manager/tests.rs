@@ -105,7 +105,12 @@ fn updates_merge_per_manager_and_take_fields_over() {
         .iter()
         .find(|e| e.manager == "kubectl-create")
         .unwrap();
-    assert!(create.fields.child("f:spec").unwrap().child("f:replicas").is_none());
+    assert!(create
+        .fields
+        .child("f:spec")
+        .unwrap()
+        .child("f:replicas")
+        .is_none());
     assert_eq!(create.time.as_deref(), Some("2025-01-02T03:04:05Z"));
     let scaler = entries.iter().find(|e| e.manager == "scaler").unwrap();
     assert_eq!(
@@ -240,7 +245,10 @@ fn field_manager_validation() {
         manager_from_user_agent("kubectl/v1.32.0 (linux/amd64) kubernetes/70d3cc9"),
         "kubectl"
     );
-    assert_eq!(manager_from_user_agent("python-requests"), "python-requests");
+    assert_eq!(
+        manager_from_user_agent("python-requests"),
+        "python-requests"
+    );
 }
 
 fn at(second: u32) -> chrono::DateTime<Utc> {
@@ -249,7 +257,12 @@ fn at(second: u32) -> chrono::DateTime<Utc> {
         .unwrap()
 }
 
-fn apply_deployment(live: &Value, replicas: i64, manager: &str, force: bool) -> Result<Value, PatchError> {
+fn apply_deployment(
+    live: &Value,
+    replicas: i64,
+    manager: &str,
+    force: bool,
+) -> Result<Value, PatchError> {
     let config = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": "default"},
@@ -299,7 +312,12 @@ fn apply_conflicts_with_an_updater_unless_forced_or_equal() {
     assert_eq!(entries[0].operation, "Apply");
     for entry in &entries {
         assert!(
-            entry.fields.child("f:spec").unwrap().child("f:replicas").is_some(),
+            entry
+                .fields
+                .child("f:spec")
+                .unwrap()
+                .child("f:replicas")
+                .is_some(),
             "{entry:?}"
         );
     }
@@ -356,8 +374,7 @@ fn kubectl_takes_over_its_client_side_applied_fields() {
     let mut live = deployment(1, "nginx");
     let last_applied = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 1}});
-    live["metadata"]["annotations"] =
-        json!({ LAST_APPLIED: format!("{last_applied}\n") });
+    live["metadata"]["annotations"] = json!({ LAST_APPLIED: format!("{last_applied}\n") });
     record_update(
         &writer("kubectl-client-side-apply", "Deployment", "apps/v1"),
         &json!({}),
@@ -369,7 +386,9 @@ fn kubectl_takes_over_its_client_side_applied_fields() {
     // ...but kubectl's server-side apply takes the fields its client-side apply set.
     let out = apply_deployment(&live, 2, "kubectl", false).unwrap();
     assert_eq!(out["spec"]["replicas"], 2);
-    let annotation = out["metadata"]["annotations"][LAST_APPLIED].as_str().unwrap();
+    let annotation = out["metadata"]["annotations"][LAST_APPLIED]
+        .as_str()
+        .unwrap();
     let recorded: Value = serde_json::from_str(annotation).unwrap();
     assert_eq!(recorded["spec"]["replicas"], 2);
 }

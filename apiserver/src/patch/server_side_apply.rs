@@ -54,15 +54,27 @@ pub(super) fn server_side_apply(
         Value::Object(map) => map.clone(),
         _ => return Err(malformed("the stored object is not a JSON object")),
     };
+    let writer = Writer {
+        manager: field_manager,
+        kind,
+        api_version: &api_version,
+        subresource: None,
+        has_status: false,
+    };
+    // What the manager owned before, less what no one can own (kubectl's move from client-side
+    // apply may give it the object's name): dropping those would drop the name itself.
+    let owned = |entry: &field_manager::Entry| {
+        let mut fields = entry.fields.clone();
+        writer.strip(&mut fields);
+        fields.to_fields_v1().as_object().cloned()
+    };
     let entries = field_manager::decode(original);
-    let previous = entries
-        .iter()
-        .find(|e| e.manager == field_manager && e.operation == "Apply")
-        .map(|e| e.fields.to_fields_v1());
+    let is_ours = |e: &field_manager::Entry| e.manager == field_manager && e.operation == "Apply";
+    let previous = entries.iter().find(|e| is_ours(e)).and_then(owned);
     let others: Vec<Map<String, Value>> = entries
         .iter()
-        .filter(|e| !(e.manager == field_manager && e.operation == "Apply"))
-        .filter_map(|e| e.fields.to_fields_v1().as_object().cloned())
+        .filter(|e| !is_ours(e))
+        .filter_map(owned)
         .collect();
 
     let new_fields = apply_field_set(kind, &config);
@@ -71,18 +83,11 @@ pub(super) fn server_side_apply(
         directives: false,
     };
     let mut merged = Value::Object(merger.merge_map(base, &config, &mut Vec::new())?);
-    if let Some(Value::Object(previous)) = &previous {
+    if let Some(previous) = &previous {
         let others: Vec<&Map<String, Value>> = others.iter().collect();
         remove_disowned(&mut merged, previous, Some(&new_fields), &others);
     }
 
-    let writer = Writer {
-        manager: field_manager,
-        kind,
-        api_version: &api_version,
-        subresource: None,
-        has_status: false,
-    };
     let applied = FieldSet::from_fields_v1(&Value::Object(new_fields));
     let time = now.to_rfc3339_opts(SecondsFormat::Secs, true);
     let managed = field_manager::apply_ownership(&writer, original, &merged, applied, force, &time)
@@ -201,7 +206,12 @@ fn remove_disowned(
             .iter()
             .filter_map(|o| o.get(path_element).and_then(Value::as_object))
             .collect();
-        if current_child.is_none() && others_child.is_empty() {
+        // Only a node the manager owned itself goes whole; below a node it merely reached
+        // through (`f:metadata`), only what it owned there.
+        let owned_itself = previous_child
+            .as_object()
+            .is_some_and(|c| c.is_empty() || c.contains_key("."));
+        if current_child.is_none() && others_child.is_empty() && owned_itself {
             remove_path_element(value, path_element);
             continue;
         }
