@@ -102,8 +102,13 @@ async fn bodies_are_written_as_kube_apiserver_writes_them() -> anyhow::Result<()
         body.starts_with(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"settings","namespace":"default","uid":""#),
         "{body}"
     );
+    // kubectl create's managedFields entry, in ManagedFieldsEntry's field order.
     assert!(
-        body.ends_with("Z\"},\"data\":{\"mode\":\"a\\u003cb\"}}\n"),
+        body.contains(r#"Z","managedFields":[{"manager":"kubectl-create","operation":"Update","apiVersion":"v1","time":""#),
+        "{body}"
+    );
+    assert!(
+        body.ends_with("Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:data\":{\".\":{},\"f:mode\":{}}}}]},\"data\":{\"mode\":\"a\\u003cb\"}}\n"),
         "{body}"
     );
 

@@ -218,9 +218,26 @@ fn remove_disowned(
         let Some(previous_child) = previous_child.as_object() else {
             continue;
         };
-        if let Some(child) = locate_path_element(value, path_element) {
-            remove_disowned(child, previous_child, current_child, &others_child);
+        let emptied = match locate_path_element(value, path_element) {
+            Some(child) => {
+                let had_content = !is_empty_container(child);
+                remove_disowned(child, previous_child, current_child, &others_child);
+                had_content && is_empty_container(child)
+            }
+            None => false,
+        };
+        // A map or list left empty by the removal goes too, unless still applied.
+        if emptied && current_child.is_none() {
+            remove_path_element(value, path_element);
         }
+    }
+}
+
+fn is_empty_container(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        _ => false,
     }
 }
 
