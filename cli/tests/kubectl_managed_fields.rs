@@ -278,7 +278,7 @@ async fn client_side_apply_moves_to_server_side() -> anyhow::Result<()> {
         entries
             .iter()
             .filter(|e| e["manager"] == "kubectl-client-side-apply")
-            .all(|e| e["fieldsV1"].get("f:data").is_none()),
+            .all(|e| e["fieldsV1"]["f:data"].get("f:mode").is_none()),
         "{entries:#?}"
     );
     let settings: Value =

@@ -1,6 +1,7 @@
 //! The writing verbs: create, update (PUT), patch and the pod binding, with their admission,
 //! and the read-modify-write loop behind every update (Kubernetes' GuaranteedUpdate).
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -356,49 +357,77 @@ impl Registry {
                 .await;
         }
         let admission_time = AdmissionTimer::paused(AdmissionVerb::Patch);
-        self.guaranteed_update(
-            resource,
-            namespace,
-            name,
-            subresource,
-            None,
-            options,
-            Some(&admission_time),
-            |current| {
-                let shown = view_of(resource, current);
-                let mut patched =
-                    crate::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
-                        .map_err(patch_error)?;
-                check_kind(resource, &mut patched)?;
-                if meta::name(&patched) != name {
-                    return Err(ApiError::bad_request(
-                        "the patch may not change the object's name",
-                    ));
+        // A patch may pin a resourceVersion the cache has not reached yet (a client patching
+        // what its own write just returned, as kubectl does with managedFields): then the
+        // cache is waited for, once, rather than answering a conflict.
+        let ahead_of_cache = AtomicI64::new(0);
+        let mutate = |current: &Value| {
+            let shown = view_of(resource, current);
+            let mut patched =
+                crate::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
+                    .map_err(patch_error)?;
+            check_kind(resource, &mut patched)?;
+            if meta::name(&patched) != name {
+                return Err(ApiError::bad_request(
+                    "the patch may not change the object's name",
+                ));
+            }
+            let pinned = meta::resource_version(&patched).to_string();
+            if !pinned.is_empty() && pinned != meta::resource_version(current) {
+                let pinned_rv = pinned.parse::<i64>().ok();
+                let current_rv = meta::resource_version(current).parse::<i64>().ok();
+                if let (Some(p), Some(c)) = (pinned_rv, current_rv) {
+                    if p > c {
+                        ahead_of_cache.store(p, Ordering::Relaxed);
+                    }
                 }
-                let pinned = meta::resource_version(&patched).to_string();
-                if !pinned.is_empty() && pinned != meta::resource_version(current) {
-                    return Err(ApiError::stale(resource, name));
-                }
-                let admitted = if subresource == Some("status")
-                    && options.field_validation != FieldValidation::Strict
-                    && same_but_status(&shown, &patched)
-                {
-                    self.admit_status(resource, patched)?
-                } else {
-                    self.admit(resource, patched, options.field_validation)?
-                };
-                let mut next = from_view(resource, admitted);
-                strategy::prepare_update(resource, current, &mut next, subresource);
-                admission_time
-                    .time(|| self.mutate_update(resource, current, &mut next, subresource));
-                if patch_type != PatchType::Apply {
-                    record_fields(resource, subresource, current, &mut next, options);
-                }
-                Ok(Some(next))
-            },
-        )
-        .await
-        .inspect(|_| admission_time.finish(&self.pipeline))
+                return Err(ApiError::stale(resource, name));
+            }
+            let admitted = if subresource == Some("status")
+                && options.field_validation != FieldValidation::Strict
+                && same_but_status(&shown, &patched)
+            {
+                self.admit_status(resource, patched)?
+            } else {
+                self.admit(resource, patched, options.field_validation)?
+            };
+            let mut next = from_view(resource, admitted);
+            strategy::prepare_update(resource, current, &mut next, subresource);
+            admission_time.time(|| self.mutate_update(resource, current, &mut next, subresource));
+            if patch_type != PatchType::Apply {
+                record_fields(resource, subresource, current, &mut next, options);
+            }
+            Ok(Some(next))
+        };
+        let mut result = self
+            .guaranteed_update(
+                resource,
+                namespace,
+                name,
+                subresource,
+                None,
+                options,
+                Some(&admission_time),
+                &mutate,
+            )
+            .await;
+        let rv = ahead_of_cache.load(Ordering::Relaxed);
+        if matches!(result, Err(ApiError::Conflict { .. })) && rv > 0 {
+            self.cache.wait_for(rv, Duration::from_secs(2)).await?;
+            result = self
+                .guaranteed_update(
+                    resource,
+                    namespace,
+                    name,
+                    subresource,
+                    None,
+                    options,
+                    Some(&admission_time),
+                    &mutate,
+                )
+                .await;
+        }
+        result.inspect(|_| admission_time.finish(&self.pipeline))
     }
 
     /// The mutating admission of an update: a replaced quota's status follows its spec.
