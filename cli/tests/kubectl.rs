@@ -148,7 +148,13 @@ async fn run_on_node(c: &Cluster, pod: &str, node: &str) -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_drives_pods_through_their_lifecycle() -> anyhow::Result<()> {
-    let c = Cluster::start(1).await?;
+    // Pods run as `default`, as in a cluster whose controller manager made the account.
+    let c = Cluster::start_with_api_args(
+        1,
+        &["--enable-admission-plugins=ServiceAccount".to_string()],
+    )
+    .await?;
+    c.ok(&["create", "serviceaccount", "default"]);
 
     assert!(c.ok(&["version"]).contains("Server Version: v1.37"));
     let resources = c.ok(&["api-resources"]);
@@ -337,6 +343,7 @@ async fn kubectl_drives_pods_through_their_lifecycle() -> anyhow::Result<()> {
         &["apply", "-f", "-"],
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: m61-namespace\n",
     );
+    c.ok(&["create", "serviceaccount", "default", "-n", "m61-namespace"]);
     let busybox = c.file("busybox.yaml", BUSYBOX);
     assert!(c
         .ok(&["apply", "-f", &busybox])
