@@ -759,7 +759,10 @@ fn etcdctl_reaches_the_store_of_a_running_cluster() {
 /// to set `current-context` wins), and `--context` choosing another.
 #[test]
 fn kemu_load_reads_kubeconfig_and_context_as_kubectl_does() {
-    let c = TestCluster::new(&small_config("kubeconfig", 1, ""));
+    // The controller manager makes the load namespaces' `default` ServiceAccounts.
+    let config = small_config("kubeconfig", 1, "")
+        .replace("[controllers]\nreplicas = 0", "[controllers]\nreplicas = 1");
+    let c = TestCluster::new(&config);
     c.up_detached();
     let tmp = tempfile::tempdir().unwrap();
     // A first file whose current context names a cluster that is nowhere defined.
