@@ -155,7 +155,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         namespaced: true,
         short_names: &["sa"],
         verbs: ALL_VERBS,
-        subresources: &[],
+        subresources: &["token"],
         categories: &[],
         storage: "serviceaccounts",
     },

@@ -1,8 +1,9 @@
 //! Authentication: who is asking.
 //!
-//! Two ways in, as kube-apiserver's: a client certificate signed by the cluster CA (the TLS
-//! layer has already verified it; CN is the user, each O a group), and a bearer token from the
-//! static token file (`--token-auth-file`, Kubernetes' CSV format `token,user,uid,"g1,g2"`).
+//! The ways in, as kube-apiserver's: a client certificate signed by the cluster CA (the TLS
+//! layer has already verified it; CN is the user, each O a group), a bearer token from the
+//! static token file (`--token-auth-file`, Kubernetes' CSV format `token,user,uid,"g1,g2"`),
+//! and a service account token (see [`crate::service_account_tokens`]).
 //! Everyone authenticated is also in `system:authenticated`. There is no anonymous user: a
 //! request with neither gets 401, except on the paths [`is_public_path`] names.
 
@@ -206,14 +207,34 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
 }
 
 /// Decides who a request is from.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Authenticator {
     tokens: TokenFile,
+    service_accounts: Option<Arc<crate::service_account_tokens::ServiceAccountTokens>>,
 }
 
 impl Authenticator {
     pub fn new(tokens: TokenFile) -> Authenticator {
-        Authenticator { tokens }
+        Authenticator {
+            tokens,
+            service_accounts: None,
+        }
+    }
+
+    /// Also takes the service account tokens `service_accounts` signed.
+    pub fn with_service_accounts(
+        mut self,
+        service_accounts: Arc<crate::service_account_tokens::ServiceAccountTokens>,
+    ) -> Authenticator {
+        self.service_accounts = Some(service_accounts);
+        self
+    }
+
+    /// The signer of service account tokens, when this server has one.
+    pub fn service_accounts(
+        &self,
+    ) -> Option<&Arc<crate::service_account_tokens::ServiceAccountTokens>> {
+        self.service_accounts.as_ref()
     }
 
     /// The user of a request: its verified client certificate wins (as kube-apiserver tries
@@ -229,10 +250,17 @@ impl Authenticator {
         let token = authorization
             .and_then(|h| std::str::from_utf8(h).ok())
             .and_then(bearer_token);
-        match token.and_then(|t| self.tokens.user(t)) {
-            Some(user) => Ok(user.clone()),
-            None => Err(unauthorized()),
+        let Some(token) = token else {
+            return Err(unauthorized());
+        };
+        if let Some(user) = self.tokens.user(token) {
+            return Ok(user.clone());
         }
+        self.service_accounts
+            .as_ref()
+            .and_then(|s| s.authenticate(token))
+            .map(Arc::new)
+            .ok_or_else(unauthorized)
     }
 }
 

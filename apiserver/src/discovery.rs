@@ -132,6 +132,11 @@ fn subresource(r: &ResourceInfo, sub: &str) -> APIResource {
         "binding" => ("Binding", &["create"], None),
         "log" => ("Pod", &["get"], None),
         "eviction" => ("Eviction", &["create"], Some(("policy", "v1"))),
+        "token" => (
+            "TokenRequest",
+            &["create"],
+            Some(("authentication.k8s.io", "v1")),
+        ),
         "finalize" => (r.kind, &["update"], None),
         "scale" => (
             "Scale",

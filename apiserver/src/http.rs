@@ -584,6 +584,23 @@ async fn resource_request(
             let created = registry.create(resource, ns, body, &write).await?;
             Ok(json_response(StatusCode::CREATED, &created))
         }
+        (&Method::POST, Some(name), Some("token"))
+            if resource.group.is_empty() && resource.plural == "serviceaccounts" =>
+        {
+            let request = read_object(resource, request).await?;
+            let tokens = state
+                .authenticator
+                .service_accounts()
+                .ok_or_else(|| ApiError::internal("this server signs no tokens"))?;
+            let account = registry.get(resource, ns, name).await?;
+            let answered = crate::service_account_tokens::answer(
+                tokens,
+                &account,
+                &request,
+                chrono::Utc::now(),
+            )?;
+            Ok(json_response(StatusCode::CREATED, &answered))
+        }
         (&Method::POST, Some(name), Some("binding")) => {
             let body = read_object(resource, request).await?;
             let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;

@@ -32,6 +32,8 @@
 //!   [`pipeline`]: the time authentication, authorization and admission take per request.
 //! - [`kubernetes_service`]: the `kubernetes` Service in `default` and its endpoints, listing
 //!   the API servers.
+//! - [`service_account_tokens`]: TokenRequest (`serviceaccounts/token`) and the JWTs it signs,
+//!   which the authenticator accepts as the account.
 //! - [`server`]: [`server::run`] wires one replica together.
 
 pub mod admission;
@@ -62,6 +64,7 @@ pub mod registry;
 pub mod reviews;
 pub mod scale;
 pub mod server;
+pub mod service_account_tokens;
 pub mod storage;
 pub mod stored;
 pub mod strategy;

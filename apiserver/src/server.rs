@@ -254,6 +254,12 @@ pub async fn run(
         ));
     }
     let tls = TlsIdentity::load(&config.certs_dir, &config.identity)?;
+    let (private_key, public_key) = transport::pki::service_account_key(&config.certs_dir)?;
+    let service_accounts = Arc::new(
+        crate::service_account_tokens::ServiceAccountTokens::new(&private_key, &public_key)
+            .map_err(|e| ApiError::internal(e.to_string()))?
+            .with_lookup(cache.clone()),
+    );
     if !config.compaction_interval.is_zero() {
         tokio::spawn(compactor(client.clone(), config.compaction_interval));
     }
@@ -299,7 +305,7 @@ pub async fn run(
         metrics: Metrics::new(&telemetry.metrics),
         telemetry,
         server_address: local.to_string(),
-        authenticator: Authenticator::new(tokens),
+        authenticator: Authenticator::new(tokens).with_service_accounts(service_accounts),
         authorizer,
         anonymous_auth: config.anonymous_auth,
         limits: config.http_limits,

@@ -1,7 +1,8 @@
 //! Service accounts as a cluster has them, end to end with the real kubectl: the `default`
 //! ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace (each put back when
 //! deleted or edited), a pod created at once in a new namespace, and the `kubernetes` Service
-//! whose endpoints list every API server replica.
+//! whose endpoints list every API server replica; `kubectl create token` and its token acting
+//! as the account, as RBAC allows.
 
 mod common;
 
@@ -240,5 +241,109 @@ async fn the_kubernetes_service_lists_the_api_servers() -> anyhow::Result<()> {
         |s| s["spec"]["clusterIP"] == "10.96.0.1",
     )
     .await;
+    Ok(())
+}
+
+/// A kubeconfig for the cluster with `token` as the credential.
+fn token_kubeconfig(c: &Cluster, token: &str) -> std::path::PathBuf {
+    let certs = c.api.certs_dir().display().to_string();
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kemu\n  cluster:\n    server: {}\n    certificate-authority: {certs}/ca.crt\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: kemu\n  context:\n    cluster: kemu\n    user: u\ncurrent-context: kemu\n",
+        c.api.url()
+    );
+    let path = c.dir.path().join("robot.kubeconfig");
+    std::fs::write(&path, text).expect("writes a kubeconfig");
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_from_kubectl_create_token_acts_as_its_account() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    c.ok(&["create", "namespace", "dev"]);
+    c.ok(&["create", "serviceaccount", "robot", "-n", "dev"]);
+    c.ok(&["run", "web", "--image=nginx", "-n", "dev"]);
+    let token = c
+        .ok(&["create", "token", "robot", "-n", "dev"])
+        .trim()
+        .to_string();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let robot = token_kubeconfig(&c, &token);
+
+    let whoami =
+        String::from_utf8_lossy(&c.kubectl_as(&robot, &["auth", "whoami"]).stdout).into_owned();
+    for expected in [
+        "system:serviceaccount:dev:robot",
+        "system:serviceaccounts:dev",
+        "system:authenticated",
+    ] {
+        assert!(
+            whoami.contains(expected),
+            "{expected} missing from:\n{whoami}"
+        );
+    }
+
+    // Nothing is allowed before a binding says so.
+    let out = c.kubectl_as(&robot, &["get", "pods", "-n", "dev"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"pods is forbidden: User "system:serviceaccount:dev:robot" cannot list resource "pods" in API group "" in the namespace "dev""#),
+        "{err}"
+    );
+    c.ok(&[
+        "create",
+        "role",
+        "pod-reader",
+        "--verb=get,list",
+        "--resource=pods",
+        "-n",
+        "dev",
+    ]);
+    c.ok(&[
+        "create",
+        "rolebinding",
+        "robot-reads",
+        "--role=pod-reader",
+        "--serviceaccount=dev:robot",
+        "-n",
+        "dev",
+    ]);
+    wait_until(
+        "the binding lets the account list pods",
+        Duration::from_secs(10),
+        || {
+            let out = c.kubectl_as(&robot, &["get", "pods", "-n", "dev", "-o", "name"]);
+            let ok =
+                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("pod/web");
+            async move { ok }
+        },
+    )
+    .await?;
+    // Only what the role grants.
+    let out = c.kubectl_as(&robot, &["get", "pods", "-n", "default"]);
+    assert!(!out.status.success());
+
+    // A life under ten minutes is refused; deleting the account revokes its tokens.
+    let err = c.fails(&["create", "token", "robot", "-n", "dev", "--duration=5m"]);
+    assert!(
+        err.contains("spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes"),
+        "{err}"
+    );
+    let err = c.fails(&["create", "token", "nobody", "-n", "dev"]);
+    assert!(
+        err.contains(r#"serviceaccounts "nobody" not found"#),
+        "{err}"
+    );
+    c.ok(&["delete", "serviceaccount", "robot", "-n", "dev"]);
+    wait_until(
+        "the deleted account's token stops working",
+        Duration::from_secs(10),
+        || {
+            let out = c.kubectl_as(&robot, &["get", "pods", "-n", "dev"]);
+            let refused = String::from_utf8_lossy(&out.stderr).contains("Unauthorized");
+            async move { refused }
+        },
+    )
+    .await?;
     Ok(())
 }

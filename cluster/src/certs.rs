@@ -39,6 +39,7 @@ pub fn create_all(
 ) -> anyhow::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     pki::create_ca(dir, cluster_name)?;
+    pki::service_account_key(dir)?;
     let mut issued = Vec::new();
     for (name, organizations) in identities(store_members, node_hosts) {
         let spec = CertSpec {

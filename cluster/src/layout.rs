@@ -467,6 +467,7 @@ impl Layout {
                 .with_context(|| format!("creating {}", self.dir.join(sub).display()))?;
         }
         pki::create_ca(&self.certs, &self.name)?;
+        pki::service_account_key(&self.certs)?;
         let sans: Vec<String> = self
             .hosts
             .iter()
@@ -557,6 +558,9 @@ impl Layout {
         let mut files = vec![self.certs.join("ca.crt"), crt, key];
         if c.kind == Kind::Nodehost {
             files.push(self.dir.join("config").join("nodehost.toml"));
+        }
+        if c.kind == Kind::Apiserver {
+            files.push(self.certs.join(pki::SERVICE_ACCOUNT_KEY));
         }
         files
     }

@@ -147,6 +147,54 @@ pub fn issue(dir: &Path, spec: &CertSpec) -> Result<(), TransportError> {
     Ok(())
 }
 
+/// File name of the cluster's service-account signing key (PKCS#8 PEM, owner-only) in the
+/// certificates directory.
+pub const SERVICE_ACCOUNT_KEY: &str = "sa.key";
+
+/// The cluster's service-account signing key in `dir`, made if missing: (private key PEM,
+/// public key PEM). Every API server of the cluster signs and checks tokens with it. Made
+/// once: callers racing to make it all end up with the first one written (a hard link never
+/// replaces a file).
+pub fn service_account_key(dir: &Path) -> Result<(String, String), TransportError> {
+    let path = dir.join(SERVICE_ACCOUNT_KEY);
+    if !path.exists() {
+        fs::create_dir_all(dir).map_err(|source| TransportError::File {
+            operation: "create directory",
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let key = generate_key("service account signing key")?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let tmp = dir.join(format!(
+            ".{SERVICE_ACCOUNT_KEY}.{}.{nanos}",
+            std::process::id()
+        ));
+        write_file(&tmp, key.serialize_pem().as_bytes(), 0o600)?;
+        let linked = fs::hard_link(&tmp, &path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(source) => {
+                return Err(TransportError::File {
+                    operation: "link into place",
+                    path,
+                    source,
+                })
+            }
+        }
+    }
+    let pem = read_to_string(&path)?;
+    let key = KeyPair::from_pem(&pem).map_err(|e| TransportError::BadCredential {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok((pem, key.public_key_pem()))
+}
+
 /// Paths of the certificate and key for `name` in `dir`.
 pub fn pair_paths(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     (
