@@ -95,6 +95,10 @@ impl ApiServerTask {
         let mut config = ApiServerConfig::new(vec![store], certs, listen_http);
         config.listen_quic = Some(quic);
         config.watch_window = window;
+        // No controller manager makes the namespaces' service accounts here.
+        config.admission =
+            apiserver::admission::AdmissionConfig::from_flags(&[], &["ServiceAccount".into()])
+                .expect("a known plugin");
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(apiserver::server::run(config, async move {
             let _ = stopped.await;
