@@ -207,7 +207,7 @@ pub async fn run(args: StoreBench) -> anyhow::Result<()> {
             let target = etcd_target::EtcdTarget::connect_tls(
                 &urls,
                 &cluster.certs_dir(),
-                "admin",
+                store::config::STORE_ADMIN,
                 args.clients,
             )
             .await?;
@@ -402,7 +402,11 @@ impl KemuTarget {
         let conns = clients.clamp(1, 16);
         let mut out = Vec::new();
         for i in 0..conns {
-            let client = Client::new(ClientConfig::new(endpoints.to_vec()), certs, "admin")?;
+            let client = Client::new(
+                ClientConfig::new(endpoints.to_vec()),
+                certs,
+                store::config::STORE_ADMIN,
+            )?;
             client.prefer(i);
             out.push(client);
         }

@@ -53,7 +53,7 @@ fn client(
     let mut config = ClientConfig::new(endpoints);
     config.attempt_timeout = attempt;
     config.call_timeout = call;
-    Ok(Client::new(config, certs, "admin")?)
+    Ok(Client::new(config, certs, store::config::STORE_ADMIN)?)
 }
 
 /// A cluster directory made by `kemu up`.

@@ -34,7 +34,7 @@ pub struct Connect {
     #[arg(long, global = true)]
     pub certs: Option<PathBuf>,
     /// Which certificate in `--certs` to present.
-    #[arg(long, default_value = "admin", global = true)]
+    #[arg(long, default_value = store::config::STORE_ADMIN, global = true)]
     pub user: String,
 }
 

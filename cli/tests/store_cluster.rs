@@ -21,7 +21,7 @@ fn member_client(cluster: &LocalStore, name: &str) -> anyhow::Result<Client> {
     Ok(Client::new(
         ClientConfig::new(vec![endpoint]),
         &cluster.certs_dir(),
-        "admin",
+        store::config::STORE_ADMIN,
     )?)
 }
 
@@ -76,7 +76,7 @@ async fn acknowledged_writes_survive_a_leader_kill_and_the_watch_sees_each_once(
         let client = Client::new(
             ClientConfig::new(cluster.client_endpoints()),
             &cluster.certs_dir(),
-            "admin",
+            store::config::STORE_ADMIN,
         )?;
         client.prefer(w);
         let acked = acked.clone();
@@ -494,14 +494,22 @@ async fn strangers_are_refused_and_garbage_closes_only_its_stream() -> anyhow::R
     transport::pki::issue(&other, &spec)?;
     let mut config = ClientConfig::new(vec![endpoint]);
     config.call_timeout = Duration::from_secs(3);
-    let stranger = Client::new(config, &other, "admin")?;
+    let stranger = Client::new(config.clone(), &other, "admin")?;
     assert!(
         stranger.get("a").await.is_err(),
         "a client from another CA was served"
     );
+    // So is the Kubernetes API's admin (system:masters) from the cluster's own CA: only the
+    // API servers and the store's tools use the store.
+    let kube_admin = Client::new(config, &cluster.certs_dir(), "admin")?;
+    assert!(
+        kube_admin.get("a").await.is_err(),
+        "the Kubernetes admin reached the store"
+    );
 
     // Garbage on one stream: that stream fails, the connection and the member go on.
-    let identity = transport::tls::TlsIdentity::load(&cluster.certs_dir(), "admin")?;
+    let identity =
+        transport::tls::TlsIdentity::load(&cluster.certs_dir(), store::config::STORE_ADMIN)?;
     let rpc = transport::rpc::RpcClient::new(&identity)?;
     let connection = rpc.connect(endpoint).await?;
     let (mut send, mut recv) = connection.raw().open_bi().await?;

@@ -206,7 +206,7 @@ async fn a_member_with_a_torn_log_tail_repairs_and_rejoins() -> anyhow::Result<(
     let victim_client = Client::new(
         ClientConfig::new(vec![endpoint]),
         &cluster.certs_dir(),
-        "admin",
+        store::config::STORE_ADMIN,
     )?;
     wait_until(
         &format!("{victim} serves again"),

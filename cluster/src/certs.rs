@@ -24,6 +24,10 @@ pub fn identities(store_members: &[String], node_hosts: &[String]) -> Vec<(Strin
             .map(|h| (h.clone(), vec!["system:nodes".to_string()])),
     );
     out.push(("admin".into(), vec!["system:masters".into()]));
+    out.push((
+        store::config::STORE_ADMIN.into(),
+        vec![store::config::STORE_CLIENT_ORG.into()],
+    ));
     out
 }
 

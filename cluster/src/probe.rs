@@ -30,7 +30,8 @@ pub async fn store_members(
 ) -> Vec<MemberView> {
     let all: Vec<SocketAddr> = endpoints.iter().map(|(_, e)| *e).collect();
     let fut = async move {
-        let Ok(client) = Client::new(ClientConfig::new(all), &certs, "admin") else {
+        let Ok(client) = Client::new(ClientConfig::new(all), &certs, store::config::STORE_ADMIN)
+        else {
             return Vec::new();
         };
         let mut out = Vec::new();

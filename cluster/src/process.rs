@@ -80,14 +80,21 @@ impl LocalStore {
             };
             pki::issue(&certs, &spec)?;
         }
-        pki::issue(
-            &certs,
-            &CertSpec {
-                name: "admin".into(),
-                organizations: vec!["system:masters".into()],
-                sans: vec![],
-            },
-        )?;
+        // The Kubernetes API's admin (for an API server over this store), and the store's own
+        // tools' identity.
+        for (name, organization) in [
+            ("admin", "system:masters"),
+            (store::config::STORE_ADMIN, store::config::STORE_CLIENT_ORG),
+        ] {
+            pki::issue(
+                &certs,
+                &CertSpec {
+                    name: name.into(),
+                    organizations: vec![organization.into()],
+                    sans: vec![],
+                },
+            )?;
+        }
         let ports = free_ports(2 * n)?;
         let initial: Vec<String> = names
             .iter()
@@ -153,12 +160,12 @@ impl LocalStore {
         self.client_endpoints()
     }
 
-    /// A client with the admin certificate, talking to every member.
+    /// A client with the store tools' certificate, talking to every member.
     pub fn admin(&self) -> anyhow::Result<Client> {
         Ok(Client::new(
             ClientConfig::new(self.client_endpoints()),
             &self.certs_dir(),
-            "admin",
+            store::config::STORE_ADMIN,
         )?)
     }
 

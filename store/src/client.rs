@@ -978,7 +978,7 @@ mod tests {
     fn certs() -> anyhow::Result<tempfile::TempDir> {
         let dir = tempfile::tempdir()?;
         create_ca(dir.path(), "test")?;
-        for name in ["member", "admin"] {
+        for name in ["member", crate::config::STORE_ADMIN] {
             issue(
                 dir.path(),
                 &CertSpec {
@@ -1007,7 +1007,7 @@ mod tests {
         let mut config = ClientConfig::new(endpoints);
         config.attempt_timeout = Duration::from_secs(1);
         config.call_timeout = Duration::from_secs(3);
-        Ok(Client::new(config, certs, "admin")?)
+        Ok(Client::new(config, certs, crate::config::STORE_ADMIN)?)
     }
 
     fn put() -> PutRequest {

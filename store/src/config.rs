@@ -8,6 +8,16 @@ use std::time::Duration;
 /// raft messages.
 pub const STORE_MEMBER_ORG: &str = "kemu:store";
 
+/// The organisation of the store's own tools (`kemu kv`, the chaos prober, the store
+/// benchmark): a client of the store that is not an API server. The Kubernetes API's admins
+/// (`system:masters`) are not store clients, as an etcd cluster serves only the API servers
+/// and its operators' own certificates.
+pub const STORE_CLIENT_ORG: &str = "kemu:store-client";
+
+/// The certificate name the store's tools present by default (organisation
+/// [`STORE_CLIENT_ORG`]).
+pub const STORE_ADMIN: &str = "store-admin";
+
 /// Everything one member needs to run.
 #[derive(Clone, Debug)]
 pub struct MemberConfig {

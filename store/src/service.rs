@@ -19,7 +19,7 @@ use transport::frame::FrameLimits;
 use transport::rpc::{Call, Handler, Peer, RpcClient, RpcServer};
 use transport::tls::TlsIdentity;
 
-use crate::config::{MemberConfig, STORE_MEMBER_ORG};
+use crate::config::{MemberConfig, STORE_CLIENT_ORG, STORE_MEMBER_ORG};
 use crate::member::{
     self, encode_messages, DriverChannels, MemberError, MemberHandle, PeerFeedback,
 };
@@ -31,7 +31,7 @@ use crate::types::{
 };
 
 /// Organisations (certificate subject O) allowed to use the client API besides store members.
-pub const CLIENT_ORGS: &[&str] = &[STORE_MEMBER_ORG, "kemu:apiserver", "system:masters"];
+pub const CLIENT_ORGS: &[&str] = &[STORE_MEMBER_ORG, "kemu:apiserver", STORE_CLIENT_ORG];
 /// Messages a watcher may have queued before it counts as too slow and is cancelled.
 const WATCH_BUFFER: usize = 4096;
 /// How long a peer link's connection attempt may take.

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes};
-use common::{run_err, run_ok, Cluster, ADMIN, STRANGER};
+use common::{run_err, run_ok, Cluster, ADMIN, KUBE_ADMIN, STRANGER};
 use etcd_client::{
     Compare, CompareOp, EventType, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
     WatchFilterType, WatchOptions,
@@ -314,6 +314,13 @@ async fn etcdctl_uses_every_service() {
 
     // A client certificate from the CA whose organisation may not use the store.
     let denied = run_err(cluster.etcdctl(STRANGER, &endpoints).args(["get", "/a/1"]));
+    assert!(denied.contains("etcdserver: permission denied"), "{denied}");
+    // Nor may the Kubernetes API's admins: only the API servers and the store's own tools.
+    let denied = run_err(
+        cluster
+            .etcdctl(KUBE_ADMIN, &endpoints)
+            .args(["get", "/a/1"]),
+    );
     assert!(denied.contains("etcdserver: permission denied"), "{denied}");
 }
 
@@ -981,8 +988,8 @@ async fn raw_call(
     let tls = tonic::transport::ClientTlsConfig::new()
         .ca_certificate(tonic::transport::Certificate::from_pem(read("ca.crt")))
         .identity(tonic::transport::Identity::from_pem(
-            read("admin.crt"),
-            read("admin.key"),
+            read(&format!("{ADMIN}.crt")),
+            read(&format!("{ADMIN}.key")),
         ))
         .domain_name("localhost");
     let channel = tonic::transport::Channel::from_shared(endpoint.to_string())

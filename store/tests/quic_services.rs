@@ -8,7 +8,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{Cluster, ADMIN, STRANGER};
+use common::{Cluster, ADMIN, KUBE_ADMIN, STRANGER};
 use store::types::{ClientRequest, ClientResponse, StoreError};
 use transport::rpc::RpcClient;
 use transport::tls::TlsIdentity;
@@ -47,10 +47,12 @@ async fn callers_the_member_does_not_serve_cannot_make_it_read() {
     cluster.leader().await;
     let member = &cluster.members[0].config;
 
-    // A certificate from the cluster's CA whose organisation may not use the store, and the
-    // admin on the raft port, which only members may use.
+    // A certificate from the cluster's CA whose organisation may not use the store, the
+    // Kubernetes API's admin (system:masters), and the store's admin on the raft port, which
+    // only members may use.
     for (identity, addr) in [
         (STRANGER, member.listen_client),
+        (KUBE_ADMIN, member.listen_client),
         (ADMIN, member.listen_peer),
     ] {
         let rpc = client(&cluster, identity);

@@ -8,12 +8,14 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use store::config::{MemberConfig, STORE_MEMBER_ORG};
+use store::config::{MemberConfig, STORE_ADMIN, STORE_CLIENT_ORG, STORE_MEMBER_ORG};
 use transport::pki::{create_ca, issue, CertSpec};
 
-/// An identity whose organisation may use the store, and one whose may not.
-pub const ADMIN: &str = "admin";
+/// An identity whose organisation may use the store; one whose may not; and the Kubernetes
+/// API's admin (`system:masters`), which may not either.
+pub const ADMIN: &str = STORE_ADMIN;
 pub const STRANGER: &str = "stranger";
+pub const KUBE_ADMIN: &str = "kube-admin";
 
 pub struct Member {
     pub name: String,
@@ -99,8 +101,9 @@ impl Cluster {
             .iter()
             .map(|n| (n.clone(), STORE_MEMBER_ORG.to_string()))
             .chain([
-                (ADMIN.to_string(), "system:masters".to_string()),
+                (ADMIN.to_string(), STORE_CLIENT_ORG.to_string()),
                 (STRANGER.to_string(), "nobody".to_string()),
+                (KUBE_ADMIN.to_string(), "system:masters".to_string()),
             ]);
         for (name, organization) in identities {
             let spec = CertSpec {
