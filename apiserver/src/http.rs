@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +15,6 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 use tracing::debug;
 
 use crate::authn::{self, Authenticator, UserInfo};
@@ -32,14 +30,12 @@ use crate::registry::{
     DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WriteOptions,
 };
 use crate::reviews;
-use crate::watch_cache::{CachedObject, WatchItem};
+use crate::watch_cache::CachedObject;
+
+mod watch;
 
 /// Largest accepted request body, as kube-apiserver's 3 MiB limit.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
-/// Queue of one HTTP watcher before it counts as too slow and is dropped.
-const HTTP_WATCH_BUFFER: usize = 4096;
-/// How often a watch that allows bookmarks gets one.
-const BOOKMARK_INTERVAL: Duration = Duration::from_secs(30);
 
 /// What every handler shares.
 pub struct AppState {
@@ -523,7 +519,7 @@ async fn resource_request(
                     _ => by_name,
                 });
             }
-            watch(state, resource, ns, options, query, table).await
+            watch::watch(state, resource, ns, options, query, table).await
         }
         (&Method::GET, None, None) => {
             let options = list_options(query)?;
@@ -749,143 +745,6 @@ pub(crate) async fn finalize_namespace(
             .await?;
     }
     Ok(patched)
-}
-
-async fn watch(
-    state: &AppState,
-    resource: &'static ResourceInfo,
-    namespace: Option<&str>,
-    options: ListOptions,
-    query: &HashMap<String, String>,
-    table: bool,
-) -> Result<Response, ApiError> {
-    let send_initial = is_true(query.get("sendInitialEvents"));
-    let bookmarks = is_true(query.get("allowWatchBookmarks"));
-    if send_initial
-        && (!bookmarks
-            || query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan"))
-    {
-        return Err(ApiError::Invalid {
-            message: "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks".into(),
-            name: String::new(),
-            group: "meta.k8s.io".into(),
-            kind: "ListOptions".into(),
-            causes: vec![],
-        });
-    }
-    let timeout = match query.get("timeoutSeconds") {
-        Some(t) => Duration::from_secs(
-            t.parse::<u64>()
-                .map_err(|_| ApiError::bad_request("timeoutSeconds must be a number"))?,
-        ),
-        None => state.limits.watch_timeout(),
-    };
-    let subscription = state
-        .registry
-        .watch(
-            resource,
-            namespace,
-            &options,
-            send_initial,
-            HTTP_WATCH_BUFFER,
-        )
-        .await?;
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
-    let revision = subscription.revision;
-    tokio::spawn(async move {
-        let mut subscription = subscription;
-        let deadline = tokio::time::sleep(timeout);
-        tokio::pin!(deadline);
-        let mut last_rv = revision;
-        let initial = std::mem::take(&mut subscription.initial);
-        for item in initial {
-            last_rv = last_rv.max(item.object.rv);
-            if tx.send(watch_line(resource, &item, table)).await.is_err() {
-                return;
-            }
-        }
-        if send_initial {
-            let line = bookmark_line(resource, revision.max(last_rv), true);
-            if tx.send(line).await.is_err() {
-                return;
-            }
-        }
-        let mut bookmark_timer = tokio::time::interval(BOOKMARK_INTERVAL);
-        bookmark_timer.tick().await;
-        loop {
-            tokio::select! {
-                biased;
-                _ = &mut deadline => return,
-                _ = tx.closed() => return,
-                item = subscription.live.recv() => match item {
-                    Some(item) => {
-                        last_rv = last_rv.max(item.object.rv);
-                        if tx.send(watch_line(resource, &item, table)).await.is_err() {
-                            return;
-                        }
-                    }
-                    // Dropped for falling behind: ending the stream makes the client re-list.
-                    None => return,
-                },
-                _ = bookmark_timer.tick(), if bookmarks => {
-                    if tx.send(bookmark_line(resource, last_rv, false)).await.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
-    });
-    let mut response = Response::new(Body::from_stream(stream));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, private"),
-    );
-    Ok(response)
-}
-
-fn watch_line(resource: &ResourceInfo, item: &WatchItem, table: bool) -> Bytes {
-    let mut line = BytesMut::with_capacity(item.object.json.len() + 40);
-    line.put_slice(b"{\"type\":\"");
-    line.put_slice(item.kind.as_str().as_bytes());
-    line.put_slice(b"\",\"object\":");
-    if table {
-        let object = item.object.value().unwrap_or(Value::Null);
-        let rv = item.object.rv.to_string();
-        let t = printers::table(
-            resource,
-            &[object],
-            IncludeObject::Metadata,
-            chrono::Utc::now(),
-            &rv,
-            None,
-        );
-        line.put_slice(&crate::go_json::to_vec(&t));
-    } else {
-        put_object(&mut line, resource, &item.object);
-    }
-    line.put_slice(b"}\n");
-    line.freeze()
-}
-
-fn bookmark_line(resource: &ResourceInfo, rv: i64, initial_end: bool) -> Bytes {
-    let mut metadata = json!({"resourceVersion": rv.to_string()});
-    if initial_end {
-        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-    }
-    let object =
-        json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata});
-    let mut line = BytesMut::with_capacity(160);
-    line.put_slice(b"{\"type\":\"BOOKMARK\",\"object\":");
-    line.put_slice(&crate::go_json::to_vec(&object));
-    line.put_slice(b"}\n");
-    line.freeze()
 }
 
 /// A cached object's JSON, with apiVersion/kind rewritten when the resource is another view
