@@ -170,11 +170,7 @@ pub async fn run(args: StoreBench) -> anyhow::Result<()> {
         let mut result = {
             let target =
                 KemuTarget::connect(&endpoints, &cluster.certs_dir(), args.clients).await?;
-            let killer = if args.kill_leader_at > 0.0 {
-                Some(Killer::Kemu(&cluster))
-            } else {
-                None
-            };
+            let killer = (args.kill_leader_at > 0.0).then_some(Killer::Kemu(&cluster));
             drive(
                 &args,
                 &format!("kemu store ({} members)", args.spawn),
@@ -211,11 +207,7 @@ pub async fn run(args: StoreBench) -> anyhow::Result<()> {
                 args.clients,
             )
             .await?;
-            let killer = if args.kill_leader_at > 0.0 {
-                Some(Killer::Kemu(&cluster))
-            } else {
-                None
-            };
+            let killer = (args.kill_leader_at > 0.0).then_some(Killer::Kemu(&cluster));
             drive(
                 &args,
                 &format!("kemu store, gRPC ({} members)", args.spawn),
@@ -253,11 +245,7 @@ pub async fn run(args: StoreBench) -> anyhow::Result<()> {
                 }
                 None => etcd_target::EtcdTarget::connect(&etcd.client_urls(), args.clients).await?,
             };
-            let killer = if args.kill_leader_at > 0.0 {
-                Some(Killer::Etcd(&etcd))
-            } else {
-                None
-            };
+            let killer = (args.kill_leader_at > 0.0).then_some(Killer::Etcd(&etcd));
             drive(
                 &args,
                 &format!("etcd ({} members)", args.spawn_etcd),
