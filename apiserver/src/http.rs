@@ -501,6 +501,7 @@ async fn resource_request(
     let table = wants_table(&headers);
     let mut write = write_options(&method, query)?;
     write.requester = Some(user.clone());
+    write.node_host = user.in_group(authn::NODES);
     write.agent_manager = headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
@@ -987,6 +988,7 @@ fn write_options(
         field_manager,
         agent_manager: None,
         requester: None,
+        node_host: false,
     })
 }
 

@@ -703,6 +703,7 @@ fn as_requester(user: &UserInfo, resource: &ResourceInfo) -> WriteOptions {
     WriteOptions {
         requester: (resource.group == crate::authz::escalation::RBAC_GROUP)
             .then(|| Arc::new(user.clone())),
+        node_host: user.in_group(crate::authn::NODES),
         ..Default::default()
     }
 }

@@ -36,7 +36,7 @@ pub struct ApiServerArgs {
     #[arg(long, default_value_t = 300)]
     compaction_interval_secs: u64,
     /// Admission plugins to run in addition to the default ones (all kemu has:
-    /// NamespaceLifecycle, LimitRanger, ServiceAccount, PodSecurity, Priority,
+    /// NamespaceLifecycle, LimitRanger, ServiceAccount, NodeRestriction, PodSecurity, Priority,
     /// DefaultTolerationSeconds, ResourceQuota), comma-separated.
     #[arg(long, value_delimiter = ',')]
     enable_admission_plugins: Vec<String>,

@@ -436,3 +436,115 @@ async fn a_node_host_cannot_touch_another_hosts_pods() -> anyhow::Result<()> {
     assert!(out.status.success(), "{}", stderr(&out));
     Ok(())
 }
+
+/// NodeRestriction: a node host cannot reach a Secret by creating a pod that uses it, may create
+/// only plain mirror pods, and cannot move its Node to another host or set steering labels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_host_creates_only_mirror_pods_and_keeps_its_labels() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    pki::issue(
+        c.api.certs_dir(),
+        &CertSpec {
+            name: "nodehost-1".into(),
+            organizations: vec!["system:nodes".into()],
+            sans: vec![],
+        },
+    )?;
+    let host = cert_user(&c, "nodehost-1");
+    c.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "admin-token",
+        "-n",
+        "default",
+        "--from-literal=token=s3cret",
+    ]);
+    let node = c.file(
+        "n1.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n",
+    );
+    let out = c.kubectl_as(&host, &["create", "-f", &node]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let create_pod = |name: &str, namespace: &str, mirror: bool, spec: &str| {
+        let annotations = if mirror {
+            "  annotations:\n    kubernetes.io/config.mirror: abc\n"
+        } else {
+            ""
+        };
+        let manifest = c.file(
+            &format!("{name}.yaml"),
+            &format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\n{annotations}spec:\n  nodeName: n1\n{spec}"),
+        );
+        c.kubectl_as(&host, &["create", "-f", &manifest])
+    };
+    let steal = "  containers:\n  - name: main\n    image: registry.k8s.io/pause:3.10\n    env:\n    - name: T\n      valueFrom:\n        secretKeyRef:\n          name: admin-token\n          key: token\n";
+    let plain = "  containers:\n  - name: main\n    image: registry.k8s.io/pause:3.10\n";
+    let refused = |out: std::process::Output, why: &str| {
+        assert!(!out.status.success(), "accepted: {}", stdout(&out));
+        assert!(stderr(&out).contains(why), "{}", stderr(&out));
+    };
+    refused(
+        create_pod("steal", "default", false, steal),
+        r#"pods "steal" is forbidden: pod does not have "kubernetes.io/config.mirror" annotation, node "n1" can only create mirror pods"#,
+    );
+    refused(
+        create_pod("steal", "default", true, steal),
+        r#"pods "steal" is forbidden: node "n1" can not create pods that reference secrets"#,
+    );
+    refused(
+        create_pod(
+            "builder",
+            "kube-system",
+            true,
+            &format!("  serviceAccountName: generic-garbage-collector\n{plain}"),
+        ),
+        r#"node "n1" can not create pods that reference a service account"#,
+    );
+    // The secret stays out of reach: no pod on the host's node uses it.
+    let out = c.kubectl_as(&host, &["get", "secret", "admin-token", "-n", "default"]);
+    refused(out, "no relationship found between node host 'nodehost-1'");
+    // A plain mirror pod is the node's to create, and runs as no service account.
+    let out = create_pod("static-web-n1", "default", true, plain);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let account = c.ok(&[
+        "get",
+        "pod",
+        "static-web-n1",
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.spec.serviceAccountName}",
+    ]);
+    assert_eq!(account, "");
+
+    // Labels: the node's own are fine; the owner label and steering labels are not.
+    let label = |pair: &str| c.kubectl_as(&host, &["label", "node", "n1", pair, "--overwrite"]);
+    let out = label("team=storage");
+    assert!(out.status.success(), "{}", stderr(&out));
+    refused(
+        label("kemu.dev/node-host=nodehost-2"),
+        r#"nodes "n1" is forbidden: node "n1" is not allowed to modify labels: kemu.dev/node-host"#,
+    );
+    refused(
+        label("node-restriction.kubernetes.io/dedicated=db"),
+        "is not allowed to modify labels: node-restriction.kubernetes.io/dedicated",
+    );
+    let owner = c.ok(&[
+        "get",
+        "node",
+        "n1",
+        "-o",
+        "jsonpath={.metadata.labels.kemu\\.dev/node-host}",
+    ]);
+    assert_eq!(owner, "nodehost-1");
+    // The administrator is not restricted.
+    c.ok(&[
+        "label",
+        "node",
+        "n1",
+        "node-restriction.kubernetes.io/dedicated=db",
+    ]);
+    Ok(())
+}

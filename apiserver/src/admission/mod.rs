@@ -10,6 +10,9 @@
 //! - [`limit_ranger`] — LimitRanger: LimitRange defaults, then its min/max/ratio bounds.
 //! - [`service_account`] — ServiceAccount: a pod without one runs as `default`; the account
 //!   a pod names must exist.
+//! - [`node_restriction`] — NodeRestriction: a node host creates only plain mirror pods bound to
+//!   its nodes and sets only the kubelet's labels on its Nodes (checked by the registry, which
+//!   knows the writer; see [`crate::registry::WriteOptions::node_host`]).
 //! - [`pod_security`] — PodSecurity: the namespace's `pod-security.kubernetes.io/enforce` level.
 //! - [`priority`] — Priority: a pod's priority from its PriorityClass.
 //! - [`tolerations`] — DefaultTolerationSeconds: tolerate not-ready/unreachable for 300 s.
@@ -20,6 +23,7 @@
 
 pub mod lifecycle;
 pub mod limit_ranger;
+pub mod node_restriction;
 pub mod pod_security;
 pub mod policy;
 pub mod priority;
@@ -46,6 +50,7 @@ pub enum Plugin {
     NamespaceLifecycle,
     LimitRanger,
     ServiceAccount,
+    NodeRestriction,
     PodSecurity,
     Priority,
     DefaultTolerationSeconds,
@@ -54,10 +59,11 @@ pub enum Plugin {
 
 impl Plugin {
     /// Every plugin, in the order kube-apiserver runs them. All are on by default there too.
-    pub const ALL: [Plugin; 7] = [
+    pub const ALL: [Plugin; 8] = [
         Plugin::NamespaceLifecycle,
         Plugin::LimitRanger,
         Plugin::ServiceAccount,
+        Plugin::NodeRestriction,
         Plugin::PodSecurity,
         Plugin::Priority,
         Plugin::DefaultTolerationSeconds,
@@ -69,6 +75,7 @@ impl Plugin {
             Plugin::NamespaceLifecycle => "NamespaceLifecycle",
             Plugin::LimitRanger => "LimitRanger",
             Plugin::ServiceAccount => "ServiceAccount",
+            Plugin::NodeRestriction => "NodeRestriction",
             Plugin::PodSecurity => "PodSecurity",
             Plugin::Priority => "Priority",
             Plugin::DefaultTolerationSeconds => "DefaultTolerationSeconds",
@@ -434,7 +441,7 @@ mod tests {
         assert!(config.is_enabled(Plugin::NamespaceLifecycle));
         assert!(!config.is_enabled(Plugin::ResourceQuota));
         assert!(!config.is_enabled(Plugin::PodSecurity));
-        assert_eq!(config.enabled().len(), 5);
+        assert_eq!(config.enabled().len(), 6);
         let all = names(&Plugin::ALL.map(Plugin::name));
         assert!(AdmissionConfig::from_flags(&[], &all)
             .expect("valid")

@@ -29,8 +29,12 @@ pub fn lookups(account: &str) -> usize {
 }
 
 /// Fills in `default` when the pod names no account. The deprecated `serviceAccount` field
-/// mirrors the name, as the API's v1 conversion shows it.
+/// mirrors the name, as the API's v1 conversion shows it. A mirror pod (a static pod's copy)
+/// runs as no account, as in Kubernetes.
 pub fn default_service_account(pod: &mut Value) {
+    if super::node_restriction::is_mirror_pod(pod) {
+        return;
+    }
     let Some(spec) = pod.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };

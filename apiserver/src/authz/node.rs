@@ -146,51 +146,68 @@ pub fn claim(user: &UserInfo, resource: &api::ResourceInfo, object: &mut Value) 
 }
 
 /// Whether `pod` refers to the configmap or secret `name` (volumes, projected sources, env,
-/// envFrom of every container).
+/// envFrom of every container, and image pull secrets).
 pub fn pod_references(pod: &Value, kind: &str, name: &str) -> bool {
-    let is = |v: Option<&Value>| v.and_then(Value::as_str) == Some(name);
-    let (volume_field, volume_name, env_ref) = match kind {
-        "secrets" => ("secret", "secretName", "secretKeyRef"),
-        _ => ("configMap", "name", "configMapKeyRef"),
+    find_reference(pod, kind, &mut |n| n == name)
+}
+
+/// Whether `pod` refers to any configmap or secret (`kind` is `configmaps` or `secrets`).
+pub fn pod_references_any(pod: &Value, kind: &str) -> bool {
+    find_reference(pod, kind, &mut |_| true)
+}
+
+/// Visits the names of the configmaps or secrets `pod` refers to until `found` says yes, as
+/// Kubernetes' `VisitPodSecretNames` / `VisitPodConfigmapNames` walk a pod.
+fn find_reference(pod: &Value, kind: &str, found: &mut dyn FnMut(&str) -> bool) -> bool {
+    let mut is = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(&mut *found);
+    let secrets = kind == "secrets";
+    let (volume_field, volume_name, env_ref, env_from_field) = if secrets {
+        ("secret", "secretName", "secretKeyRef", "secretRef")
+    } else {
+        ("configMap", "name", "configMapKeyRef", "configMapRef")
     };
-    let spec = pod.get("spec");
-    let volumes = spec
-        .and_then(|s| s.get("volumes"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten();
-    for volume in volumes {
-        if is(volume.get(volume_field).and_then(|v| v.get(volume_name))) {
-            return true;
-        }
-        let sources = volume
-            .pointer("/projected/sources")
+    fn list<'a>(v: Option<&'a Value>, field: &str) -> impl Iterator<Item = &'a Value> {
+        v.and_then(|v| v.get(field))
             .and_then(Value::as_array)
             .into_iter()
-            .flatten();
-        for source in sources {
-            if is(source.get(volume_field).and_then(|v| v.get("name"))) {
+            .flatten()
+    }
+    let spec = pod.get("spec");
+    if secrets {
+        for pull in list(spec, "imagePullSecrets") {
+            if is(pull.get("name")) {
                 return true;
             }
         }
     }
-    let env_from_field = match kind {
-        "secrets" => "secretRef",
-        _ => "configMapRef",
-    };
-    for list in ["initContainers", "containers", "ephemeralContainers"] {
-        let containers = spec
-            .and_then(|s| s.get(list))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten();
-        for container in containers {
-            let env = container
-                .get("env")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten();
-            for var in env {
+    for volume in list(spec, "volumes") {
+        if is(volume.get(volume_field).and_then(|v| v.get(volume_name))) {
+            return true;
+        }
+        for source in list(volume.get("projected"), "sources") {
+            if is(source.get(volume_field).and_then(|v| v.get("name"))) {
+                return true;
+            }
+        }
+        if secrets {
+            // Volume plugins that take credentials: `secretRef` (cephfs, cinder, flexVolume,
+            // iscsi, rbd, scaleIO, storageos), CSI's node publish secret, azureFile's name.
+            let Some(source) = volume.as_object() else {
+                continue;
+            };
+            for (field, plugin) in source {
+                if is(plugin.pointer("/secretRef/name"))
+                    || is(plugin.pointer("/nodePublishSecretRef/name"))
+                    || (field == "azureFile" && is(plugin.get("secretName")))
+                {
+                    return true;
+                }
+            }
+        }
+    }
+    for containers in ["initContainers", "containers", "ephemeralContainers"] {
+        for container in list(spec, containers) {
+            for var in list(Some(container), "env") {
                 if is(var
                     .pointer("/valueFrom")
                     .and_then(|v| v.get(env_ref))
@@ -199,12 +216,7 @@ pub fn pod_references(pod: &Value, kind: &str, name: &str) -> bool {
                     return true;
                 }
             }
-            let env_from = container
-                .get("envFrom")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten();
-            for source in env_from {
+            for source in list(Some(container), "envFrom") {
                 if is(source.get(env_from_field).and_then(|r| r.get("name"))) {
                     return true;
                 }

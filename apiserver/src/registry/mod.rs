@@ -43,6 +43,9 @@ pub struct WriteOptions {
     pub agent_manager: Option<String>,
     /// Who writes, for RBAC's escalation check (None: the server itself, unchecked).
     pub requester: Option<Arc<UserInfo>>,
+    /// The writer is a node host (`system:nodes`): NodeRestriction applies to its pods and
+    /// Nodes.
+    pub node_host: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

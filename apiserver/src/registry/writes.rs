@@ -182,6 +182,9 @@ impl Registry {
             namespace: ns.as_deref(),
             namespace_facts: namespace_facts.as_deref(),
         };
+        if options.node_host && self.admission.is_enabled(Plugin::NodeRestriction) {
+            crate::admission::node_restriction::admit_create(resource, &name, &object)?;
+        }
         // Kubernetes' order: mutating admission, the object's validation, validating admission.
         self.admission.mutate_create(&request, &mut object)?;
         if resource.group.is_empty()
@@ -316,6 +319,7 @@ impl Registry {
             |current| {
                 let mut next = from_view(resource, object.clone());
                 strategy::prepare_update(resource, current, &mut next, subresource);
+                self.restrict_node_update(resource, name, current, &next, options)?;
                 admission_time
                     .time(|| self.mutate_update(resource, current, &mut next, subresource));
                 record_fields(resource, subresource, current, &mut next, options);
@@ -393,6 +397,7 @@ impl Registry {
             };
             let mut next = from_view(resource, admitted);
             strategy::prepare_update(resource, current, &mut next, subresource);
+            self.restrict_node_update(resource, name, current, &next, options)?;
             admission_time.time(|| self.mutate_update(resource, current, &mut next, subresource));
             if patch_type != PatchType::Apply {
                 record_fields(resource, subresource, current, &mut next, options);
@@ -428,6 +433,21 @@ impl Registry {
                 .await;
         }
         result.inspect(|_| admission_time.finish(&self.pipeline))
+    }
+
+    /// NodeRestriction on a node host's update of one of its Nodes.
+    fn restrict_node_update(
+        &self,
+        resource: &ResourceInfo,
+        name: &str,
+        current: &Value,
+        next: &Value,
+        options: &WriteOptions,
+    ) -> Result<(), ApiError> {
+        if !options.node_host || !self.admission.is_enabled(Plugin::NodeRestriction) {
+            return Ok(());
+        }
+        crate::admission::node_restriction::admit_update(resource, name, current, next)
     }
 
     /// The mutating admission of an update: a replaced quota's status follows its spec.
