@@ -27,11 +27,12 @@ use crate::https::HttpPeer;
 use crate::metrics::Metrics;
 use crate::pipeline::{self, Stage};
 use crate::registry::{
-    DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, WriteOptions,
+    DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, Warnings, WriteOptions,
 };
 use crate::reviews;
 use crate::watch_cache::CachedObject;
 
+mod field_warnings;
 mod watch;
 
 /// Largest accepted request body, as kube-apiserver's 3 MiB limit.
@@ -480,7 +481,18 @@ async fn authorized_resource_request(
         )?;
         return Ok(json_response(StatusCode::CREATED, &answered));
     }
-    resource_request(state, user, target, method.clone(), query, request).await
+    let warnings = Warnings::default();
+    let response = resource_request(
+        state,
+        user,
+        target,
+        method.clone(),
+        query,
+        request,
+        &warnings,
+    )
+    .await?;
+    Ok(field_warnings::attach(response, &warnings))
 }
 
 async fn resource_request(
@@ -490,6 +502,7 @@ async fn resource_request(
     method: Method,
     query: &HashMap<String, String>,
     request: Request,
+    warnings: &Warnings,
 ) -> Result<Response, ApiError> {
     let registry = &state.registry;
     let resource = target.resource;
@@ -502,6 +515,7 @@ async fn resource_request(
     let mut write = write_options(&method, query)?;
     write.requester = Some(user.clone());
     write.node_host = user.in_group(authn::NODES);
+    write.warnings = Some(warnings.clone());
     write.agent_manager = headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
@@ -577,7 +591,7 @@ async fn resource_request(
             crate::logs::pod_log(registry, ns, name, query).await
         }
         (&Method::POST, None, None) => {
-            let body = read_object(resource, request).await?;
+            let body = field_warnings::read_object(resource, request, &mut write).await?;
             let created = registry.create(resource, ns, body, &write).await?;
             Ok(json_response(StatusCode::CREATED, &created))
         }
@@ -616,7 +630,7 @@ async fn resource_request(
             Ok(json_response(code, &answer.body))
         }
         (&Method::PUT, Some(name), sub @ (None | Some("status") | Some("finalize"))) => {
-            let body = read_object(resource, request).await?;
+            let body = field_warnings::read_object(resource, request, &mut write).await?;
             let sub = if sub == Some("finalize") {
                 Some("finalize")
             } else {
@@ -986,9 +1000,7 @@ fn write_options(
                 .unwrap_or(""),
         )?,
         field_manager,
-        agent_manager: None,
-        requester: None,
-        node_host: false,
+        ..Default::default()
     })
 }
 

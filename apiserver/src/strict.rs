@@ -190,6 +190,102 @@ fn walk(original: &Value, canonical: Option<&Value>, path: &str, out: &mut Vec<S
     }
 }
 
+/// Parses a JSON body as `serde_json` does (the last of repeated keys wins, as in Go), and also
+/// returns the paths of the keys an object repeats (`metadata.name`, `spec.containers[0].image`),
+/// which `fieldValidation=Strict` refuses and `Warn` reports.
+pub fn parse_json(bytes: &[u8]) -> serde_json::Result<(Value, Vec<String>)> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let parsed = serde::de::DeserializeSeed::deserialize(Tracked, &mut deserializer)?;
+    deserializer.end()?;
+    Ok(parsed)
+}
+
+/// A JSON value with the relative paths of its repeated keys.
+struct Tracked;
+
+impl<'de> serde::de::DeserializeSeed<'de> for Tracked {
+    type Value = (Value, Vec<String>);
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(Tracked)
+    }
+}
+
+/// `inner` (a path relative to `outer`'s value) as a path relative to `outer`'s container.
+fn nest(outer: &str, inner: &str) -> String {
+    if inner.starts_with('[') {
+        format!("{outer}{inner}")
+    } else {
+        format!("{outer}.{inner}")
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Tracked {
+    type Value = (Value, Vec<String>);
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok((Value::Bool(v), Vec::new()))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok((Value::from(v), Vec::new()))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok((Value::from(v), Vec::new()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok((Value::from(v), Vec::new()))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok((Value::String(v.to_string()), Vec::new()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok((Value::String(v), Vec::new()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok((Value::Null, Vec::new()))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        let mut repeated = Vec::new();
+        while let Some((item, inner)) = seq.next_element_seed(Tracked)? {
+            let index = format!("[{}]", items.len());
+            repeated.extend(inner.iter().map(|p| nest(&index, p)));
+            items.push(item);
+        }
+        Ok((Value::Array(items), repeated))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        let mut repeated = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let (value, inner) = map.next_value_seed(Tracked)?;
+            repeated.extend(inner.iter().map(|p| nest(&key, p)));
+            match object.entry(key) {
+                serde_json::map::Entry::Occupied(mut entry) => {
+                    repeated.push(entry.key().clone());
+                    entry.insert(value);
+                }
+                serde_json::map::Entry::Vacant(entry) => {
+                    entry.insert(value);
+                }
+            }
+        }
+        Ok((Value::Object(object), repeated))
+    }
+}
+
 /// Values whose absence after the round trip means nothing: null, `{}`, `[]`.
 fn is_droppable(value: &Value) -> bool {
     match value {
@@ -465,5 +561,27 @@ mod tests {
             .expect_err("not an object")
             .to_string();
         assert!(err.contains("cannot unmarshal string"), "{err}");
+    }
+
+    #[test]
+    fn repeated_keys_are_found_with_their_paths() {
+        let body = br#"{"metadata":{"name":"a","name":"b"},"spec":{"containers":[{"name":"c","image":"x","image":"y"}]},"kind":"Pod","kind":"Pod"}"#;
+        let (value, repeated) = parse_json(body).expect("valid JSON");
+        assert_eq!(value["metadata"]["name"], "b", "the last one wins");
+        assert_eq!(value["spec"]["containers"][0]["image"], "y");
+        assert_eq!(
+            repeated,
+            vec!["metadata.name", "spec.containers[0].image", "kind"]
+        );
+        let (plain, none) =
+            parse_json(br#"{"a":[1,2.5,-3,null,true,"s",[[{"b":1,"b":2}]]]}"#).expect("valid JSON");
+        assert_eq!(
+            plain,
+            serde_json::from_slice::<Value>(br#"{"a":[1,2.5,-3,null,true,"s",[[{"b":2}]]]}"#)
+                .expect("valid")
+        );
+        assert_eq!(none, vec!["a[6][0][0].b"]);
+        assert!(parse_json(br#"{"a":1} trailing"#).is_err());
+        assert!(parse_json(br#"{"a":"#).is_err());
     }
 }

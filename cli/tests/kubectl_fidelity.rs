@@ -260,3 +260,60 @@ async fn writes_are_defaulted_as_kube_apiserver_defaults_them() -> anyhow::Resul
     assert!(described.contains("10.244.0.5:8080"), "{described}");
     Ok(())
 }
+
+/// Unknown and repeated fields: kubectl prints the `Warning` headers of the default `Warn`
+/// mode, and `Strict` refuses both in kube-apiserver's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_and_repeated_fields_are_warned_of_or_refused() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let body = |name: &str| {
+        c.file(
+            &format!("{name}.json"),
+            &format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","name":"{name}"}},"data":{{"a":"1","a":"2"}},"bogus":1}}"#
+            ),
+        )
+    };
+    let path = "/api/v1/namespaces/default/configmaps";
+    let warned = body("warned");
+    let out = c.kubectl(&["create", "--raw", path, "-f", &warned]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    for warning in [
+        r#"Warning: duplicate field "metadata.name""#,
+        r#"Warning: duplicate field "data.a""#,
+        r#"Warning: unknown field "bogus""#,
+    ] {
+        assert!(stderr.contains(warning), "{warning} missing from: {stderr}");
+    }
+    let kept = c.ok(&[
+        "get",
+        "configmap",
+        "warned",
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.data.a}",
+    ]);
+    assert_eq!(kept, "2", "the last of repeated keys wins");
+
+    let refused = body("refused");
+    let strict = format!("{path}?fieldValidation=Strict");
+    let out = c.kubectl(&["create", "--raw", &strict, "-f", &refused]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "Strict accepted repeated keys");
+    assert!(
+        stderr.contains(r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: duplicate field "metadata.name", duplicate field "data.a", unknown field "bogus""#),
+        "{stderr}"
+    );
+    let out = c.kubectl(&["get", "configmap", "refused", "-n", "default"]);
+    assert!(!out.status.success(), "a refused write stored nothing");
+
+    let ignored = body("ignored");
+    let quiet = format!("{path}?fieldValidation=Ignore");
+    let out = c.kubectl(&["create", "--raw", &quiet, "-f", &ignored]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("Warning"), "{stderr}");
+    Ok(())
+}

@@ -46,6 +46,31 @@ pub struct WriteOptions {
     /// The writer is a node host (`system:nodes`): NodeRestriction applies to its pods and
     /// Nodes.
     pub node_host: bool,
+    /// Where field warnings go (`fieldValidation=Warn`) for the response's `Warning` headers;
+    /// None where nobody reads them (then unknown fields are not looked for).
+    pub warnings: Option<Warnings>,
+    /// Keys the request body repeats within one object (paths), found as it was parsed.
+    pub repeated_fields: Vec<String>,
+}
+
+/// The warnings one request collects, shared between the front and the registry.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Warnings {
+    pub fn push(&self, warning: String) {
+        if let Ok(mut list) = self.0.lock() {
+            list.push(warning);
+        }
+    }
+
+    /// The warnings so far, in the order they came.
+    pub fn take(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|mut list| std::mem::take(&mut *list))
+            .unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

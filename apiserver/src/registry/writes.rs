@@ -60,34 +60,41 @@ impl Registry {
         &self,
         resource: &ResourceInfo,
         mut object: Value,
-        validation: FieldValidation,
+        options: &WriteOptions,
     ) -> Result<Value, ApiError> {
-        let strict = validation == FieldValidation::Strict;
-        let decoded = if strict {
+        let strict = options.field_validation == FieldValidation::Strict;
+        // Unknown fields are looked for when they are refused, or when someone reads warnings.
+        let report = strict
+            || (options.field_validation == FieldValidation::Warn && options.warnings.is_some());
+        let decoded = if report {
             crate::strict::decode(resource, &object)
         } else {
             crate::strict::decode_owned(resource, object.take())
         };
-        let mut canonical = decoded.map_err(|e| {
+        let cannot = |why: String| {
             ApiError::bad_request(format!(
                 "{} in version \"{}\" cannot be handled as a {}: {}",
-                resource.kind, resource.version, resource.kind, e
+                resource.kind, resource.version, resource.kind, why
             ))
-        })?;
-        if strict {
+        };
+        let mut canonical = decoded.map_err(|e| cannot(e.to_string()))?;
+        if report {
             let unknown = crate::strict::unknown_fields(&object, &canonical);
-            if !unknown.is_empty() {
-                let list: Vec<String> = unknown
-                    .iter()
-                    .map(|f| format!("unknown field \"{f}\""))
-                    .collect();
-                return Err(ApiError::bad_request(format!(
-                    "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
-                    resource.kind,
-                    resource.version,
-                    resource.kind,
-                    list.join(", ")
-                )));
+            let problems = options
+                .repeated_fields
+                .iter()
+                .map(|f| format!("duplicate field \"{f}\""))
+                .chain(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
+            if strict {
+                let problems: Vec<String> = problems.collect();
+                if !problems.is_empty() {
+                    return Err(cannot(format!(
+                        "strict decoding error: {}",
+                        problems.join(", ")
+                    )));
+                }
+            } else if let Some(warnings) = &options.warnings {
+                problems.for_each(|p| warnings.push(p));
             }
         }
         crate::defaults::apply(resource, &mut canonical);
@@ -100,7 +107,7 @@ impl Registry {
     /// status patch no longer round-trips the whole pod.
     fn admit_status(&self, resource: &ResourceInfo, mut object: Value) -> Result<Value, ApiError> {
         let Value::Object(map) = &mut object else {
-            return self.admit(resource, object, FieldValidation::Ignore);
+            return self.admit(resource, object, &ignoring_fields());
         };
         let mut slim = serde_json::Map::new();
         for key in ["apiVersion", "kind", "status"] {
@@ -109,7 +116,7 @@ impl Registry {
             }
         }
         let Value::Object(mut admitted) =
-            self.admit(resource, Value::Object(slim), FieldValidation::Ignore)?
+            self.admit(resource, Value::Object(slim), &ignoring_fields())?
         else {
             return Err(ApiError::internal("a decoded object is not a JSON object"));
         };
@@ -144,7 +151,7 @@ impl Registry {
     ) -> Result<Value, ApiError> {
         check_kind(resource, &mut object)?;
         strategy::prepare_create(resource, namespace, &mut object)?;
-        let mut object = self.admit(resource, object, options.field_validation)?;
+        let mut object = self.admit(resource, object, options)?;
         let name = meta::name(&object).to_string();
         if name.is_empty() {
             return Err(ApiError::invalid(
@@ -301,7 +308,7 @@ impl Registry {
                 }
             }
         }
-        let object = self.admit(resource, object, options.field_validation)?;
+        let object = self.admit(resource, object, options)?;
         // No resourceVersion, or "0", is an unconditional update.
         let pinned = match meta::resource_version(&object) {
             "0" => None,
@@ -393,7 +400,7 @@ impl Registry {
             {
                 self.admit_status(resource, patched)?
             } else {
-                self.admit(resource, patched, options.field_validation)?
+                self.admit(resource, patched, options)?
             };
             let mut next = from_view(resource, admitted);
             strategy::prepare_update(resource, current, &mut next, subresource);
@@ -658,4 +665,12 @@ fn same_but_resource_version(a: &Value, b: &Value) -> bool {
                 }
                 (_, value, other) => other == Some(value),
             })
+}
+
+/// Options that neither refuse nor report unknown fields (a status write's normalisation).
+fn ignoring_fields() -> WriteOptions {
+    WriteOptions {
+        field_validation: FieldValidation::Ignore,
+        ..Default::default()
+    }
 }
