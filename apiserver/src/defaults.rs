@@ -5,7 +5,11 @@
 //! - a pod volume that names no source is an `emptyDir`;
 //! - an `ObjectFieldSelector` (env `valueFrom.fieldRef`, downward API items) without
 //!   `apiVersion` gets `v1`;
-//! - an EndpointSlice port without `name` gets `""` and without `protocol` gets `TCP`.
+//! - an EndpointSlice port without `name` gets `""` and without `protocol` gets `TCP`;
+//! - a DaemonSet gets the RollingUpdate strategy (maxUnavailable 1, maxSurge 0) and a
+//!   revisionHistoryLimit of 10;
+//! - a CronJob gets concurrencyPolicy `Allow`, `suspend: false` and history limits of 3
+//!   successful and 1 failed Job.
 
 use api::ResourceInfo;
 use base64::Engine;
@@ -25,8 +29,66 @@ pub fn apply(resource: &ResourceInfo, object: &mut Value) {
                 pod_spec(spec);
             }
         }
+        ("apps", "DaemonSet") => {
+            if let Some(spec) = object.pointer_mut("/spec/template/spec") {
+                pod_spec(spec);
+            }
+            daemon_set(object);
+        }
+        ("batch", "CronJob") => {
+            if let Some(spec) = object.pointer_mut("/spec/jobTemplate/spec/template/spec") {
+                pod_spec(spec);
+            }
+            cron_job(object);
+        }
         ("discovery.k8s.io", "EndpointSlice") => endpoint_slice_ports(object),
         _ => {}
+    }
+}
+
+/// `SetDefaults_DaemonSet`: a RollingUpdate strategy that replaces one node's pod at a time.
+fn daemon_set(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let strategy = spec.entry("updateStrategy").or_insert_with(|| json!({}));
+    if !strategy.is_object() {
+        *strategy = json!({});
+    }
+    if strategy.get("type").is_none_or(Value::is_null) {
+        strategy["type"] = json!("RollingUpdate");
+    }
+    if strategy["type"] == "RollingUpdate" {
+        let rolling = &mut strategy["rollingUpdate"];
+        if !rolling.is_object() {
+            *rolling = json!({});
+        }
+        if rolling.get("maxUnavailable").is_none_or(Value::is_null) {
+            rolling["maxUnavailable"] = json!(1);
+        }
+        if rolling.get("maxSurge").is_none_or(Value::is_null) {
+            rolling["maxSurge"] = json!(0);
+        }
+    }
+    if spec.get("revisionHistoryLimit").is_none_or(Value::is_null) {
+        spec.insert("revisionHistoryLimit".into(), json!(10));
+    }
+}
+
+/// `SetDefaults_CronJob`.
+fn cron_job(object: &mut Value) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (key, value) in [
+        ("concurrencyPolicy", json!("Allow")),
+        ("suspend", json!(false)),
+        ("successfulJobsHistoryLimit", json!(3)),
+        ("failedJobsHistoryLimit", json!(1)),
+    ] {
+        if spec.get(key).is_none_or(Value::is_null) {
+            spec.insert(key.into(), value);
+        }
     }
 }
 
@@ -214,6 +276,24 @@ mod tests {
             slice["ports"],
             json!([{"name": "", "port": 80, "protocol": "TCP"},
                 {"name": "https", "port": 443, "protocol": "UDP"}])
+        );
+    }
+
+    #[test]
+    fn daemon_sets_and_cron_jobs_get_kubernetes_defaults() {
+        let mut ds = json!({"spec": {"updateStrategy": {}}});
+        apply(resource("apps", "DaemonSet"), &mut ds);
+        assert_eq!(
+            ds,
+            json!({"spec": {"revisionHistoryLimit": 10, "updateStrategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}}})
+        );
+        let mut on_delete =
+            json!({"spec": {"updateStrategy": {"type": "OnDelete"}, "revisionHistoryLimit": 2}});
+        apply(resource("apps", "DaemonSet"), &mut on_delete);
+        assert_eq!(
+            on_delete,
+            json!({"spec": {"updateStrategy": {"type": "OnDelete"}, "revisionHistoryLimit": 2}})
         );
     }
 }

@@ -106,6 +106,26 @@ pub fn prepare_create(
                 default_replication_controller(object);
             }
         }
+        "DaemonSet" => {
+            // The status Go writes for an empty DaemonSetStatus (four fields have no omitempty),
+            // and the template generation apps/v1 keeps in an annotation.
+            object["status"] = json!({
+                "currentNumberScheduled": 0,
+                "numberMisscheduled": 0,
+                "desiredNumberScheduled": 0,
+                "numberReady": 0,
+            });
+            set_template_generation(object, 1);
+            if let Some(template) = object.pointer_mut("/spec/template/spec") {
+                default_pod_spec_fields(template);
+            }
+        }
+        "CronJob" => {
+            object["status"] = json!({});
+            if let Some(template) = object.pointer_mut("/spec/jobTemplate/spec/template/spec") {
+                default_pod_spec_fields(template);
+            }
+        }
         "PodTemplate" => {
             if let Some(template) = object.pointer_mut("/template/spec") {
                 default_pod_spec_fields(template);
@@ -401,9 +421,43 @@ pub fn prepare_update(
     if old_generation == 0 && new.get("spec").is_none() {
         meta::metadata_mut(new).remove("generation");
     }
+    if resource.kind == "DaemonSet" && subresource.is_none() {
+        bump_template_generation(old, new);
+    }
     if resource.kind == "LimitRange" && subresource.is_none() {
         crate::admission::limit_ranger::default_limit_range(new);
     }
+}
+
+/// The annotation apps/v1 DaemonSets carry their internal `spec.templateGeneration` in.
+pub const TEMPLATE_GENERATION: &str = "deprecated.daemonset.template.generation";
+
+/// A DaemonSet's template generation goes up by one when its pod template changes, and is
+/// kept otherwise (a client that drops the annotation does not reset it).
+fn bump_template_generation(old: &Value, new: &mut Value) {
+    let old_generation = old
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(TEMPLATE_GENERATION))
+        .and_then(Value::as_str)
+        .and_then(|g| g.parse::<i64>().ok())
+        .unwrap_or(1);
+    let changed = old.pointer("/spec/template") != new.pointer("/spec/template");
+    let generation = if changed {
+        old_generation + 1
+    } else {
+        old_generation
+    };
+    set_template_generation(new, generation);
+}
+
+fn set_template_generation(object: &mut Value, generation: i64) {
+    let annotations = meta::metadata_mut(object)
+        .entry("annotations")
+        .or_insert_with(|| json!({}));
+    if !annotations.is_object() {
+        *annotations = json!({});
+    }
+    annotations[TEMPLATE_GENERATION] = json!(generation.to_string());
 }
 
 /// Whether anything but metadata and status differs (compared in place: no copies).

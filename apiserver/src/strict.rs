@@ -111,7 +111,9 @@ pub fn decode_owned(resource: &ResourceInfo, mut object: Value) -> Result<Value,
         }
         ("apps", "Deployment") => round_trip::<apps::v1::Deployment>(resource, object),
         ("apps", "ReplicaSet") => round_trip::<apps::v1::ReplicaSet>(resource, object),
+        ("apps", "DaemonSet") => round_trip::<apps::v1::DaemonSet>(resource, object),
         ("batch", "Job") => round_trip::<batch::v1::Job>(resource, object),
+        ("batch", "CronJob") => round_trip::<batch::v1::CronJob>(resource, object),
         ("coordination.k8s.io", "Lease") => round_trip::<coordination::v1::Lease>(resource, object),
         ("scheduling.k8s.io", "PriorityClass") => {
             round_trip::<scheduling::v1::PriorityClass>(resource, object)

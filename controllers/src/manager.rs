@@ -11,7 +11,7 @@ use api::client::{Client, ClientConfig, ClientError, ListParams};
 use api::informer::Informer;
 use api::leader_election::{LeaderElectionConfig, LeaderElector};
 use api::resources;
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
@@ -26,6 +26,7 @@ use telemetry::Telemetry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::daemonset::DaemonSetController;
 use crate::deployment::DeploymentController;
 use crate::disruption::DisruptionController;
 use crate::endpoints::EndpointsController;
@@ -270,6 +271,12 @@ fn start_controllers(
         all.clone(),
     );
     let mut jobs = Informer::<Job>::new(client.clone(), find("batch", "jobs"), None, all.clone());
+    let mut daemon_sets = Informer::<DaemonSet>::new(
+        client.clone(),
+        find("apps", "daemonsets"),
+        None,
+        all.clone(),
+    );
     let mut replication_controllers = Informer::<ReplicationController>::new(
         client.clone(),
         find("", "replicationcontrollers"),
@@ -351,6 +358,8 @@ fn start_controllers(
     start("deployment", d, q);
     let (j, q) = JobController::new(client.clone(), &mut jobs, &mut pods);
     start("job", j, q);
+    let (ds, q) = DaemonSetController::new(client.clone(), &mut daemon_sets, &mut nodes, &mut pods);
+    start("daemonset", ds, q);
     let (e, q) = EndpointsController::new(
         client.clone(),
         &mut services,
@@ -390,6 +399,7 @@ fn start_controllers(
         spawn_informer(replicasets, stop.clone()),
         spawn_informer(deployments, stop.clone()),
         spawn_informer(jobs, stop.clone()),
+        spawn_informer(daemon_sets, stop.clone()),
         spawn_informer(replication_controllers, stop.clone()),
         spawn_informer(budgets, stop.clone()),
         spawn_informer(nodes, stop.clone()),

@@ -22,7 +22,7 @@ pub const BY_NODE: &str = "node";
 /// - spec: nodeName (node lifecycle, endpoints); tolerations (taint eviction); each container's
 ///   name, ports (named Service target ports) and resources, init containers' name and
 ///   resources (quota usage and QoS scopes); activeDeadlineSeconds and priorityClassName
-///   (quota scopes);
+///   (quota scopes); a DaemonSet pod's affinity (the node it is made for, until it is bound);
 /// - status: phase; the Ready condition (readiness and since when); podIP (endpoints); the
 ///   name and restartCount of each container status that restarted (Job failures, which pods
 ///   go first; the others add nothing to a pod's restarts).
@@ -38,6 +38,7 @@ pub fn keep_controller_fields(pod: &mut Pod) {
     use k8s_openapi::api::core::v1::{Container, ContainerStatus, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+    let daemon = controller_of(&pod.metadata).is_some_and(|r| r.kind == "DaemonSet");
     let meta = std::mem::take(&mut pod.metadata);
     pod.metadata = ObjectMeta {
         name: meta.name,
@@ -76,6 +77,7 @@ pub fn keep_controller_fields(pod: &mut Pod) {
             tolerations: spec.tolerations.take(),
             active_deadline_seconds: spec.active_deadline_seconds.take(),
             priority_class_name: spec.priority_class_name.take(),
+            affinity: if daemon { spec.affinity.take() } else { None },
             ..Default::default()
         };
     }

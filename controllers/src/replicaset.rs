@@ -367,16 +367,25 @@ pub async fn create_in_batches(
     count: usize,
     not_created: impl Fn(),
 ) -> Result<(), ReconcileError> {
-    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-    let mut remaining = count;
+    create_each_in_batches(client, vec![pod.clone(); count], not_created).await
+}
+
+/// Creates `pods` in slow-start batches (1, 2, 4, … at once, stopping at the first batch with
+/// a failure); calls `not_created` once per pod that was not created (failed or never sent).
+pub async fn create_each_in_batches(
+    client: &Client,
+    pods: Vec<Pod>,
+    not_created: impl Fn(),
+) -> Result<(), ReconcileError> {
+    let mut pods = pods.into_iter();
+    let mut remaining = pods.len();
     let mut batch = 1usize;
     while remaining > 0 {
         let size = batch.min(remaining);
         let mut tasks = JoinSet::new();
-        for _ in 0..size {
+        for pod in pods.by_ref().take(size) {
             let client = client.clone();
-            let pod = pod.clone();
-            let namespace = namespace.clone();
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
             tasks.spawn(async move {
                 client
                     .create::<Pod, serde_json::Value>(resources::pods(), Some(&namespace), &pod)

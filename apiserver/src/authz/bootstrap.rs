@@ -117,10 +117,15 @@ fn viewable() -> Vec<Value> {
                 "replicasets/status",
                 "statefulsets",
                 "daemonsets",
+                "daemonsets/status",
             ],
             READ,
         ),
-        rule(&["batch"], &["jobs", "jobs/status", "cronjobs"], READ),
+        rule(
+            &["batch"],
+            &["jobs", "jobs/status", "cronjobs", "cronjobs/status"],
+            READ,
+        ),
         rule(
             &["policy"],
             &["poddisruptionbudgets", "poddisruptionbudgets/status"],

@@ -807,6 +807,32 @@ static REPLICATION_CONTROLLER_SPEC: Ty = Ty(&[
 
 // --- apps/v1, batch/v1, autoscaling/v1, policy/v1 ---
 
+pub static DAEMON_SET: Ty = Ty(&[
+    f("kind"),
+    f("apiVersion"),
+    t("metadata", &OBJECT_META),
+    t("spec", &DAEMON_SET_SPEC),
+    t("status", &DAEMON_SET_STATUS),
+]);
+static DAEMON_SET_SPEC: Ty = Ty(&[
+    t("selector", &LABEL_SELECTOR),
+    t("template", &POD_TEMPLATE_SPEC),
+    t("updateStrategy", &DEPLOYMENT_STRATEGY),
+    f("minReadySeconds"),
+    f("revisionHistoryLimit"),
+]);
+static DAEMON_SET_STATUS: Ty = Ty(&[
+    f("currentNumberScheduled"),
+    f("numberMisscheduled"),
+    f("desiredNumberScheduled"),
+    f("numberReady"),
+    f("observedGeneration"),
+    f("updatedNumberScheduled"),
+    f("numberAvailable"),
+    f("numberUnavailable"),
+    f("collisionCount"),
+    t("conditions", &NAMESPACE_CONDITION),
+]);
 pub static DEPLOYMENT: Ty = Ty(&[
     f("kind"),
     f("apiVersion"),
@@ -912,6 +938,29 @@ static JOB_CONDITION: Ty = Ty(&[
     f("lastTransitionTime"),
     f("reason"),
     f("message"),
+]);
+pub static CRON_JOB: Ty = Ty(&[
+    f("kind"),
+    f("apiVersion"),
+    t("metadata", &OBJECT_META),
+    t("spec", &CRON_JOB_SPEC),
+    t("status", &CRON_JOB_STATUS),
+]);
+static CRON_JOB_SPEC: Ty = Ty(&[
+    f("schedule"),
+    f("timeZone"),
+    f("startingDeadlineSeconds"),
+    f("concurrencyPolicy"),
+    f("suspend"),
+    t("jobTemplate", &JOB_TEMPLATE_SPEC),
+    f("successfulJobsHistoryLimit"),
+    f("failedJobsHistoryLimit"),
+]);
+static JOB_TEMPLATE_SPEC: Ty = Ty(&[t("metadata", &OBJECT_META), t("spec", &JOB_SPEC)]);
+static CRON_JOB_STATUS: Ty = Ty(&[
+    t("active", &OBJECT_REFERENCE),
+    f("lastScheduleTime"),
+    f("lastSuccessfulTime"),
 ]);
 pub static SCALE: Ty = Ty(&[
     f("kind"),

@@ -35,8 +35,8 @@ use pods::pod_cells;
 pub use pods::pod_status_reason;
 use rbac::{role_binding_cells, role_cells};
 use workloads::{
-    deployment_cells, job_cells, pod_disruption_budget_cells, pod_template_cells, replicaset_cells,
-    replication_controller_cells,
+    cron_job_cells, daemon_set_cells, deployment_cells, job_cells, pod_disruption_budget_cells,
+    pod_template_cells, replicaset_cells, replication_controller_cells,
 };
 
 /// What each row's `object` holds: the `includeObject` query parameter of a Table request.
@@ -372,6 +372,36 @@ const JOB_COLUMNS: &[Column] = &[
     SELECTOR,
 ];
 
+const DAEMON_SET_COLUMNS: &[Column] = &[
+    NAME,
+    Column::integer("Desired", "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod). More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/"),
+    Column::integer("Current", "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod. More info: https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/"),
+    Column::integer("Ready", "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition."),
+    Column::integer("Up-to-date", "The total number of nodes that are running updated daemon pod"),
+    Column::integer("Available", "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)"),
+    Column::string("Node Selector", "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node. More info: https://kubernetes.io/docs/concepts/configuration/assign-pod-node/"),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    Column::string("Selector", "A label query over pods that are managed by the daemon set. Must match in order to be controlled. It must match the pod template's labels. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors").wide(),
+];
+
+const CRON_JOB_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string("Schedule", "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron."),
+    Column::string("Timezone", "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, this will default to the time zone of the kube-controller-manager process."),
+    Column {
+        kind: "boolean",
+        ..Column::string("Suspend", "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false.")
+    },
+    Column::integer("Active", "A list of pointers to currently running jobs."),
+    Column::string("Last Schedule", "Information when was the last time the job was successfully scheduled."),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+    Column::string("Selector", "A label query over pods that should match the pod count. Normally, the system sets this field for you. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors").wide(),
+];
+
 const LEASE_COLUMNS: &[Column] = &[
     NAME,
     Column::string(
@@ -479,7 +509,9 @@ impl Printer {
             ("", "endpoints") => (ENDPOINTS_COLUMNS, endpoints_cells),
             ("apps", "deployments") => (DEPLOYMENT_COLUMNS, deployment_cells),
             ("apps", "replicasets") => (REPLICASET_COLUMNS, replicaset_cells),
+            ("apps", "daemonsets") => (DAEMON_SET_COLUMNS, daemon_set_cells),
             ("batch", "jobs") => (JOB_COLUMNS, job_cells),
+            ("batch", "cronjobs") => (CRON_JOB_COLUMNS, cron_job_cells),
             ("", "replicationcontrollers") => {
                 (REPLICATION_CONTROLLER_COLUMNS, replication_controller_cells)
             }

@@ -563,3 +563,61 @@ fn replication_controllers_pod_templates_and_budgets() {
     );
     assert_eq!(row, json!(["web", "N/A", "25%", 1, "60s"]));
 }
+
+#[test]
+fn daemon_set_rows() {
+    let ds = json!({
+        "metadata": {"name": "agent", "creationTimestamp": "2025-06-01T11:00:00Z"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"spec": {"nodeSelector": {"disk": "ssd"},
+                                       "containers": [{"name": "agent", "image": "agent:1"}]}}},
+        "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3, "numberReady": 2,
+                   "updatedNumberScheduled": 1, "numberAvailable": 2, "numberMisscheduled": 0},
+    });
+    let t = table(
+        find("apps", "v1", "daemonsets").unwrap(),
+        &[ds],
+        IncludeObject::None,
+        now(),
+        "1",
+        None,
+    );
+    let names: Vec<&str> = t["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "Name",
+            "Desired",
+            "Current",
+            "Ready",
+            "Up-to-date",
+            "Available",
+            "Node Selector",
+            "Age",
+            "Containers",
+            "Images",
+            "Selector"
+        ]
+    );
+    assert_eq!(
+        t["rows"][0]["cells"],
+        json!([
+            "agent",
+            3,
+            3,
+            2,
+            1,
+            2,
+            "disk=ssd",
+            "60m",
+            "agent",
+            "agent:1",
+            "app=agent"
+        ])
+    );
+}

@@ -1,5 +1,5 @@
-//! Deployments, ReplicaSets, ReplicationControllers, PodTemplates, Jobs and
-//! PodDisruptionBudgets.
+//! Deployments, ReplicaSets, DaemonSets, ReplicationControllers, PodTemplates, Jobs, CronJobs
+//! and PodDisruptionBudgets.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -60,9 +60,14 @@ fn label_selector_string(selector: &Value) -> Option<String> {
     )
 }
 
-/// `metav1.FormatLabelSelector`: `<none>` for an empty selector, `<error>` for an invalid one.
+/// `metav1.FormatLabelSelector` of `spec.selector`.
 fn format_label_selector(obj: &Value) -> String {
-    match obj.pointer("/spec/selector").map(label_selector_string) {
+    format_label_selector_at(obj, "/spec/selector")
+}
+
+/// `metav1.FormatLabelSelector`: `<none>` for an empty selector, `<error>` for an invalid one.
+fn format_label_selector_at(obj: &Value, pointer: &str) -> String {
+    match obj.pointer(pointer).map(label_selector_string) {
         Some(None) => "<error>".into(),
         Some(Some(s)) if !s.is_empty() => s,
         _ => "<none>".into(),
@@ -210,5 +215,49 @@ pub(super) fn pod_disruption_budget_cells(pdb: &Value, now: DateTime<Utc>) -> Ve
         bound("maxUnavailable").into(),
         int_at(pdb, "/status/disruptionsAllowed").into(),
         age(pdb, now),
+    ]
+}
+
+pub(super) fn daemon_set_cells(ds: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let (containers, images) = container_cells(ds);
+    vec![
+        name(ds),
+        int_at(ds, "/status/desiredNumberScheduled").into(),
+        int_at(ds, "/status/currentNumberScheduled").into(),
+        int_at(ds, "/status/numberReady").into(),
+        int_at(ds, "/status/updatedNumberScheduled").into(),
+        int_at(ds, "/status/numberAvailable").into(),
+        format_labels(ds, "/spec/template/spec/nodeSelector").into(),
+        age(ds, now),
+        containers,
+        images,
+        format_label_selector(ds).into(),
+    ]
+}
+
+pub(super) fn cron_job_cells(cj: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let (containers, images) = containers_at(cj, "/spec/jobTemplate/spec/template/spec/containers");
+    let time_zone = none_if_empty(str_at(cj, "/spec/timeZone"));
+    // printBoolPtr: an unset suspend (never after defaulting) prints `<unset>`.
+    let suspend = match cj.pointer("/spec/suspend").and_then(Value::as_bool) {
+        Some(true) => "True",
+        Some(false) => "False",
+        None => "<unset>",
+    };
+    let last_schedule = match time_at(cj, "/status/lastScheduleTime") {
+        Some(t) => human_duration(now - t),
+        None => "<none>".into(),
+    };
+    vec![
+        name(cj),
+        str_at(cj, "/spec/schedule").into(),
+        time_zone.into(),
+        suspend.into(),
+        (array_at(cj, "/status/active").len() as i64).into(),
+        last_schedule.into(),
+        age(cj, now),
+        containers,
+        images,
+        format_label_selector_at(cj, "/spec/jobTemplate/spec/selector").into(),
     ]
 }

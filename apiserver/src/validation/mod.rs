@@ -303,7 +303,7 @@ pub fn validate_update(resource: &ResourceInfo, old: &Value, new: &Value) -> Vec
     let (old_spec, new_spec) = (field_of(old, "spec"), field_of(new, "spec"));
     match (resource.group, resource.kind) {
         ("", "Pod") => validate_pod_spec_update(old_spec, new_spec, &mut out),
-        ("apps", "Deployment" | "ReplicaSet") | ("batch", "Job") => {
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") | ("batch", "Job") => {
             let (a, b) = (
                 old_spec.and_then(|s| field_of(s, "selector")),
                 new_spec.and_then(|s| field_of(s, "selector")),
@@ -442,7 +442,7 @@ fn validate_kind(resource: &ResourceInfo, object: &Value, out: &mut Vec<Cause>) 
     let spec = field_of(object, "spec");
     match (resource.group, resource.kind) {
         ("", "Pod") => validate_pod_spec(spec.unwrap_or(&Value::Null), "spec", out),
-        ("apps", "Deployment" | "ReplicaSet") => {
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") => {
             validate_replicated(resource.kind, spec.unwrap_or(&Value::Null), out)
         }
         ("batch", "Job") => validate_job(spec.unwrap_or(&Value::Null), out),

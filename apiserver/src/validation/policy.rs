@@ -39,7 +39,7 @@ pub(super) fn validate_pdb(spec: &Value, out: &mut Vec<Cause>) {
 }
 
 /// A non-negative integer, or a percentage of at most 100%.
-fn validate_int_or_percent(value: &Value, field: &str, out: &mut Vec<Cause>) {
+pub(super) fn validate_int_or_percent(value: &Value, field: &str, out: &mut Vec<Cause>) {
     match value {
         Value::Number(n) => {
             let n = n.as_i64().unwrap_or(-1);

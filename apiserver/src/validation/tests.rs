@@ -527,3 +527,51 @@ fn pod_disruption_budgets() {
         ]
     );
 }
+
+fn daemon_set(spec: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+           "metadata": {"name": "agent", "namespace": "default"}, "spec": spec})
+}
+
+#[test]
+fn daemon_sets() {
+    let daemon_sets = resource("apps", "daemonsets");
+    let template = json!({"metadata": {"labels": {"app": "agent"}},
+                          "spec": {"containers": [{"name": "a", "image": "agent"}]}});
+    let valid = json!({"selector": {"matchLabels": {"app": "agent"}}, "template": template,
+                       "updateStrategy": {"type": "RollingUpdate",
+                                          "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}});
+    assert_eq!(
+        causes(daemon_sets, &daemon_set(valid.clone())),
+        Vec::<String>::new()
+    );
+    let mut no_selector = valid.clone();
+    no_selector["selector"] = Value::Null;
+    no_selector["template"]["spec"]["activeDeadlineSeconds"] = json!(5);
+    assert_eq!(
+        causes(daemon_sets, &daemon_set(no_selector)),
+        [
+            "spec.selector: Required value",
+            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"agent\"}: `selector` does not match template `labels`",
+            "spec.template.spec.activeDeadlineSeconds: Invalid value: 5: activeDeadlineSeconds in DaemonSet is not Supported",
+        ]
+    );
+    let mut both = valid.clone();
+    both["updateStrategy"]["rollingUpdate"] = json!({"maxUnavailable": "10%", "maxSurge": 1});
+    assert_eq!(
+        causes(daemon_sets, &daemon_set(both)),
+        ["spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: \"1\": may not be set when maxUnavailable is non-zero"]
+    );
+    let mut neither = valid.clone();
+    neither["updateStrategy"]["rollingUpdate"] = json!({"maxUnavailable": 0, "maxSurge": "0%"});
+    assert_eq!(
+        causes(daemon_sets, &daemon_set(neither)),
+        ["spec.updateStrategy.rollingUpdate.maxUnavailable: Required value: cannot be 0 when maxSurge is 0"]
+    );
+    let mut unknown = valid.clone();
+    unknown["updateStrategy"] = json!({"type": "Sometimes"});
+    assert_eq!(
+        causes(daemon_sets, &daemon_set(unknown)),
+        ["spec.updateStrategy: Unsupported value: apps.DaemonSetUpdateStrategy{Type:\"Sometimes\", RollingUpdate:(*apps.RollingUpdateDaemonSet)(nil)}: supported values: \"RollingUpdate\", \"OnDelete\""]
+    );
+}

@@ -1,17 +1,19 @@
-//! Deployments, ReplicaSets, ReplicationControllers, Jobs and PodTemplates: replica counts,
-//! selectors and pod templates.
+//! Deployments, ReplicaSets, DaemonSets, ReplicationControllers, Jobs and PodTemplates: replica
+//! counts, selectors, update strategies and pod templates.
 
 use serde_json::Value;
 
 use api::selectors::LabelSelector;
 
 use super::pod::validate_pod_spec;
+use super::policy::{parse_percent, validate_int_or_percent};
 use super::{
     field_of, go_string_map, int_of, map_of, non_negative, selector_repr, semantic_eq, str_of,
     validate_labels, Bad, Cause,
 };
 
-/// Deployments and ReplicaSets: replicas, selector, and a template the selector matches.
+/// Deployments, ReplicaSets and DaemonSets: replicas, selector, and a template the selector
+/// matches.
 pub(super) fn validate_replicated(kind: &str, spec: &Value, out: &mut Vec<Cause>) {
     for key in ["replicas", "minReadySeconds", "revisionHistoryLimit"] {
         non_negative(spec, key, "spec", out);
@@ -50,6 +52,80 @@ pub(super) fn validate_replicated(kind: &str, spec: &Value, out: &mut Vec<Cause>
                 "spec.template.spec.restartPolicy",
                 policy,
                 &["Always"],
+            ));
+        }
+    }
+    if kind == "DaemonSet" {
+        if let Some(deadline) = int_of(template_spec, "activeDeadlineSeconds") {
+            out.push(Cause::invalid(
+                "spec.template.spec.activeDeadlineSeconds",
+                deadline,
+                "activeDeadlineSeconds in DaemonSet is not Supported",
+            ));
+        }
+        if let Some(strategy) = field_of(spec, "updateStrategy").filter(|s| !s.is_null()) {
+            validate_daemon_set_strategy(strategy, out);
+        }
+    }
+}
+
+/// `ValidateDaemonSetUpdateStrategy`: OnDelete, or RollingUpdate with exactly one of
+/// maxUnavailable and maxSurge above zero.
+fn validate_daemon_set_strategy(strategy: &Value, out: &mut Vec<Cause>) {
+    let path = "spec.updateStrategy";
+    let rolling = field_of(strategy, "rollingUpdate").filter(|r| !r.is_null());
+    match str_of(strategy, "type").unwrap_or_default() {
+        "OnDelete" => {}
+        "RollingUpdate" => {
+            let Some(rolling) = rolling else {
+                out.push(Cause::required(&format!("{path}.rollingUpdate"), ""));
+                return;
+            };
+            let mut non_zero = |key: &str| {
+                let value = field_of(rolling, key).filter(|v| !v.is_null())?;
+                let amount = match value {
+                    Value::String(s) => match parse_percent(s) {
+                        Some(p) => p as i64,
+                        None => s.parse::<i64>().unwrap_or(0),
+                    },
+                    other => other.as_i64().unwrap_or(0),
+                };
+                if amount == 0 {
+                    return None;
+                }
+                validate_int_or_percent(value, &format!("{path}.rollingUpdate.{key}"), out);
+                Some(match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+            };
+            let unavailable = non_zero("maxUnavailable");
+            let surge = non_zero("maxSurge");
+            match (unavailable, surge) {
+                (Some(_), Some(surge)) => out.push(Cause::invalid(
+                    &format!("{path}.rollingUpdate.maxSurge"),
+                    &surge,
+                    "may not be set when maxUnavailable is non-zero",
+                )),
+                (None, None) => out.push(Cause::required(
+                    &format!("{path}.rollingUpdate.maxUnavailable"),
+                    "cannot be 0 when maxSurge is 0",
+                )),
+                _ => {}
+            }
+        }
+        other => {
+            let rolling = if rolling.is_some() {
+                "(*apps.RollingUpdateDaemonSet)(0xc000100000)"
+            } else {
+                "(*apps.RollingUpdateDaemonSet)(nil)"
+            };
+            out.push(Cause::new(
+                "FieldValueNotSupported",
+                path,
+                format!(
+                    "Unsupported value: apps.DaemonSetUpdateStrategy{{Type:{other:?}, RollingUpdate:{rolling}}}: supported values: \"RollingUpdate\", \"OnDelete\""
+                ),
             ));
         }
     }

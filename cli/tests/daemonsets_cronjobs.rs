@@ -1,0 +1,229 @@
+//! End to end with the real kubectl against a whole control plane (store, API server,
+//! scheduler, node hosts, controllers): a DaemonSet following a node being tainted and a new
+//! node joining, and the 422s of invalid specs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::control_plane::{
+    is_ready, pods_json, start_controllers, start_node_host, start_scheduler, terminating,
+};
+use common::{wait_until, Cluster};
+use serde_json::Value;
+
+const DAEMON_SET: &str = "apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector:
+    matchLabels:
+      app: agent
+  template:
+    metadata:
+      labels:
+        app: agent
+    spec:
+      containers:
+      - name: agent
+        image: registry.k8s.io/pause:3.10
+";
+
+/// The nodes the running, ready, live agent pods are on, sorted.
+fn agent_nodes(c: &Cluster) -> Vec<String> {
+    let mut nodes: Vec<String> = pods_json(c, &["-l", "app=agent"])
+        .iter()
+        .filter(|p| p["status"]["phase"] == "Running" && is_ready(p) && !terminating(p))
+        .map(|p| p["spec"]["nodeName"].as_str().unwrap_or("").to_string())
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+fn daemon_set_status(c: &Cluster) -> Value {
+    let out = c.ok(&["get", "ds", "agent", "-o", "json"]);
+    serde_json::from_str::<Value>(&out)
+        .map(|v| v["status"].clone())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_set_follows_taints_and_new_nodes() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 2, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    let controllers = start_controllers(&c, 40)?;
+
+    let applied = c.ok_stdin(&["apply", "-f", "-"], DAEMON_SET);
+    assert!(
+        applied.contains("daemonset.apps/agent created"),
+        "{applied}"
+    );
+    let spread = wait_until(
+        "an agent pod runs on each node",
+        Duration::from_secs(60),
+        || async { agent_nodes(&c) == ["node-0", "node-1"] },
+    )
+    .await;
+    if spread.is_err() {
+        eprintln!("{}", controllers.log());
+    }
+    spread?;
+    wait_until(
+        "the status counts both nodes",
+        Duration::from_secs(30),
+        || async {
+            let s = daemon_set_status(&c);
+            s["desiredNumberScheduled"] == 2 && s["numberReady"] == 2 && s["numberAvailable"] == 2
+        },
+    )
+    .await?;
+
+    // Defaults, the scheduler's placement and the daemon tolerations, as on Kubernetes.
+    let ds: Value = serde_json::from_str(&c.ok(&["get", "ds", "agent", "-o", "json"]))?;
+    assert_eq!(ds["spec"]["updateStrategy"]["type"], "RollingUpdate");
+    assert_eq!(
+        ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+        1
+    );
+    assert_eq!(ds["spec"]["revisionHistoryLimit"], 10);
+    assert_eq!(
+        ds["metadata"]["annotations"]["deprecated.daemonset.template.generation"],
+        "1"
+    );
+    let pod = &pods_json(&c, &["-l", "app=agent"])[0];
+    let term = &pod["spec"]["affinity"]["nodeAffinity"]
+        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
+    assert_eq!(term["matchFields"][0]["key"], "metadata.name", "{pod}");
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["kind"], "DaemonSet");
+    assert_eq!(pod["metadata"]["labels"]["pod-template-generation"], "1");
+    let tolerations = pod["spec"]["tolerations"].to_string();
+    assert!(
+        tolerations.contains("node.kubernetes.io/unreachable")
+            && tolerations.contains("node.kubernetes.io/unschedulable"),
+        "{tolerations}"
+    );
+
+    let table = c.ok(&["get", "ds"]);
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "NAME",
+            "DESIRED",
+            "CURRENT",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "NODE",
+            "SELECTOR",
+            "AGE"
+        ],
+        "{table}"
+    );
+    assert_eq!(
+        lines[1][..7],
+        ["agent", "2", "2", "2", "2", "2", "<none>"],
+        "{table}"
+    );
+    let all = c.ok(&["get", "all"]);
+    assert!(all.contains("daemonset.apps/agent"), "{all}");
+    assert!(c.ok(&["api-resources", "--api-group=apps"]).contains("ds"));
+
+    // A NoExecute taint the pods do not tolerate drives the daemon off the node.
+    c.ok(&["taint", "node", "node-1", "dedicated=infra:NoExecute"]);
+    wait_until(
+        "the agent leaves the tainted node",
+        Duration::from_secs(60),
+        || async {
+            agent_nodes(&c) == ["node-0"]
+                && pods_json(&c, &["-l", "app=agent"]).len() == 1
+                && daemon_set_status(&c)["desiredNumberScheduled"] == 1
+        },
+    )
+    .await?;
+
+    // A node that joins gets its daemon.
+    let _late = start_node_host(&c, 2, 1, "late-")?;
+    let joined = wait_until(
+        "the agent runs on the new node",
+        Duration::from_secs(60),
+        || async {
+            let nodes = agent_nodes(&c);
+            nodes.len() == 2 && nodes[0].starts_with("late-") && nodes[1] == "node-0"
+        },
+    )
+    .await;
+    if joined.is_err() {
+        eprintln!("{}", c.ok(&["get", "pods", "-o", "wide"]));
+        eprintln!("{}", controllers.log());
+    }
+    joined?;
+    let late = agent_nodes(&c)[0].clone();
+
+    // Untainted, the node gets its daemon back.
+    c.ok(&["taint", "node", "node-1", "dedicated=infra:NoExecute-"]);
+    wait_until(
+        "the agent is back on the untainted node",
+        Duration::from_secs(60),
+        || async { agent_nodes(&c) == [late.as_str(), "node-0", "node-1"] },
+    )
+    .await?;
+
+    // A new template rolls out node by node.
+    c.ok(&[
+        "set",
+        "image",
+        "ds/agent",
+        "agent=registry.k8s.io/pause:3.9",
+    ]);
+    wait_until(
+        "every agent runs the new image",
+        Duration::from_secs(90),
+        || async {
+            let pods = pods_json(&c, &["-l", "app=agent"]);
+            pods.len() == 3
+                && pods.iter().all(|p| {
+                    p["spec"]["containers"][0]["image"] == "registry.k8s.io/pause:3.9"
+                        && p["metadata"]["labels"]["pod-template-generation"] == "2"
+                        && is_ready(p)
+                })
+        },
+    )
+    .await?;
+    let s = daemon_set_status(&c);
+    assert_eq!(s["updatedNumberScheduled"], 3, "{s}");
+    assert_eq!(s["observedGeneration"], 2, "{s}");
+
+    // Invalid specs: 422 with the field path.
+    let bad = DAEMON_SET
+        .replace("name: agent\nspec:", "name: bad\nspec:")
+        .replace("  selector:\n    matchLabels:\n      app: agent\n", "")
+        .replace(
+            "      containers:",
+            "      restartPolicy: Never\n      containers:",
+        );
+    let err = c.fails(&["apply", "-f", &c.file("bad-ds.yaml", &bad)]);
+    assert!(
+        err.contains("The DaemonSet \"bad\" is invalid")
+            && err.contains("spec.selector: Required value")
+            && err.contains(
+                "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\""
+            ),
+        "{err}"
+    );
+
+    // Deleting the DaemonSet deletes its pods.
+    c.ok(&["delete", "ds", "agent"]);
+    wait_until(
+        "the agent pods are gone",
+        Duration::from_secs(60),
+        || async { pods_json(&c, &["-l", "app=agent"]).is_empty() },
+    )
+    .await?;
+    Ok(())
+}
