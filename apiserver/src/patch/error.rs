@@ -11,15 +11,10 @@ pub enum PatchError {
     /// A JSON patch operation lacks a member it needs or names an unknown `op`.
     #[error("json patch operation {index} is invalid: {reason}")]
     InvalidOperation { index: usize, reason: String },
-    /// A JSON pointer that doesn't parse (no leading `/`, bad `~` escape).
-    #[error("invalid JSON pointer {path:?}: {reason}")]
-    InvalidPointer { path: String, reason: String },
-    /// A JSON patch operation addresses a location that doesn't exist.
-    #[error("path {path:?} does not exist in the object")]
-    PathNotFound { path: String },
-    /// A JSON patch `test` operation found a different value.
-    #[error("test operation at {path:?} failed")]
-    TestFailed { path: String },
+    /// A JSON patch operation that does not apply to this object (a missing path, a failed
+    /// `test`), in kube-apiserver's words.
+    #[error("{message}")]
+    JsonPatch { message: String },
     /// A strategic merge patch element of a list that merges by `key` doesn't carry that key.
     #[error("strategic merge patch: an element of {path} has no merge key {key:?}")]
     MissingMergeKey { path: String, key: String },
@@ -43,9 +38,7 @@ impl PatchError {
             PatchError::Malformed { .. } => 400,
             PatchError::Conflict { .. } => 409,
             PatchError::InvalidOperation { .. }
-            | PatchError::InvalidPointer { .. }
-            | PatchError::PathNotFound { .. }
-            | PatchError::TestFailed { .. }
+            | PatchError::JsonPatch { .. }
             | PatchError::MissingMergeKey { .. }
             | PatchError::TypeMismatch { .. } => 422,
         }

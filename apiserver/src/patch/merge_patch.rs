@@ -1,27 +1,11 @@
-//! RFC 7386 JSON merge patch (`application/merge-patch+json`).
+//! RFC 7386 JSON merge patch (`application/merge-patch+json`), applied by the `json-patch` crate.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// Applies an RFC 7386 JSON merge patch to `target` in place: objects merge recursively, `null`
 /// removes a member, anything else (arrays included) replaces.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
-    let Value::Object(patch) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = Value::Object(Map::new());
-    }
-    let Value::Object(target) = target else {
-        return;
-    };
-    for (key, value) in patch {
-        if value.is_null() {
-            target.remove(key);
-        } else {
-            merge_patch(target.entry(key.clone()).or_insert(Value::Null), value);
-        }
-    }
+    json_patch::merge(target, patch);
 }
 
 #[cfg(test)]
