@@ -7,6 +7,7 @@
 //! - [`selectors`]: label and field selectors.
 //! - [`quantity`]: resource quantities (`100m`, `1Gi`).
 //! - [`quota`]: what a pod counts against a ResourceQuota, and its QoS class.
+//! - [`cron`]: CronJob schedules and time zones, parsed as Kubernetes parses them.
 //! - [`protocol`]: the apiserver ⇄ component wire types (bincode frames over QUIC, objects as
 //!   JSON bytes).
 //! - [`client`]: [`Client`](client::Client), a component's connection to the API servers.
@@ -16,6 +17,7 @@
 //! - [`node_logs`]: the API server ⇄ node host protocol of `pods/log`.
 
 pub mod client;
+pub mod cron;
 pub mod event_sink;
 pub mod informer;
 pub mod leader_election;

@@ -1,6 +1,7 @@
 //! End to end with the real kubectl against a whole control plane (store, API server,
 //! scheduler, node hosts, controllers): a DaemonSet following a node being tainted and a new
-//! node joining, and the 422s of invalid specs.
+//! node joining, a CronJob firing on a one-minute schedule and honouring Forbid, `kubectl
+//! create job --from=cronjob/NAME`, and the 422s of invalid specs.
 
 mod common;
 
@@ -224,6 +225,151 @@ async fn a_daemon_set_follows_taints_and_new_nodes() -> anyhow::Result<()> {
         Duration::from_secs(60),
         || async { pods_json(&c, &["-l", "app=agent"]).is_empty() },
     )
+    .await?;
+    Ok(())
+}
+
+const CRON_JOB: &str = "apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: tick
+spec:
+  schedule: \"*/1 * * * *\"
+  concurrencyPolicy: Forbid
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers:
+          - name: tick
+            image: registry.k8s.io/pause:3.10
+";
+
+fn cron_job(c: &Cluster) -> Value {
+    serde_json::from_str(&c.ok(&["get", "cronjob", "tick", "-o", "json"])).unwrap_or(Value::Null)
+}
+
+fn jobs(c: &Cluster) -> Vec<Value> {
+    serde_json::from_str::<Value>(&c.ok(&["get", "jobs", "-o", "json"]))
+        .ok()
+        .and_then(|v| v["items"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_job_fires_and_honours_forbid() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 1, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    let controllers = start_controllers(&c, 40)?;
+
+    // The pause container never exits, so the first Job stays active and Forbid holds back the
+    // next minutes.
+    let applied = c.ok_stdin(&["apply", "-f", "-"], CRON_JOB);
+    assert!(applied.contains("cronjob.batch/tick created"), "{applied}");
+    let cj = cron_job(&c);
+    assert_eq!(cj["spec"]["suspend"], false);
+    assert_eq!(cj["spec"]["successfulJobsHistoryLimit"], 3);
+    assert_eq!(cj["spec"]["failedJobsHistoryLimit"], 1);
+    assert_eq!(
+        cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["dnsPolicy"],
+        "ClusterFirst"
+    );
+
+    let fired = wait_until(
+        "the cronjob starts a job at the next minute",
+        Duration::from_secs(75),
+        || async {
+            cron_job(&c)["status"]["active"]
+                .as_array()
+                .is_some_and(|a| a.len() == 1)
+        },
+    )
+    .await;
+    if fired.is_err() {
+        eprintln!("{}", controllers.log());
+    }
+    fired?;
+    let cj = cron_job(&c);
+    let scheduled = cj["status"]["lastScheduleTime"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let minutes = chrono::DateTime::parse_from_rfc3339(&scheduled)?.timestamp() / 60;
+    let all = jobs(&c);
+    assert_eq!(all.len(), 1, "{all:?}");
+    let job = &all[0];
+    assert_eq!(job["metadata"]["name"], format!("tick-{minutes}"));
+    assert_eq!(
+        job["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"],
+        scheduled
+    );
+    assert_eq!(job["metadata"]["ownerReferences"][0]["kind"], "CronJob");
+    assert_eq!(cj["status"]["active"][0]["name"], job["metadata"]["name"]);
+
+    let table = c.ok(&["get", "cronjobs"]);
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"],
+        "{table}"
+    );
+    assert_eq!(
+        lines[1][..7],
+        ["tick", "*/1", "*", "*", "*", "*", "<none>"],
+        "{table}"
+    );
+    assert_eq!(lines[1][7..9], ["False", "1"], "{table}");
+    assert!(c.ok(&["get", "all"]).contains("cronjob.batch/tick"));
+
+    // kubectl create job --from=cronjob/NAME: the manual Job is owned by the CronJob.
+    let made = c.ok(&["create", "job", "by-hand", "--from=cronjob/tick"]);
+    assert!(made.contains("job.batch/by-hand created"), "{made}");
+    let by_hand: Value = serde_json::from_str(&c.ok(&["get", "job", "by-hand", "-o", "json"]))?;
+    assert_eq!(by_hand["metadata"]["ownerReferences"][0]["name"], "tick");
+    assert_eq!(
+        by_hand["metadata"]["annotations"]["cronjob.kubernetes.io/instantiate"],
+        "manual"
+    );
+
+    // Forbid: the next minute passes without a second scheduled Job.
+    let next_minute = (minutes + 1) * 60 + 5;
+    wait_until(
+        "the next minute has passed",
+        Duration::from_secs(75),
+        || async { chrono::Utc::now().timestamp() >= next_minute },
+    )
+    .await?;
+    let scheduled_jobs = jobs(&c)
+        .iter()
+        .filter(|j| j["metadata"]["name"] != "by-hand")
+        .count();
+    assert_eq!(scheduled_jobs, 1, "Forbid started a second job");
+    assert_eq!(cron_job(&c)["status"]["lastScheduleTime"], scheduled);
+
+    // Invalid specs: 422 with the field paths and the schedule parser's words.
+    let bad = CRON_JOB
+        .replace("name: tick", "name: bad")
+        .replace("\"*/1 * * * *\"", "\"*/1 * * *\"\n  timeZone: Mars/Olympus")
+        .replace("Forbid", "Sometimes");
+    let err = c.fails(&["apply", "-f", &c.file("bad-cj.yaml", &bad)]);
+    assert!(
+        err.contains("The CronJob \"bad\" is invalid")
+            && err.contains("spec.schedule: Invalid value: \"*/1 * * *\": expected exactly 5 fields, found 4: [*/1 * * *]")
+            && err.contains("spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus")
+            && err.contains("spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\""),
+        "{err}"
+    );
+
+    // Deleting the CronJob deletes its Jobs.
+    c.ok(&["delete", "cronjob", "tick"]);
+    wait_until("the jobs are gone", Duration::from_secs(60), || async {
+        jobs(&c).is_empty()
+    })
     .await?;
     Ok(())
 }

@@ -8,12 +8,13 @@
 //!   reconcile its keys one at a time.
 //! - [`expectations`]: creations/deletions in flight, so a slow watch never causes doubles.
 //! - Controllers, each a pure decision core plus a reconciler doing the I/O: [`replicaset`]
-//!   (ReplicaSets and ReplicationControllers), [`deployment`], [`daemonset`], [`job`], [`disruption`]
+//!   (ReplicaSets and ReplicationControllers), [`deployment`], [`daemonset`], [`job`], [`cronjob`], [`disruption`]
 //!   (PodDisruptionBudgets), [`node_lifecycle`], [`endpoints`], [`namespace`],
 //!   [`garbage_collector`], [`resource_quota`], [`service_accounts`] (the `default`
 //!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace).
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
 
+pub mod cronjob;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;

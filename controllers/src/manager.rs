@@ -12,7 +12,7 @@ use api::informer::Informer;
 use api::leader_election::{LeaderElectionConfig, LeaderElector};
 use api::resources;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Endpoints, Namespace, Node, Pod, ReplicationController, ResourceQuota, Service,
@@ -26,6 +26,7 @@ use telemetry::Telemetry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::cronjob::CronJobController;
 use crate::daemonset::DaemonSetController;
 use crate::deployment::DeploymentController;
 use crate::disruption::DisruptionController;
@@ -271,6 +272,8 @@ fn start_controllers(
         all.clone(),
     );
     let mut jobs = Informer::<Job>::new(client.clone(), find("batch", "jobs"), None, all.clone());
+    let mut cron_jobs =
+        Informer::<CronJob>::new(client.clone(), find("batch", "cronjobs"), None, all.clone());
     let mut daemon_sets = Informer::<DaemonSet>::new(
         client.clone(),
         find("apps", "daemonsets"),
@@ -360,6 +363,8 @@ fn start_controllers(
     start("job", j, q);
     let (ds, q) = DaemonSetController::new(client.clone(), &mut daemon_sets, &mut nodes, &mut pods);
     start("daemonset", ds, q);
+    let (cj, q) = CronJobController::new(client.clone(), &mut cron_jobs, &mut jobs);
+    start("cronjob", cj, q);
     let (e, q) = EndpointsController::new(
         client.clone(),
         &mut services,
@@ -400,6 +405,7 @@ fn start_controllers(
         spawn_informer(deployments, stop.clone()),
         spawn_informer(jobs, stop.clone()),
         spawn_informer(daemon_sets, stop.clone()),
+        spawn_informer(cron_jobs, stop.clone()),
         spawn_informer(replication_controllers, stop.clone()),
         spawn_informer(budgets, stop.clone()),
         spawn_informer(nodes, stop.clone()),

@@ -564,6 +564,27 @@ fn replication_controllers_pod_templates_and_budgets() {
     assert_eq!(row, json!(["web", "N/A", "25%", 1, "60s"]));
 }
 
+/// The Table of one object of `plural`.
+fn one_row_table(group: &str, plural: &str, object: Value) -> Value {
+    table(
+        find(group, "v1", plural).unwrap(),
+        &[object],
+        IncludeObject::None,
+        now(),
+        "1",
+        None,
+    )
+}
+
+fn column_names(table: &Value) -> Vec<&str> {
+    table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn daemon_set_rows() {
     let ds = json!({
@@ -574,20 +595,8 @@ fn daemon_set_rows() {
         "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3, "numberReady": 2,
                    "updatedNumberScheduled": 1, "numberAvailable": 2, "numberMisscheduled": 0},
     });
-    let t = table(
-        find("apps", "v1", "daemonsets").unwrap(),
-        &[ds],
-        IncludeObject::None,
-        now(),
-        "1",
-        None,
-    );
-    let names: Vec<&str> = t["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap())
-        .collect();
+    let t = one_row_table("apps", "daemonsets", ds);
+    let names = column_names(&t);
     assert_eq!(
         names,
         [
@@ -618,6 +627,50 @@ fn daemon_set_rows() {
             "agent",
             "agent:1",
             "app=agent"
+        ])
+    );
+}
+
+#[test]
+fn cron_job_rows() {
+    let cj = json!({
+        "metadata": {"name": "tick", "creationTimestamp": "2025-06-01T11:00:00Z"},
+        "spec": {"schedule": "*/1 * * * *", "suspend": false,
+                 "jobTemplate": {"spec": {"template": {"spec": {
+                     "containers": [{"name": "tick", "image": "busybox"}]}}}}},
+        "status": {"active": [{"name": "tick-1"}], "lastScheduleTime": "2025-06-01T11:59:00Z"},
+    });
+    let t = one_row_table("batch", "cronjobs", cj);
+    let names = column_names(&t);
+    assert_eq!(
+        names,
+        [
+            "Name",
+            "Schedule",
+            "Timezone",
+            "Suspend",
+            "Active",
+            "Last Schedule",
+            "Age",
+            "Containers",
+            "Images",
+            "Selector"
+        ]
+    );
+    assert_eq!(t["columnDefinitions"][3]["type"], "boolean");
+    assert_eq!(
+        t["rows"][0]["cells"],
+        json!([
+            "tick",
+            "*/1 * * * *",
+            "<none>",
+            "False",
+            1,
+            "60s",
+            "60m",
+            "tick",
+            "busybox",
+            "<none>"
         ])
     );
 }

@@ -12,6 +12,7 @@
 //! kinds' own rules live in `pod` (pod specs and their updates), `workloads` (Deployments,
 //! ReplicaSets, Jobs) and `objects` (Services, ConfigMaps, Secrets, Nodes, Endpoints).
 
+mod cron_job;
 mod objects;
 mod pod;
 mod policy;
@@ -446,6 +447,10 @@ fn validate_kind(resource: &ResourceInfo, object: &Value, out: &mut Vec<Cause>) 
             validate_replicated(resource.kind, spec.unwrap_or(&Value::Null), out)
         }
         ("batch", "Job") => validate_job(spec.unwrap_or(&Value::Null), out),
+        ("batch", "CronJob") => {
+            cron_job::validate_cron_job_name(object, out);
+            cron_job::validate_cron_job(spec.unwrap_or(&Value::Null), None, out)
+        }
         ("", "ReplicationController") => {
             validate_replication_controller(spec.unwrap_or(&Value::Null), out)
         }

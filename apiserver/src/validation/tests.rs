@@ -575,3 +575,60 @@ fn daemon_sets() {
         ["spec.updateStrategy: Unsupported value: apps.DaemonSetUpdateStrategy{Type:\"Sometimes\", RollingUpdate:(*apps.RollingUpdateDaemonSet)(nil)}: supported values: \"RollingUpdate\", \"OnDelete\""]
     );
 }
+
+fn cron_job(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "CronJob",
+           "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+#[test]
+fn cron_jobs() {
+    let cron_jobs = resource("batch", "cronjobs");
+    let valid = json!({"schedule": "*/5 * * * *", "concurrencyPolicy": "Allow",
+        "timeZone": "Europe/Paris",
+        "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "OnFailure",
+            "containers": [{"name": "c", "image": "busybox"}]}}}}});
+    assert_eq!(
+        causes(cron_jobs, &cron_job("tick", valid.clone())),
+        Vec::<String>::new()
+    );
+    let mut bad = valid.clone();
+    bad["schedule"] = json!("61 * * * *");
+    bad["timeZone"] = json!("Mars/Olympus");
+    bad["concurrencyPolicy"] = json!("Sometimes");
+    bad["startingDeadlineSeconds"] = json!(-1);
+    bad["failedJobsHistoryLimit"] = json!(-2);
+    bad["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] = json!("Always");
+    assert_eq!(
+        causes(cron_jobs, &cron_job(&"x".repeat(53), bad)),
+        [
+            "metadata.name: Invalid value: \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\": must be no more than 52 characters",
+            "spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61",
+            "spec.startingDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0",
+            "spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus",
+            "spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\"",
+            "spec.jobTemplate.spec.template.spec.restartPolicy: Unsupported value: \"Always\": supported values: \"OnFailure\", \"Never\"",
+            "spec.failedJobsHistoryLimit: Invalid value: -2: must be greater than or equal to 0",
+        ]
+    );
+    let mut tz = valid.clone();
+    tz["schedule"] = json!("TZ=UTC 0 * * * *");
+    tz["timeZone"] = json!("Local");
+    assert_eq!(
+        causes(cron_jobs, &cron_job("tick", tz)),
+        [
+            "spec.schedule: Invalid value: \"TZ=UTC 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+            "spec.timeZone: Invalid value: \"Local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+        ]
+    );
+    let mut missing = valid;
+    missing["schedule"] = json!("");
+    missing["concurrencyPolicy"] = json!("");
+    assert_eq!(
+        causes(cron_jobs, &cron_job("tick", missing)),
+        [
+            "spec.schedule: Required value",
+            "spec.concurrencyPolicy: Required value"
+        ]
+    );
+}
