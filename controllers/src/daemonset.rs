@@ -32,7 +32,7 @@ use crate::deployment::template_hash;
 use crate::expectations::Expectations;
 use crate::node_lifecycle::tolerates;
 use crate::owned_pods;
-use crate::owners::{controlled_by, controller_ref, key_of, now_seconds, seconds, split_key};
+use crate::owners::{controller_ref, key_of, now_seconds, seconds, split_key};
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::replicaset::create_each_in_batches;
@@ -705,15 +705,8 @@ impl Reconciler for DaemonSetController {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = ds.metadata.uid.clone().unwrap_or_default();
-        let candidates = self.pods.by_index(pods::BY_CONTROLLER, &uid);
-        let owned: Vec<&Pod> = candidates
-            .iter()
-            .map(|p| p.as_ref())
-            .filter(|p| {
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && controlled_by(&p.metadata, &uid)
-            })
-            .collect();
+        let candidates = owned_pods::controlled_pods(&self.pods, namespace, &uid);
+        let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
         let nodes = self.nodes.list();
         let nodes: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
         let plan = plan(

@@ -18,7 +18,7 @@ use tracing::info;
 
 use crate::expectations::Expectations;
 use crate::owned_pods;
-use crate::owners::{controlled_by, controller_ref, now_seconds, seconds, split_key, time_at};
+use crate::owners::{controller_ref, now_seconds, seconds, split_key, time_at};
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::replicaset::{create_in_batches, BURST};
@@ -237,15 +237,8 @@ impl Reconciler for JobController {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = job.metadata.uid.clone().unwrap_or_default();
-        let candidates = self.pods.by_index(pods::BY_CONTROLLER, &uid);
-        let owned: Vec<&Pod> = candidates
-            .iter()
-            .map(|p| p.as_ref())
-            .filter(|p| {
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && controlled_by(&p.metadata, &uid)
-            })
-            .collect();
+        let candidates = owned_pods::controlled_pods(&self.pods, namespace, &uid);
+        let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
         let plan = plan(
             &job,
             &owned,

@@ -4,14 +4,15 @@
 
 use std::sync::Arc;
 
-use api::informer::InformerEvent;
+use api::informer::{InformerEvent, Store};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::Metadata;
 use tokio::sync::mpsc;
 
 use crate::expectations::Expectations;
-use crate::owners::{controller_of, key_of};
+use crate::owners::{controlled_by, controller_of, key_of};
+use crate::pods::BY_CONTROLLER;
 use crate::queue::WorkQueue;
 
 /// The key of the object of `kind` that controls `pod`, if any.
@@ -21,6 +22,17 @@ pub fn owner_key(pod: &Pod, kind: &str) -> Option<String> {
         pod.metadata.namespace.as_deref(),
         &owner.name,
     ))
+}
+
+/// The pods in `namespace` whose controller is the object with `uid`, from the pods informer's
+/// [`BY_CONTROLLER`] index.
+pub fn controlled_pods(pods: &Store<Pod>, namespace: &str, uid: &str) -> Vec<Arc<Pod>> {
+    pods.by_index(BY_CONTROLLER, uid)
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(namespace) && controlled_by(&p.metadata, uid)
+        })
+        .collect()
 }
 
 /// Feeds `queue` from the owners' and the pods' informers until either closes. `kind` is the

@@ -27,7 +27,7 @@ use tracing::debug;
 
 use crate::expectations::Expectations;
 use crate::owned_pods;
-use crate::owners::{controlled_by, controller_ref, now_seconds, seconds, split_key};
+use crate::owners::{controller_ref, now_seconds, seconds, split_key};
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::worker::{Outcome, ReconcileError, Reconciler};
@@ -260,15 +260,8 @@ impl<O: Replicated> Reconciler for ReplicaController<O> {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = rs.metadata().uid.clone().unwrap_or_default();
-        let candidates = self.pods.by_index(pods::BY_CONTROLLER, &uid);
-        let owned: Vec<&Pod> = candidates
-            .iter()
-            .map(|p| p.as_ref())
-            .filter(|p| {
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && controlled_by(&p.metadata, &uid)
-            })
-            .collect();
+        let candidates = owned_pods::controlled_pods(&self.pods, namespace, &uid);
+        let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
         let met = self.expectations.satisfied(key);
         let now = now_seconds();
         let plan = plan(rs.as_ref(), &owned, met, now);
