@@ -393,6 +393,19 @@ pub static RESOURCES: &[ResourceInfo] = &[
         categories: &[],
         storage: "rolebindings",
     },
+    ResourceInfo {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        kind: "CustomResourceDefinition",
+        plural: "customresourcedefinitions",
+        singular: "customresourcedefinition",
+        namespaced: false,
+        short_names: &["crd", "crds"],
+        verbs: ALL_VERBS,
+        subresources: &["status"],
+        categories: &["api-extensions"],
+        storage: "apiextensions.k8s.io/customresourcedefinitions",
+    },
     // Reviews are answered, never stored: the API server evaluates them on the spot.
     ResourceInfo {
         group: "authorization.k8s.io",

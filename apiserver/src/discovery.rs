@@ -38,9 +38,30 @@ pub fn api_versions(server_address: &str) -> Value {
     }))
 }
 
+/// The named groups, each with its versions in table order: kemu's own, then those of `custom`
+/// (the served custom resources, a group's versions in priority order).
+fn groups(custom: &[&'static ResourceInfo]) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out = resources::groups();
+    for r in custom {
+        match out.iter_mut().find(|(g, _)| *g == r.group) {
+            Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
+            Some(_) => {}
+            None => out.push((r.group, vec![r.version])),
+        }
+    }
+    out
+}
+
+/// Every served resource: kemu's table, then `custom`.
+fn served<'a>(
+    custom: &'a [&'static ResourceInfo],
+) -> impl Iterator<Item = &'static ResourceInfo> + 'a {
+    RESOURCES.iter().chain(custom.iter().copied())
+}
+
 /// `GET /apis`: every named group, each with its versions, the first one preferred.
-pub fn api_group_list() -> Value {
-    let groups = resources::groups()
+pub fn api_group_list(custom: &[&'static ResourceInfo]) -> Value {
+    let groups = groups(custom)
         .into_iter()
         .map(|(name, versions)| group(name, &versions))
         .collect();
@@ -56,10 +77,8 @@ pub fn api_group_list() -> Value {
 }
 
 /// `GET /apis/<group>`; `None` for a group kemu doesn't serve.
-pub fn api_group(group_name: &str) -> Option<Value> {
-    let (name, versions) = resources::groups()
-        .into_iter()
-        .find(|(g, _)| *g == group_name)?;
+pub fn api_group(group_name: &str, custom: &[&'static ResourceInfo]) -> Option<Value> {
+    let (name, versions) = groups(custom).into_iter().find(|(g, _)| *g == group_name)?;
     Some(to_value(&group(name, &versions)))
 }
 
@@ -81,8 +100,12 @@ fn group(name: &str, versions: &[&str]) -> APIGroup {
 
 /// `GET /api/v1` or `/apis/<group>/<version>`: one entry per resource and one per subresource
 /// (`pods/status`, `deployments/scale` …); `None` for a group-version kemu doesn't serve.
-pub fn api_resource_list(group: &str, version: &str) -> Option<Value> {
-    let served: Vec<&ResourceInfo> = in_group_version(group, version).collect();
+pub fn api_resource_list(
+    group: &str,
+    version: &str,
+    custom: &[&'static ResourceInfo],
+) -> Option<Value> {
+    let served: Vec<&ResourceInfo> = in_group_version(group, version, custom).collect();
     if served.is_empty() {
         return None;
     }
@@ -195,17 +218,17 @@ fn platform() -> String {
 
 /// `GET /openapi/v3`: one entry per served group-version. The `hash` query parameter changes
 /// whenever the document does, which is what lets clients cache documents by URL.
-pub fn openapi_v3_root() -> Value {
+pub fn openapi_v3_root(custom: &[&'static ResourceInfo]) -> Value {
     let mut paths = Map::new();
     let mut group_versions: Vec<(&str, &str)> = Vec::new();
-    for r in RESOURCES.iter() {
+    for r in served(custom) {
         if !group_versions.contains(&(r.group, r.version)) {
             group_versions.push((r.group, r.version));
         }
     }
     for (group, version) in group_versions {
         let path = openapi_path(group, version);
-        let doc = openapi_v3_group_version(group, version).unwrap_or_default();
+        let doc = openapi_v3_group_version(group, version, custom).unwrap_or_default();
         let hash = fnv1a(doc.to_string().as_bytes());
         paths.insert(
             path.clone(),
@@ -218,8 +241,12 @@ pub fn openapi_v3_root() -> Value {
 /// `GET /openapi/v3/api/v1`, `/openapi/v3/apis/<group>/<version>`: an OpenAPI 3.0 document with,
 /// per resource, the item path's GET and PATCH (the PATCH carrying the kind and the
 /// `fieldValidation` parameter kubectl checks for), and an object schema per kind.
-pub fn openapi_v3_group_version(group: &str, version: &str) -> Option<Value> {
-    let served: Vec<&ResourceInfo> = in_group_version(group, version).collect();
+pub fn openapi_v3_group_version(
+    group: &str,
+    version: &str,
+    custom: &[&'static ResourceInfo],
+) -> Option<Value> {
+    let served: Vec<&ResourceInfo> = in_group_version(group, version, custom).collect();
     if served.is_empty() {
         return None;
     }
@@ -297,10 +324,9 @@ pub fn openapi_v3_group_version(group: &str, version: &str) -> Option<Value> {
 fn in_group_version<'a>(
     group: &'a str,
     version: &'a str,
+    custom: &'a [&'static ResourceInfo],
 ) -> impl Iterator<Item = &'static ResourceInfo> + 'a {
-    RESOURCES
-        .iter()
-        .filter(move |r| r.group == group && r.version == version)
+    served(custom).filter(move |r| r.group == group && r.version == version)
 }
 
 /// `api/v1` or `apis/<group>/<version>`: the key of `/openapi/v3`'s `paths`.
@@ -379,11 +405,14 @@ mod tests {
 
     #[test]
     fn core_resource_list() {
-        let list = api_resource_list("", "v1").unwrap();
+        let list = api_resource_list("", "v1", &[]).unwrap();
         assert_eq!(list["kind"], "APIResourceList");
         // The legacy group's list has no apiVersion; a named group's has.
         assert!(list.get("apiVersion").is_none());
-        assert_eq!(api_resource_list("apps", "v1").unwrap()["apiVersion"], "v1");
+        assert_eq!(
+            api_resource_list("apps", "v1", &[]).unwrap()["apiVersion"],
+            "v1"
+        );
         assert_eq!(list["groupVersion"], "v1");
         let pods = entry(&list, "pods");
         assert_eq!(pods["shortNames"], json!(["po"]));
@@ -408,13 +437,13 @@ mod tests {
         );
         assert_eq!(entry(&list, "namespaces")["namespaced"], false);
         assert!(entry(&list, "secrets").get("shortNames").is_none());
-        assert!(api_resource_list("", "v2").is_none());
-        assert!(api_resource_list("nope.example.com", "v1").is_none());
+        assert!(api_resource_list("", "v2", &[]).is_none());
+        assert!(api_resource_list("nope.example.com", "v1", &[]).is_none());
     }
 
     #[test]
     fn group_resource_list_has_scale() {
-        let list = api_resource_list("apps", "v1").unwrap();
+        let list = api_resource_list("apps", "v1", &[]).unwrap();
         assert_eq!(list["groupVersion"], "apps/v1");
         assert_eq!(entry(&list, "deployments")["shortNames"], json!(["deploy"]));
         let scale = entry(&list, "deployments/scale");
@@ -426,7 +455,7 @@ mod tests {
 
     #[test]
     fn groups() {
-        let list = api_group_list();
+        let list = api_group_list(&[]);
         assert_eq!(list["kind"], "APIGroupList");
         let names: Vec<&str> = list["groups"]
             .as_array()
@@ -437,7 +466,7 @@ mod tests {
         for want in ["apps", "batch", "coordination.k8s.io", "events.k8s.io"] {
             assert!(names.contains(&want), "{want} missing from {names:?}");
         }
-        let apps = api_group("apps").unwrap();
+        let apps = api_group("apps", &[]).unwrap();
         assert_eq!(apps["kind"], "APIGroup");
         assert_eq!(
             apps["versions"],
@@ -447,8 +476,8 @@ mod tests {
             apps["preferredVersion"],
             json!({"groupVersion": "apps/v1", "version": "v1"})
         );
-        assert!(api_group("").is_none());
-        assert!(api_group("nope").is_none());
+        assert!(api_group("", &[]).is_none());
+        assert!(api_group("nope", &[]).is_none());
     }
 
     #[test]
@@ -500,7 +529,7 @@ mod tests {
 
     #[test]
     fn openapi_v3() {
-        let root = openapi_v3_root();
+        let root = openapi_v3_root(&[]);
         let url = root["paths"]["api/v1"]["serverRelativeURL"]
             .as_str()
             .unwrap();
@@ -509,9 +538,9 @@ mod tests {
             .as_str()
             .unwrap()
             .starts_with("/openapi/v3/apis/apps/v1?hash="));
-        assert_eq!(root["paths"].as_object().unwrap().len(), 11);
+        assert_eq!(root["paths"].as_object().unwrap().len(), 12);
 
-        let core = openapi_v3_group_version("", "v1").unwrap();
+        let core = openapi_v3_group_version("", "v1", &[]).unwrap();
         assert_eq!(core["openapi"], "3.0.0");
         let pod_item = &core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"];
         assert_eq!(pod_item["patch"]["operationId"], "patchCoreV1NamespacedPod");
@@ -524,7 +553,7 @@ mod tests {
             json!([{"group": "", "version": "v1", "kind": "Pod"}])
         );
 
-        let coordination = openapi_v3_group_version("coordination.k8s.io", "v1").unwrap();
+        let coordination = openapi_v3_group_version("coordination.k8s.io", "v1", &[]).unwrap();
         assert!(patch_supports_field_validation(
             &coordination,
             "coordination.k8s.io",
@@ -534,6 +563,6 @@ mod tests {
         assert!(
             coordination["components"]["schemas"]["io.k8s.api.coordination.v1.Lease"].is_object()
         );
-        assert!(openapi_v3_group_version("apps", "v2").is_none());
+        assert!(openapi_v3_group_version("apps", "v2", &[]).is_none());
     }
 }

@@ -54,6 +54,20 @@ enum Shape {
     Object(&'static Ty),
     /// A `…List`: kind, apiVersion, metadata (ListMeta), items of the given type.
     List(&'static Ty),
+    /// A custom resource (or its list): kube-apiserver holds these as unstructured maps, which
+    /// Go writes with every key sorted.
+    Unstructured,
+}
+
+/// Whether `api_version` is a group kemu has no types for: one a CustomResourceDefinition
+/// defines.
+fn is_custom_group(api_version: &str) -> bool {
+    let Some((group, _)) = api_version.rsplit_once('/') else {
+        return false;
+    };
+    group.contains('.')
+        && !matches!(group, "meta.k8s.io" | "apidiscovery.k8s.io")
+        && !api::RESOURCES.iter().any(|r| r.group == group)
 }
 
 /// The Go type of a kind served under an apiVersion.
@@ -121,6 +135,9 @@ fn shape(value: &Value) -> Shape {
     let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
     if let Some(ty) = kind_type(api_version, kind) {
         return Shape::Object(ty);
+    }
+    if is_custom_group(api_version) {
+        return Shape::Unstructured;
     }
     match kind.strip_suffix("List") {
         Some(item) if value.get("items").is_some() => {
@@ -295,6 +312,14 @@ fn encode(value: &Value, skip: Skip) -> Vec<u8> {
         (Shape::List(item), Value::Object(map)) if skip == Skip::Nothing => {
             write(&mut out, &OrderedList { map, item })
         }
+        (Shape::Unstructured, _) => write(
+            &mut out,
+            &Ordered {
+                value,
+                ty: None,
+                skip,
+            },
+        ),
         (Shape::Object(ty), _) | (Shape::List(ty), _) => write(
             &mut out,
             &Ordered {

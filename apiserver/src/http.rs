@@ -154,7 +154,7 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
             return error_response(&e);
         }
     };
-    let (response, verb, resource) = match route(&path) {
+    let (response, verb, resource) = match route_served(&state, &path).await {
         Ok(Route::Resource(target)) => {
             let verb = verb_of(&method, &target, &query);
             let resource = match &target.subresource {
@@ -223,7 +223,7 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                         None => error_response(&not_found()),
                     }
                 }
-                (Ok(()), other) => non_resource(&state, other, &method),
+                (Ok(()), other) => non_resource(&state, other, &method, &served_now(&state)),
                 (Err(e), _) => error_response(&e),
             };
             (response, method.as_str().to_string(), String::new())
@@ -275,7 +275,30 @@ fn verb_of(method: &Method, target: &PathTarget, query: &HashMap<String, String>
     .to_string()
 }
 
-fn route(path: &str) -> Result<Route, ApiError> {
+/// [`route`] against the custom resources served now; a path under a group this replica does
+/// not serve is routed again once its cache has caught up with the store (another replica may
+/// have just established the CRD).
+async fn route_served(state: &AppState, path: &str) -> Result<Route, ApiError> {
+    let custom = state.registry.custom();
+    let routed = route(path, &custom.snapshot());
+    let unknown_group = match &routed {
+        Err(_) => true,
+        Ok(Route::ApiGroup(group) | Route::ResourceList(group, _) | Route::OpenApi(group, _)) => {
+            crate::discovery::api_group(group, &custom.snapshot().resources()).is_none()
+        }
+        Ok(_) => false,
+    };
+    if unknown_group && path.starts_with("/apis/") {
+        return route(path, &*custom.snapshot_caught_up().await);
+    }
+    routed
+}
+
+fn served_now(state: &AppState) -> Vec<&'static ResourceInfo> {
+    state.registry.custom().snapshot().resources()
+}
+
+fn route(path: &str, served: &crate::crd::Served) -> Result<Route, ApiError> {
     let trimmed = path.trim_end_matches('/');
     let segments: Vec<&str> = trimmed.split('/').filter(|s| !s.is_empty()).collect();
     match segments.as_slice() {
@@ -293,9 +316,11 @@ fn route(path: &str) -> Result<Route, ApiError> {
         ["api", version] => Ok(Route::ResourceList(String::new(), version.to_string())),
         ["apis", group] => Ok(Route::ApiGroup(group.to_string())),
         ["apis", group, version] => Ok(Route::ResourceList(group.to_string(), version.to_string())),
-        ["api", version, rest @ ..] => resource_route("", version, rest).ok_or_else(not_found),
+        ["api", version, rest @ ..] => {
+            resource_route("", version, rest, served).ok_or_else(not_found)
+        }
         ["apis", group, version, rest @ ..] => {
-            resource_route(group, version, rest).ok_or_else(not_found)
+            resource_route(group, version, rest, served).ok_or_else(not_found)
         }
         _ => Err(not_found()),
     }
@@ -310,18 +335,26 @@ fn not_found() -> ApiError {
     }
 }
 
-fn resource_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
+fn resource_route(
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    served: &crate::crd::Served,
+) -> Option<Route> {
     let (watch_path, rest) = match rest {
         ["watch", tail @ ..] => (true, tail),
         other => (false, other),
     };
-    let namespaced_resource =
-        |plural: &str| api::resources::find(group, version, plural).filter(|r| r.namespaced);
+    let find = |plural: &str| {
+        api::resources::find(group, version, plural)
+            .or_else(|| served.find(group, version, plural).map(|v| v.resource))
+    };
+    let namespaced_resource = |plural: &str| find(plural).filter(|r| r.namespaced);
     let (resource, namespace, tail) = match rest {
         ["namespaces", ns, plural, tail @ ..] if namespaced_resource(plural).is_some() => {
             (namespaced_resource(plural)?, Some(ns.to_string()), tail)
         }
-        [plural, tail @ ..] => (api::resources::find(group, version, plural)?, None, tail),
+        [plural, tail @ ..] => (find(plural)?, None, tail),
         [] => return None,
     };
     let (name, subresource) = match tail {
@@ -341,7 +374,12 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Option<Route> {
     }))
 }
 
-fn non_resource(state: &AppState, route: Route, method: &Method) -> Response {
+fn non_resource(
+    state: &AppState,
+    route: Route,
+    method: &Method,
+    custom: &[&'static ResourceInfo],
+) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return error_response(&ApiError::MethodNotAllowed {
             message: format!("method {method} is not allowed here"),
@@ -368,20 +406,24 @@ fn non_resource(state: &AppState, route: Route, method: &Method) -> Response {
             StatusCode::OK,
             &crate::discovery::api_versions(&state.server_address),
         ),
-        Route::ApiGroupList => json_response(StatusCode::OK, &crate::discovery::api_group_list()),
-        Route::ApiGroup(group) => match crate::discovery::api_group(&group) {
+        Route::ApiGroupList => {
+            json_response(StatusCode::OK, &crate::discovery::api_group_list(custom))
+        }
+        Route::ApiGroup(group) => match crate::discovery::api_group(&group, custom) {
             Some(v) => json_response(StatusCode::OK, &v),
             None => error_response(&not_found_path()),
         },
         Route::ResourceList(group, version) => {
-            match crate::discovery::api_resource_list(&group, &version) {
+            match crate::discovery::api_resource_list(&group, &version, custom) {
                 Some(v) => json_response(StatusCode::OK, &v),
                 None => error_response(&not_found_path()),
             }
         }
-        Route::OpenApiRoot => json_response(StatusCode::OK, &crate::discovery::openapi_v3_root()),
+        Route::OpenApiRoot => {
+            json_response(StatusCode::OK, &crate::discovery::openapi_v3_root(custom))
+        }
         Route::OpenApi(group, version) => {
-            match crate::discovery::openapi_v3_group_version(&group, &version) {
+            match crate::discovery::openapi_v3_group_version(&group, &version, custom) {
                 Some(v) => json_response(StatusCode::OK, &v),
                 None => error_response(&not_found_path()),
             }
@@ -512,6 +554,7 @@ async fn resource_request(
     }
     let headers = request.headers().clone();
     let table = wants_table(&headers);
+    let custom = registry.custom().of(resource);
     let mut write = write_options(&method, query)?;
     write.requester = Some(user.clone());
     write.node_host = user.in_group(authn::NODES);
@@ -534,7 +577,7 @@ async fn resource_request(
                     _ => by_name,
                 });
             }
-            watch::watch(state, resource, ns, options, query, table).await
+            watch::watch(state, resource, ns, options, query, table, custom).await
         }
         (&Method::GET, None, None) => {
             let options = list_options(query)?;
@@ -552,15 +595,24 @@ async fn resource_request(
                         .unwrap_or("Metadata"),
                 );
                 let rv = listed.resource_version.to_string();
-                let t = printers::table(
+                let t = custom_or_kemu_table(
+                    custom.as_deref(),
                     resource,
                     &objects,
                     include,
-                    chrono::Utc::now(),
                     &rv,
                     listed.continue_token.as_deref(),
                 );
                 return Ok(json_response(StatusCode::OK, &t));
+            }
+            if let Some(custom) = &custom {
+                let body = crate::crd::output::list_body(
+                    custom,
+                    &listed.items,
+                    listed.resource_version,
+                    listed.continue_token.as_deref(),
+                );
+                return Ok(bytes_response(StatusCode::OK, body.to_vec()));
             }
             Ok(list_response(
                 resource,
@@ -580,8 +632,14 @@ async fn resource_request(
                         .unwrap_or("Metadata"),
                 );
                 let rv = crate::meta::resource_version(&object).to_string();
-                let t =
-                    printers::table(resource, &[object], include, chrono::Utc::now(), &rv, None);
+                let t = custom_or_kemu_table(
+                    custom.as_deref(),
+                    resource,
+                    &[object],
+                    include,
+                    &rv,
+                    None,
+                );
                 return Ok(json_response(StatusCode::OK, &t));
             }
             Ok(json_response(StatusCode::OK, &object))
@@ -670,9 +728,9 @@ async fn resource_request(
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
-            let patch_type = PatchType::from_content_type(content_type).ok_or_else(|| ApiError::UnsupportedMediaType {
-                message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got \"{content_type}\")"),
-            })?;
+            let patch_type = PatchType::from_content_type(content_type)
+                .filter(|t| custom.is_none() || *t != PatchType::StrategicMerge)
+                .ok_or_else(|| unsupported_patch(content_type, custom.is_some()))?;
             if patch_type == PatchType::Apply && write.field_manager.is_none() {
                 return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
             }
@@ -717,6 +775,37 @@ async fn resource_request(
                 "the server does not allow this method on the requested resource ({method})"
             ),
         }),
+    }
+}
+
+/// A PATCH whose content type the resource does not take (custom resources take no strategic
+/// merge patch: their schema carries no patch strategy).
+fn unsupported_patch(content_type: &str, custom: bool) -> ApiError {
+    let strategic = if custom {
+        ""
+    } else {
+        ", application/strategic-merge-patch+json"
+    };
+    ApiError::UnsupportedMediaType {
+        message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{strategic} (got \"{content_type}\")"),
+    }
+}
+
+/// A Table of `objects`: a custom resource's columns, or the printer of a kemu kind.
+fn custom_or_kemu_table(
+    custom: Option<&crate::crd::ServedVersion>,
+    resource: &ResourceInfo,
+    objects: &[Value],
+    include: IncludeObject,
+    rv: &str,
+    continue_token: Option<&str>,
+) -> Value {
+    let now = chrono::Utc::now();
+    match custom {
+        Some(custom) => {
+            crate::crd::output::table(custom, objects, include, now, rv, continue_token)
+        }
+        None => printers::table(resource, objects, include, now, rv, continue_token),
     }
 }
 
@@ -765,6 +854,9 @@ pub(crate) async fn finalize_namespace(
 /// A cached object's JSON, with apiVersion/kind rewritten when the resource is another view
 /// of the stored objects (events.k8s.io/v1 events are stored as core/v1).
 fn object_json<'a>(resource: &ResourceInfo, object: &'a CachedObject) -> Cow<'a, [u8]> {
+    if crate::crd::is_custom(resource) {
+        return Cow::Owned(crate::crd::output::view_json(resource, &object.json).to_vec());
+    }
     if resource.group.is_empty() || resource.storage != "events" {
         return Cow::Borrowed(&object.json);
     }
@@ -1031,182 +1123,4 @@ fn delete_options(body: &[u8], query: &HashMap<String, String>) -> Result<Delete
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn body_text(response: Response) -> String {
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .expect("body");
-        String::from_utf8(bytes.to_vec()).expect("utf-8")
-    }
-
-    #[tokio::test]
-    async fn errors_are_written_as_kube_apiserver_writes_them() {
-        let pods = api::resources::pods();
-        let response = error_response(&ApiError::not_found(pods, "web"));
-        assert_eq!(response.status(), StatusCode::NOT_FOUND);
-        assert_eq!(
-            body_text(response).await,
-            include_str!("go_json/fixtures/status-not-found.json")
-        );
-        let cause = crate::validation::Cause {
-            reason: "FieldValueRequired".into(),
-            message: "Required value".into(),
-            field: "spec.containers[0].image".into(),
-        };
-        let response = error_response(&ApiError::invalid(pods, "web", vec![cause]));
-        assert_eq!(
-            body_text(response).await,
-            include_str!("go_json/fixtures/status-invalid.json")
-        );
-    }
-
-    #[tokio::test]
-    async fn lists_are_written_as_kube_apiserver_writes_them() {
-        let pods = api::resources::pods();
-        let pod: Value =
-            serde_json::from_str(include_str!("go_json/fixtures/pod.json")).expect("fixture");
-        let stored = crate::storage::Storage::encode(&pod).expect("encodes");
-        let cached = CachedObject::decode("pods", "k", &stored, 4242).expect("decodes");
-        let response = list_response(pods, &[Arc::new(cached)], 4300, Some("next"));
-        // An item has no kind and apiVersion; the rest is the object as a GET returns it.
-        let item = include_str!("go_json/fixtures/pod.json")
-            .trim_end()
-            .replacen(r#"{"kind":"Pod","apiVersion":"v1","#, "{", 1);
-        assert_eq!(
-            body_text(response).await,
-            format!(
-                "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"4300\",\"continue\":\"next\"}},\"items\":[{item}]}}\n"
-            )
-        );
-    }
-
-    #[tokio::test]
-    async fn discovery_is_written_as_kube_apiserver_writes_it() {
-        let response = json_response(
-            StatusCode::OK,
-            &crate::discovery::api_resource_list("coordination.k8s.io", "v1").expect("served"),
-        );
-        let text = body_text(response).await;
-        assert!(
-            text.starts_with(
-                r#"{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"coordination.k8s.io/v1","resources":[{"name":"leases","singularName":"lease","namespaced":true,"kind":"Lease","verbs":["#
-            ),
-            "{text}"
-        );
-        assert!(text.ends_with("}]}\n"), "{text}");
-        let core = body_text(json_response(
-            StatusCode::OK,
-            &crate::discovery::api_resource_list("", "v1").expect("served"),
-        ))
-        .await;
-        assert!(
-            core.starts_with(
-                r#"{"kind":"APIResourceList","groupVersion":"v1","resources":[{"name":"#
-            ),
-            "{core}"
-        );
-        let versions = body_text(json_response(
-            StatusCode::OK,
-            &crate::discovery::api_versions("10.0.0.1:6443"),
-        ))
-        .await;
-        assert_eq!(
-            versions,
-            "{\"kind\":\"APIVersions\",\"versions\":[\"v1\"],\"serverAddressByClientCIDRs\":[{\"clientCIDR\":\"0.0.0.0/0\",\"serverAddress\":\"10.0.0.1:6443\"}]}\n"
-        );
-        let groups = body_text(json_response(
-            StatusCode::OK,
-            &crate::discovery::api_group_list(),
-        ))
-        .await;
-        assert!(
-            groups.starts_with(r#"{"kind":"APIGroupList","apiVersion":"v1","groups":[{"name":"#),
-            "{groups}"
-        );
-        assert!(!groups.contains(r#"{"kind":"APIGroup""#), "{groups}");
-    }
-
-    fn target(path: &str) -> PathTarget {
-        match route(path) {
-            Ok(Route::Resource(t)) => t,
-            _ => panic!("{path} is not a resource path"),
-        }
-    }
-
-    #[test]
-    fn routes_resource_paths() {
-        let t = target("/api/v1/namespaces/default/pods/web/status");
-        assert_eq!(
-            (
-                t.resource.plural,
-                t.namespace.as_deref(),
-                t.name.as_deref(),
-                t.subresource.as_deref()
-            ),
-            ("pods", Some("default"), Some("web"), Some("status"))
-        );
-        let t = target("/api/v1/namespaces/kube-system");
-        assert_eq!(
-            (t.resource.plural, t.name.as_deref()),
-            ("namespaces", Some("kube-system"))
-        );
-        let t = target("/api/v1/namespaces/x/finalize");
-        assert_eq!(
-            (t.resource.plural, t.subresource.as_deref()),
-            ("namespaces", Some("finalize"))
-        );
-        let t = target("/apis/apps/v1/deployments");
-        assert_eq!((t.resource.plural, t.namespace), ("deployments", None));
-        let t = target("/api/v1/watch/namespaces/ns/pods");
-        assert!(t.watch_path);
-        assert!(route("/api/v1/namespaces/ns/pods/a/bogus").is_err());
-        assert!(route("/apis/nope/v1/things").is_err());
-        assert!(matches!(route("/version/"), Ok(Route::Version)));
-    }
-
-    #[test]
-    fn yaml_errors_say_where() {
-        let err = decode_object("application/yaml", b"kind: Pod\nmetadata:\n  name: [a\n")
-            .expect_err("unclosed flow sequence");
-        let message = err.to_string();
-        assert_eq!(err.code(), 400);
-        assert!(
-            message.starts_with("error converting YAML to JSON: yaml: "),
-            "{message}"
-        );
-        assert!(message.contains("line 3"), "{message}");
-        assert!(!message.contains('\n'), "{message}");
-    }
-
-    #[test]
-    fn decodes_json_and_yaml_bodies() {
-        assert!(decode_object("application/json", b"{\"a\":1}").is_ok());
-        assert!(decode_object("application/yaml", b"a: 1\nb: [x]\n").is_ok());
-        assert_eq!(
-            decode_object("application/json", b"{nope")
-                .map_err(|e| e.code())
-                .err(),
-            Some(400)
-        );
-        assert_eq!(
-            decode_object("application/yaml", b"a: [")
-                .map_err(|e| e.code())
-                .err(),
-            Some(400)
-        );
-        assert_eq!(
-            decode_object("text/html", b"{}")
-                .map_err(|e| e.code())
-                .err(),
-            Some(415)
-        );
-        assert_eq!(
-            decode_object("application/json", b"[1]")
-                .map_err(|e| e.code())
-                .err(),
-            Some(400)
-        );
-    }
-}
+mod tests;

@@ -11,6 +11,8 @@
 //! - [`logs`]: `pods/log`, streamed from the node host that runs the pod.
 //! - [`eviction`]: `pods/eviction`, which honours PodDisruptionBudgets.
 //! - [`registry`]: the verbs on every resource, shared by both fronts.
+//! - [`crd`]: CustomResourceDefinitions and the custom resources they define (schemas,
+//!   printer columns, the set every replica serves).
 //! - [`protobuf`]: Kubernetes protobuf request bodies (what client-go's typed clients send)
 //!   decoded into JSON; [`strict`]: typed decoding (k8s-openapi v1_37) with unknown-field
 //!   detection.
@@ -40,6 +42,7 @@ pub mod admission;
 pub mod authn;
 pub mod authz;
 pub mod connection_clock;
+pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod dry_run;

@@ -1,10 +1,12 @@
-//! The `scale` subresource of Deployments, ReplicaSets and ReplicationControllers (`autoscaling/v1` Scale), which
-//! `kubectl scale` reads and patches.
+//! The `scale` subresource of Deployments, ReplicaSets, ReplicationControllers and custom
+//! resources that declare one (`autoscaling/v1` Scale), which `kubectl scale` reads and patches.
 
 use crate::patch::PatchType;
 use api::ResourceInfo;
 use serde_json::{json, Value};
 
+use crate::crd::definition::ScalePaths;
+use crate::crd::output::{json_path, set_path};
 use crate::errors::ApiError;
 use crate::registry::{Registry, WriteOptions};
 
@@ -48,6 +50,22 @@ pub fn to_scale(object: &Value) -> Value {
     })
 }
 
+/// A custom object's Scale, read at the paths its CRD's scale subresource names (absent
+/// counts read as 0, as kube-apiserver reads them).
+fn custom_scale(object: &Value, paths: &ScalePaths) -> Value {
+    let count = |path: &str| json_path(object, path).cloned().unwrap_or(json!(0));
+    let selector = paths
+        .label_selector
+        .as_deref()
+        .and_then(|p| json_path(object, p))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut scale = to_scale(object);
+    scale["spec"]["replicas"] = count(&paths.spec_replicas);
+    scale["status"] = json!({"replicas": count(&paths.status_replicas), "selector": selector});
+    scale
+}
+
 /// What GET (`change` = None), PUT (a Scale) or PATCH (a patch of the Scale) of `scale` does.
 pub async fn serve(
     registry: &Registry,
@@ -57,8 +75,14 @@ pub async fn serve(
     change: Option<(PatchType, &[u8])>,
     write: &WriteOptions,
 ) -> Result<Value, ApiError> {
+    let custom = registry.custom().of(resource);
+    let paths = custom.as_ref().and_then(|c| c.scale.as_ref());
+    let scale_of = |object: &Value| match paths {
+        Some(paths) => custom_scale(object, paths),
+        None => to_scale(object),
+    };
     let current = registry.get(resource, namespace, name).await?;
-    let scale = to_scale(&current);
+    let scale = scale_of(&current);
     let Some((patch_type, body)) = change else {
         return Ok(scale);
     };
@@ -74,7 +98,14 @@ pub async fn serve(
             "Scale.autoscaling \"{name}\" is invalid: spec.replicas: Invalid value: {replicas}: must be greater than or equal to 0"
         )));
     }
-    let patch = json!({"spec": {"replicas": replicas}}).to_string();
+    let mut patch = json!({});
+    let spec_path = paths.map_or(".spec.replicas", |p| p.spec_replicas.as_str());
+    if !set_path(&mut patch, spec_path, json!(replicas)) {
+        return Err(ApiError::internal(format!(
+            "cannot write replicas at {spec_path}"
+        )));
+    }
+    let patch = patch.to_string();
     let updated = registry
         .patch(
             resource,
@@ -87,5 +118,5 @@ pub async fn serve(
             write,
         )
         .await?;
-    Ok(to_scale(&updated))
+    Ok(scale_of(&updated))
 }

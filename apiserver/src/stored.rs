@@ -156,6 +156,14 @@ fn offset(outer: &str, inner: &str) -> Option<usize> {
 pub fn stamp(json: &[u8], rv: i64) -> Option<Vec<u8>> {
     let text = std::str::from_utf8(json).ok()?;
     let top = Members::parse(text)?;
+    // Keys sorted (a custom object): resourceVersion's place is not ObjectMeta's.
+    if top
+        .entries
+        .first()
+        .is_some_and(|(key, _)| key == "apiVersion")
+    {
+        return None;
+    }
     stamp_parsed(text, &top, rv)
 }
 

@@ -32,7 +32,9 @@ pub fn prepare_create(
             "the request body must be a JSON object",
         ));
     }
-    let has_spec = object.get("spec").is_some();
+    let custom = crate::crd::is_custom(resource);
+    // Custom objects always start at generation 1, with or without a spec.
+    let has_spec = custom || object.get("spec").is_some();
     {
         let metadata = meta::metadata_mut(object);
         let name = metadata
@@ -81,6 +83,15 @@ pub fn prepare_create(
         } else {
             metadata.remove("generation");
         }
+    }
+    if custom || crate::crd::is_definition(resource) {
+        // With a status subresource, status is written through it only.
+        if resource.has_subresource("status") {
+            if let Some(map) = object.as_object_mut() {
+                map.remove("status");
+            }
+        }
+        return Ok(());
     }
     match resource.kind {
         "Pod" => {
@@ -421,10 +432,10 @@ pub fn prepare_update(
     if old_generation == 0 && new.get("spec").is_none() {
         meta::metadata_mut(new).remove("generation");
     }
-    if resource.kind == "DaemonSet" && subresource.is_none() {
+    if resource.group == "apps" && resource.kind == "DaemonSet" && subresource.is_none() {
         bump_template_generation(old, new);
     }
-    if resource.kind == "LimitRange" && subresource.is_none() {
+    if resource.group.is_empty() && resource.kind == "LimitRange" && subresource.is_none() {
         crate::admission::limit_ranger::default_limit_range(new);
     }
 }

@@ -140,6 +140,10 @@ pub fn decode_owned(resource: &ResourceInfo, mut object: Value) -> Result<Value,
         ("authentication.k8s.io", "SelfSubjectReview") => {
             round_trip::<authentication::v1::SelfSubjectReview>(resource, object)
         }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1;
+            round_trip::<v1::CustomResourceDefinition>(resource, object)
+        }
         (group, kind) => Err(StrictError::UnsupportedKind {
             group: group.to_string(),
             kind: kind.to_string(),

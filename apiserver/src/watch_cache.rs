@@ -413,6 +413,9 @@ pub struct ResourceCache {
     prefix: String,
     capacity: usize,
     state: RwLock<CacheState>,
+    /// Counts the changes applied (each event and each reset), so that what is derived from
+    /// the objects (the served CustomResourceDefinitions) knows when to derive again.
+    changes: AtomicU64,
 }
 
 static NEXT_WATCHER: AtomicU64 = AtomicU64::new(1);
@@ -479,6 +482,7 @@ impl ResourceCache {
             storage,
             prefix: format!("/registry/{storage}/"),
             capacity,
+            changes: AtomicU64::new(0),
             state: RwLock::new(CacheState {
                 objects: BTreeMap::new(),
                 events: VecDeque::new(),
@@ -594,6 +598,11 @@ impl ResourceCache {
         self.state.read().objects.len()
     }
 
+    /// How many changes this cache has applied; equal counts mean equal contents.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
     /// Replaces the whole state (initial list, or a re-list after falling behind); every watcher
     /// is dropped, since it cannot be told what happened in between.
     fn reset(&self, objects: Vec<CachedObject>, revision: i64) {
@@ -607,6 +616,7 @@ impl ResourceCache {
         state.watchers.clear();
         state.general.clear();
         state.by_node.clear();
+        self.changes.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Applies one store event.
@@ -654,6 +664,7 @@ impl ResourceCache {
             }
         };
         let event = Arc::new(event);
+        self.changes.fetch_add(1, Ordering::AcqRel);
         state.events.push_back(event.clone());
         while state.events.len() > self.capacity {
             if let Some(evicted) = state.events.pop_front() {

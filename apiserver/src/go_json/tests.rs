@@ -52,10 +52,17 @@ fn unknown_fields_follow_the_known_ones_sorted() {
     );
     // A kind without a table still leads with its TypeMeta and ObjectMeta in Go order.
     let other = serde_json::json!({"spec": {}, "metadata": {"uid": "u", "name": "x"},
-        "apiVersion": "example.com/v1", "kind": "Widget"});
+        "apiVersion": "v1", "kind": "Gizmo"});
     assert_eq!(
         String::from_utf8(to_vec(&other)).expect("utf-8"),
-        r#"{"kind":"Widget","apiVersion":"example.com/v1","metadata":{"name":"x","uid":"u"},"spec":{}}"#
+        r#"{"kind":"Gizmo","apiVersion":"v1","metadata":{"name":"x","uid":"u"},"spec":{}}"#
+    );
+    // A custom resource's object is an unstructured map to kube-apiserver: every key sorted.
+    let custom = serde_json::json!({"spec": {"b": 1, "a": 2}, "metadata": {"uid": "u", "name": "x"},
+        "apiVersion": "example.com/v1", "kind": "Widget"});
+    assert_eq!(
+        String::from_utf8(to_vec(&custom)).expect("utf-8"),
+        r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"x","uid":"u"},"spec":{"a":2,"b":1}}"#
     );
 }
 

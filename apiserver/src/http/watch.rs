@@ -20,6 +20,7 @@ pub(super) async fn watch(
     options: ListOptions,
     query: &HashMap<String, String>,
     table: bool,
+    custom: Option<Arc<crate::crd::ServedVersion>>,
 ) -> Result<Response, ApiError> {
     let send_initial = is_true(query.get("sendInitialEvents"));
     let bookmarks = is_true(query.get("allowWatchBookmarks"));
@@ -62,7 +63,11 @@ pub(super) async fn watch(
         let initial = std::mem::take(&mut subscription.initial);
         for item in initial {
             last_rv = last_rv.max(item.object.rv);
-            if tx.send(watch_line(resource, &item, table)).await.is_err() {
+            if tx
+                .send(watch_line(resource, custom.as_deref(), &item, table))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -82,7 +87,8 @@ pub(super) async fn watch(
                 item = subscription.live.recv() => match item {
                     Some(item) => {
                         last_rv = last_rv.max(item.object.rv);
-                        if tx.send(watch_line(resource, &item, table)).await.is_err() {
+                        let line = watch_line(resource, custom.as_deref(), &item, table);
+                        if tx.send(line).await.is_err() {
                             return;
                         }
                     }
@@ -112,7 +118,12 @@ pub(super) async fn watch(
     Ok(response)
 }
 
-fn watch_line(resource: &ResourceInfo, item: &WatchItem, table: bool) -> Bytes {
+fn watch_line(
+    resource: &ResourceInfo,
+    custom: Option<&crate::crd::ServedVersion>,
+    item: &WatchItem,
+    table: bool,
+) -> Bytes {
     let mut line = BytesMut::with_capacity(item.object.json.len() + 40);
     line.put_slice(b"{\"type\":\"");
     line.put_slice(item.kind.as_str().as_bytes());
@@ -120,11 +131,11 @@ fn watch_line(resource: &ResourceInfo, item: &WatchItem, table: bool) -> Bytes {
     if table {
         let object = item.object.value().unwrap_or(Value::Null);
         let rv = item.object.rv.to_string();
-        let t = printers::table(
+        let t = super::custom_or_kemu_table(
+            custom,
             resource,
             &[object],
             IncludeObject::Metadata,
-            chrono::Utc::now(),
             &rv,
             None,
         );

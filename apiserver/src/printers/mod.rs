@@ -60,6 +60,21 @@ impl IncludeObject {
     }
 }
 
+impl IncludeObject {
+    /// What a row carries of `obj`.
+    pub fn render(self, obj: &Value) -> Value {
+        match self {
+            IncludeObject::None => Value::Null,
+            IncludeObject::Metadata => json!({
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+            }),
+            IncludeObject::Object => obj.clone(),
+        }
+    }
+}
+
 /// Builds a `meta.k8s.io/v1` Table for a list of objects of `resource`.
 ///
 /// `wide` isn't a server concept: every column is emitted, the wide-only ones with priority 1.
@@ -545,16 +560,7 @@ impl Printer {
         {
             row.insert("conditions".into(), conditions);
         }
-        let object = match include_object {
-            IncludeObject::None => Value::Null,
-            IncludeObject::Metadata => json!({
-                "kind": "PartialObjectMetadata",
-                "apiVersion": "meta.k8s.io/v1",
-                "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-            }),
-            IncludeObject::Object => obj.clone(),
-        };
-        row.insert("object".into(), object);
+        row.insert("object".into(), include_object.render(obj));
         Value::Object(row)
     }
 }

@@ -23,10 +23,30 @@ impl Registry {
         let deleted = self
             .delete_admitted(resource, namespace, name, options, &admission_time)
             .await;
+        if let (Ok(Deleted::Gone(crd)), true) = (&deleted, crate::crd::is_definition(resource)) {
+            if !options.dry_run {
+                self.remove_custom_objects(crd).await?;
+            }
+        }
         if deleted.is_ok() {
             admission_time.finish(&self.pipeline);
         }
         deleted
+    }
+
+    /// Deletes every object a deleted CRD defined (kube-apiserver's finalizer does the same
+    /// before the CRD goes; here the CRD goes first, so no new object can be made meanwhile).
+    async fn remove_custom_objects(&self, crd: &Value) -> Result<(), ApiError> {
+        let Some(prefix) = crate::crd::objects_prefix(crd) else {
+            return Ok(());
+        };
+        for (key, _, rv) in self.storage.list(&prefix).await? {
+            // Changed meanwhile: removed at its new revision.
+            if let Written::Conflict(Some((_, fresh))) = self.storage.delete(&key, rv).await? {
+                self.storage.delete(&key, fresh).await?;
+            }
+        }
+        Ok(())
     }
 
     /// A delete after its admission (the quota refund is timed as admission too).

@@ -23,6 +23,7 @@ use store::types::LeaseId;
 use crate::admission::{Admission, AdmissionConfig};
 use crate::authn::UserInfo;
 use crate::authz::Authorizer;
+use crate::crd::CustomResources;
 use crate::errors::ApiError;
 use crate::meta;
 use crate::pipeline::PipelineMetrics;
@@ -195,6 +196,8 @@ pub struct Registry {
     rbac_guard: OnceLock<Arc<Authorizer>>,
     event_leases: Mutex<EventLeases>,
     lease_lock: tokio::sync::Mutex<()>,
+    /// The custom resources the cached CRDs define.
+    custom: Arc<CustomResources>,
 }
 
 impl Registry {
@@ -204,6 +207,7 @@ impl Registry {
             admission: Admission::new(AdmissionConfig::default(), cache.clone()),
             pipeline: Arc::new(PipelineMetrics::default()),
             rbac_guard: OnceLock::new(),
+            custom: Arc::new(CustomResources::new(cache.clone())),
             cache,
             event_leases: Mutex::new(EventLeases {
                 ttl: event_ttl,
@@ -221,6 +225,11 @@ impl Registry {
 
     pub fn cache(&self) -> &Arc<WatchCache> {
         &self.cache
+    }
+
+    /// The custom resources served now.
+    pub fn custom(&self) -> &Arc<CustomResources> {
+        &self.custom
     }
 
     /// Refuses RBAC writes that grant more than their requester holds, as `authorizer` sees

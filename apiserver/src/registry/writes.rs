@@ -62,6 +62,13 @@ impl Registry {
         mut object: Value,
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        if crate::crd::is_custom(resource) {
+            let served = self
+                .custom
+                .of(resource)
+                .ok_or_else(|| ApiError::not_found(resource, ""))?;
+            return served.admit(object, options.field_validation);
+        }
         let strict = options.field_validation == FieldValidation::Strict;
         // Unknown fields are looked for when they are refused, or when someone reads warnings.
         let report = strict
@@ -98,6 +105,9 @@ impl Registry {
             }
         }
         crate::defaults::apply(resource, &mut canonical);
+        if crate::crd::is_definition(resource) {
+            crate::crd::definition::apply_defaults(&mut canonical);
+        }
         Ok(canonical)
     }
 
@@ -214,7 +224,9 @@ impl Registry {
             .await?;
         }
         admission_time.pause();
-        let causes = crate::validation::validate_create(resource, &object);
+        self.prepare_write(resource, None, &mut object);
+        let mut causes = crate::validation::validate_create(resource, &object);
+        causes.extend(self.validate_write(resource, &object));
         if !causes.is_empty() {
             return Err(ApiError::invalid(resource, &name, causes));
         }
@@ -232,8 +244,8 @@ impl Registry {
             self.event_lease(resource).await?
         };
         let converted;
-        let stored = if resource.group == "events.k8s.io" {
-            converted = from_view(resource, object.clone());
+        let stored = if resource.group == "events.k8s.io" || crate::crd::is_custom(resource) {
+            converted = self.stored_form(resource, object.clone());
             &converted
         } else {
             &object
@@ -324,7 +336,7 @@ impl Registry {
             options,
             Some(&admission_time),
             |current| {
-                let mut next = from_view(resource, object.clone());
+                let mut next = self.stored_form(resource, object.clone());
                 strategy::prepare_update(resource, current, &mut next, subresource);
                 self.restrict_node_update(resource, name, current, &next, options)?;
                 admission_time
@@ -402,7 +414,7 @@ impl Registry {
             } else {
                 self.admit(resource, patched, options)?
             };
-            let mut next = from_view(resource, admitted);
+            let mut next = self.stored_form(resource, admitted);
             strategy::prepare_update(resource, current, &mut next, subresource);
             self.restrict_node_update(resource, name, current, &next, options)?;
             admission_time.time(|| self.mutate_update(resource, current, &mut next, subresource));
@@ -511,11 +523,15 @@ impl Registry {
             let Some(mut next) = mutate(&existing)? else {
                 return Ok(existing);
             };
+            if subresource.is_none() {
+                self.prepare_write(resource, Some(&existing), &mut next);
+            }
             // Status writers and binding change what spec validation would forbid.
-            let causes = match subresource {
+            let mut causes = match subresource {
                 Some(_) => crate::validation::validate_status_update(resource, &existing, &next),
                 None => crate::validation::validate_update(resource, &existing, &next),
             };
+            causes.extend(self.validate_write(resource, &next));
             if !causes.is_empty() {
                 return Err(ApiError::invalid(resource, name, causes));
             }
@@ -526,7 +542,8 @@ impl Registry {
             // The last finalizer removed from an object being deleted: it goes now.
             if meta::deletion_timestamp(&next).is_some()
                 && meta::finalizers(&next).is_empty()
-                && !(resource.kind == "Pod"
+                && !(resource.group.is_empty()
+                    && resource.kind == "Pod"
                     && next
                         .pointer("/spec/nodeName")
                         .and_then(Value::as_str)
@@ -570,6 +587,43 @@ impl Registry {
             name,
             "too many concurrent updates; try again",
         ))
+    }
+
+    /// The shape an object given in `resource`'s view is stored in: core/v1 events, a custom
+    /// object in its storage version.
+    fn stored_form(&self, resource: &ResourceInfo, object: Value) -> Value {
+        let mut object = from_view(resource, object);
+        if let Some(served) = self.custom.of(resource) {
+            served.to_storage(&mut object);
+        }
+        object
+    }
+
+    /// What the server sets on a write of the main resource beyond the strategy: a CRD's
+    /// status (names accepted, established, stored versions).
+    fn prepare_write(&self, resource: &ResourceInfo, current: Option<&Value>, next: &mut Value) {
+        if crate::crd::is_definition(resource) {
+            if let Some(status) = current.and_then(|c| c.get("status")) {
+                next["status"] = status.clone();
+            }
+            let others = self.custom.definitions_besides(meta::name(next));
+            crate::crd::definition::set_status(next, &others, &meta::now_rfc3339());
+        }
+    }
+
+    /// Validation beyond [`crate::validation`]: a CRD's own rules, a custom object's schema.
+    fn validate_write(
+        &self,
+        resource: &ResourceInfo,
+        object: &Value,
+    ) -> Vec<crate::validation::Cause> {
+        if crate::crd::is_definition(resource) {
+            return crate::crd::definition::validate(object, &crate::crd::builtin_groups());
+        }
+        match self.custom.of(resource) {
+            Some(served) => served.validate(object),
+            None => Vec::new(),
+        }
     }
 
     /// Binds an unassigned pod to a node (`pods/binding`).
