@@ -24,17 +24,13 @@ use anyhow::{bail, Context};
 use api::client::{Client as ApiClient, ClientConfig, ListParams};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
-use http_body_util::{BodyExt, Full};
-use hyper::{Method, Request, StatusCode};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client as HttpClient;
-use hyper_util::rt::TokioExecutor;
+use hyper::{Method, StatusCode};
 use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use cluster::api_access::{ApiCredentials, KubeconfigChoice};
+use cluster::kube_http::{KubeHttp, PoolShape, Versions};
 use cluster::process::{LocalApiServer, LocalStore};
 
 use crate::store::Percentiles;
@@ -493,9 +489,8 @@ const BENCH_TOKEN: &str = "kemu-bench-token";
 /// idle ones are kept for reuse.
 #[derive(Clone)]
 pub(crate) struct Http {
-    client: HttpClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: KubeHttp,
     base: String,
-    authorization: Option<String>,
 }
 
 impl Http {
@@ -504,30 +499,13 @@ impl Http {
         pool: usize,
         credentials: &ApiCredentials,
     ) -> anyhow::Result<Http> {
-        let tls = if url.starts_with("https://") {
-            credentials.rustls_config(&[])?
-        } else {
-            rustls::ClientConfig::builder_with_provider(transport::tls::provider())
-                .with_safe_default_protocol_versions()?
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth()
+        let shape = PoolShape {
+            versions: Versions::Http1,
+            max_idle_per_host: pool,
         };
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(connector);
-        let client = HttpClient::builder(TokioExecutor::new())
-            .pool_max_idle_per_host(pool)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
         Ok(Http {
-            client,
+            client: KubeHttp::new(url, credentials, shape, "kemu-bench/0.1")?,
             base: url.trim_end_matches('/').to_string(),
-            authorization: credentials.token.as_ref().map(|t| format!("Bearer {t}")),
         })
     }
 
@@ -538,20 +516,11 @@ impl Http {
         path: &str,
         body: Option<Bytes>,
     ) -> anyhow::Result<(StatusCode, Bytes)> {
-        let request = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
-            .header("accept", "application/json");
-        let request = match &self.authorization {
-            Some(a) => request.header("authorization", a),
-            None => request,
-        }
-        .body(Full::new(body.unwrap_or_default()))?;
-        let response = self.client.request(request).await?;
-        let status = response.status();
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        let url = format!("{}{path}", self.base);
+        let body = body.unwrap_or_default();
+        self.client
+            .fetch(method, &url, Some("application/json"), body)
+            .await
     }
 
     /// Creates a namespace (an existing one is fine).

@@ -2,21 +2,23 @@
 //! trust, and a credential (a client certificate, or a bearer token).
 //!
 //! [`ApiCredentials`] comes from a certificates directory (`kemu certs`) or a kubeconfig
-//! context chosen as kubectl chooses it ([`KubeconfigChoice`]); [`ApiAccess`] sends single requests with it (readiness probes, tests,
-//! status listings). The load generator and the benchmark build their pooled clients from the
-//! same [`ApiCredentials::rustls_config`].
+//! context chosen as kubectl chooses it ([`KubeconfigChoice`]); [`ApiAccess`] sends single
+//! requests with it (readiness probes, tests, status listings) through the same client
+//! ([`crate::kube_http::KubeHttp`]) the load generator and the benchmark use.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use base64::Engine;
+use bytes::Bytes;
 use kube::config::Kubeconfig;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use secrecy::ExposeSecret;
+
+use crate::kube_http::{KubeHttp, PoolShape};
 
 /// What a client needs to talk to the API server.
 #[derive(Clone, Debug, Default)]
@@ -233,20 +235,23 @@ fn material(data: Option<&str>, file: Option<&str>, what: &str) -> anyhow::Resul
     }
 }
 
-/// One API server's HTTPS front with one credential: single requests, a connection each.
+/// One API server's HTTPS front with one credential, for single calls (status checks, tests).
 #[derive(Clone)]
 pub struct ApiAccess {
     pub addr: SocketAddr,
-    tls: Arc<rustls::ClientConfig>,
-    token: Option<String>,
+    http: KubeHttp,
 }
 
 impl ApiAccess {
     pub fn new(addr: SocketAddr, credentials: &ApiCredentials) -> anyhow::Result<ApiAccess> {
         Ok(ApiAccess {
             addr,
-            tls: Arc::new(credentials.rustls_config(&[b"http/1.1"])?),
-            token: credentials.token.clone(),
+            http: KubeHttp::new(
+                &format!("https://{addr}"),
+                credentials,
+                PoolShape::SMALL,
+                "kemu",
+            )?,
         })
     }
 
@@ -267,7 +272,7 @@ impl ApiAccess {
         self.request("GET", path, None, &[]).await
     }
 
-    /// One HTTP/1.1 request over a fresh TLS connection: (status code, body).
+    /// One request: (status code, body). No answer within 15 s is an error.
     pub async fn request(
         &self,
         method: &str,
@@ -275,22 +280,16 @@ impl ApiAccess {
         content_type: Option<&str>,
         body: &[u8],
     ) -> anyhow::Result<(u16, String)> {
-        let tcp = tokio::time::timeout(
-            Duration::from_secs(2),
-            tokio::net::TcpStream::connect(self.addr),
-        )
-        .await??;
-        let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
-        let server_name = ServerName::IpAddress(self.addr.ip().into());
-        let stream =
-            tokio::time::timeout(Duration::from_secs(5), connector.connect(server_name, tcp))
-                .await
-                .context("TLS handshake timed out")??;
-        let mut extra = String::new();
-        if let Some(token) = &self.token {
-            extra.push_str(&format!("Authorization: Bearer {token}\r\n"));
-        }
-        crate::process::exchange(stream, self.addr, method, path, content_type, body, &extra).await
+        let method = hyper::Method::from_bytes(method.as_bytes())
+            .with_context(|| format!("bad HTTP method {method:?}"))?;
+        let url = format!("{}{path}", self.url());
+        let call = self
+            .http
+            .fetch(method, &url, content_type, Bytes::copy_from_slice(body));
+        let (status, body) = tokio::time::timeout(Duration::from_secs(15), call)
+            .await
+            .with_context(|| format!("no answer from {url} within 15 s"))??;
+        Ok((status.as_u16(), String::from_utf8_lossy(&body).into_owned()))
     }
 }
 

@@ -20,6 +20,7 @@
 pub mod api_access;
 pub mod certs;
 pub mod config;
+pub mod kube_http;
 pub mod launcher;
 pub mod layout;
 pub mod netns;

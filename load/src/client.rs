@@ -6,19 +6,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::{Method, Request, StatusCode, Uri};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper::{Method, Request, StatusCode};
 use parking_lot::Mutex;
 
 use cluster::api_access::ApiCredentials;
+use cluster::kube_http::{KubeHttp, PoolShape, Versions};
 
 /// A call's outcome as the caller sees it.
 #[derive(Debug)]
@@ -128,9 +125,7 @@ impl Servers {
 #[derive(Clone)]
 pub struct ApiClient {
     servers: Arc<Servers>,
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    /// `Authorization` header value, when authenticating with a bearer token.
-    authorization: Option<String>,
+    http: KubeHttp,
     stats: Arc<ApiStats>,
     /// Whole-call timeout of non-watch requests.
     timeout: Duration,
@@ -144,36 +139,19 @@ impl ApiClient {
         credentials: &ApiCredentials,
         http2: bool,
     ) -> anyhow::Result<ApiClient> {
-        let uri: Uri = server
-            .parse()
-            .with_context(|| format!("bad server URL {server:?}"))?;
-        let tls = match uri.scheme_str() {
-            Some("https") => credentials.rustls_config(&[])?,
-            Some("http") => rustls::ClientConfig::builder_with_provider(transport::tls::provider())
-                .with_safe_default_protocol_versions()?
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth(),
-            _ => bail!("server {server:?}: expected https://HOST:PORT"),
-        };
-        let mut http = HttpConnector::new();
-        http.set_nodelay(true);
-        http.enforce_http(false);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_all_versions()
-            .wrap_connector(http);
-        let mut builder = Client::builder(TokioExecutor::new());
-        builder
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(90))
+        let shape = PoolShape {
+            versions: if http2 {
+                Versions::Http2
+            } else {
+                Versions::Either
+            },
             // Many requests in flight need many HTTP/1.1 connections; keep them for reuse.
-            .pool_max_idle_per_host(1024)
-            .http2_only(http2);
+            max_idle_per_host: 1024,
+        };
+        let http = KubeHttp::new(server, credentials, shape, "kemu-load/0.1")?;
         Ok(ApiClient {
             servers: Arc::new(Servers::new(vec![server.trim_end_matches('/').to_string()])),
-            http: builder.build(connector),
-            authorization: credentials.token.as_ref().map(|t| format!("Bearer {t}")),
+            http,
             stats: Arc::new(ApiStats::default()),
             timeout: Duration::from_secs(60),
         })
@@ -216,18 +194,8 @@ impl ApiClient {
         content_type: Option<&str>,
         body: Bytes,
     ) -> anyhow::Result<Request<Full<Bytes>>> {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(format!("{}{}", self.servers.bases[server], path))
-            .header("accept", "application/json")
-            .header("user-agent", "kemu-load/0.1");
-        if let Some(ct) = content_type {
-            request = request.header("content-type", ct);
-        }
-        if let Some(authorization) = &self.authorization {
-            request = request.header("authorization", authorization);
-        }
-        Ok(request.body(Full::new(body))?)
+        let url = format!("{}{}", self.servers.bases[server], path);
+        self.http.request(method, &url, content_type, body)
     }
 
     /// One call, timed as `verb` on `resource` (send → whole answer read). Transport errors are
@@ -245,7 +213,7 @@ impl ApiClient {
         let request = self.build(server, method, path, content_type, body)?;
         let started = Instant::now();
         let result = tokio::time::timeout(self.timeout, async {
-            let response = self.http.request(request).await?;
+            let response = self.http.send(request).await?;
             let status = response.status();
             let body = response.into_body().collect().await?.to_bytes();
             anyhow::Ok(ApiResponse { status, body })
@@ -297,9 +265,9 @@ impl ApiClient {
     ) -> anyhow::Result<(StatusCode, Incoming)> {
         let request = self.build(0, Method::GET, path, None, Bytes::new())?;
         let started = Instant::now();
-        let result = tokio::time::timeout(self.timeout, self.http.request(request)).await;
+        let result = tokio::time::timeout(self.timeout, self.http.send(request)).await;
         let result = match result {
-            Ok(r) => r.map_err(anyhow::Error::from),
+            Ok(r) => r,
             Err(_) => Err(anyhow::anyhow!("no answer within {:?}", self.timeout)),
         };
         let code = result.as_ref().map(|r| r.status().as_u16()).unwrap_or(0);
