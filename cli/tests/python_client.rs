@@ -1,7 +1,9 @@
 //! The official Kubernetes Python client (`kubernetes` 37.0.2, strict pydantic models, installed
-//! by `scripts/setup`) against a real kemu API server over a three-member store. The script,
-//! tests/python/test_client.py, creates, lists, watches, reads, patches and deletes pods, nodes
-//! and events, validating every answer against the client's models; it exits 0 when all hold.
+//! by `scripts/setup`) against a real kemu API server over a three-member store. The script
+//! tests/python/test_client.py creates, lists, watches, reads, patches and deletes pods, nodes
+//! and events, validating every answer against the client's models; tests/python/test_crd.py
+//! drives a CustomResourceDefinition's objects through the dynamic client. Each exits 0 when all
+//! its checks hold.
 
 mod common;
 
@@ -12,8 +14,19 @@ use common::{python_path, workspace, Cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_python_client_round_trips_pods_nodes_and_events() -> anyhow::Result<()> {
-    let cluster = Cluster::start(3).await?;
-    let script = workspace().join("tests/python/test_client.py");
+    run_script(3, "test_client.py", "python client: all checks passed").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_dynamic_client_serves_a_custom_resource() -> anyhow::Result<()> {
+    run_script(1, "test_crd.py", "python dynamic client: all checks passed").await
+}
+
+/// Runs tests/python/`script` against a fresh cluster of `members` store members; it must exit
+/// 0 and print `passed`.
+async fn run_script(members: usize, script: &str, passed: &str) -> anyhow::Result<()> {
+    let cluster = Cluster::start(members).await?;
+    let script = workspace().join("tests/python").join(script);
     let child = tokio::process::Command::new(python_path())
         .arg(&script)
         .arg(&cluster.kubeconfig)
@@ -30,11 +43,12 @@ async fn official_python_client_round_trips_pods_nodes_and_events() -> anyhow::R
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "the Python client test failed ({}); API server log: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        "{} failed ({}); API server log: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        script.display(),
         out.status,
         cluster.api.log_path().display(),
     );
-    assert!(stdout.contains("all checks passed"), "stdout:\n{stdout}");
+    assert!(stdout.contains(passed), "stdout:\n{stdout}");
     cluster.api.stop().await;
     cluster.store.stop().await;
     Ok(())
