@@ -6,6 +6,10 @@
 //! - an `ObjectFieldSelector` (env `valueFrom.fieldRef`, downward API items) without
 //!   `apiVersion` gets `v1`;
 //! - an EndpointSlice port without `name` gets `""` and without `protocol` gets `TCP`;
+//! - a StatefulSet gets apps/v1's `SetDefaults_StatefulSet`: OrderedReady pods, a RollingUpdate
+//!   strategy with partition 0 and maxUnavailable 1, the Retain/Retain claim retention policy,
+//!   one replica, ten revisions kept; its claim templates are PersistentVolumeClaims with
+//!   `volumeMode: Filesystem` and a Pending phase;
 //! - a DaemonSet gets the RollingUpdate strategy (maxUnavailable 1, maxSurge 0) and a
 //!   revisionHistoryLimit of 10;
 //! - a CronJob gets concurrencyPolicy `Allow`, `suspend: false` and history limits of 3
@@ -27,6 +31,14 @@ pub fn apply(resource: &ResourceInfo, object: &mut Value) {
         ("" | "apps" | "batch", "ReplicationController" | "Deployment" | "ReplicaSet" | "Job") => {
             if let Some(spec) = object.pointer_mut("/spec/template/spec") {
                 pod_spec(spec);
+            }
+        }
+        ("apps", "StatefulSet") => {
+            if let Some(spec) = object.pointer_mut("/spec/template/spec") {
+                pod_spec(spec);
+            }
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                stateful_set_spec(spec);
             }
         }
         ("apps", "DaemonSet") => {
@@ -88,6 +100,68 @@ fn cron_job(object: &mut Value) {
     ] {
         if spec.get(key).is_none_or(Value::is_null) {
             spec.insert(key.into(), value);
+        }
+    }
+}
+
+/// apps/v1 `SetDefaults_StatefulSet` (with the beta MaxUnavailableStatefulSet gate on, as in
+/// Kubernetes 1.37) and the claim templates' PersistentVolumeClaim defaults.
+fn stateful_set_spec(spec: &mut Map<String, Value>) {
+    let unset = |v: Option<&Value>| v.is_none_or(|v| v.is_null() || v == "");
+    if unset(spec.get("podManagementPolicy")) {
+        spec.insert("podManagementPolicy".into(), json!("OrderedReady"));
+    }
+    let strategy = spec.entry("updateStrategy").or_insert_with(|| json!({}));
+    if let Some(strategy) = strategy.as_object_mut() {
+        if unset(strategy.get("type")) {
+            strategy.insert("type".into(), json!("RollingUpdate"));
+            if strategy.get("rollingUpdate").is_none_or(Value::is_null) {
+                strategy.insert("rollingUpdate".into(), json!({}));
+            }
+        }
+        if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+            if let Some(rolling) = strategy
+                .get_mut("rollingUpdate")
+                .and_then(Value::as_object_mut)
+            {
+                if rolling.get("partition").is_none_or(Value::is_null) {
+                    rolling.insert("partition".into(), json!(0));
+                }
+                if rolling.get("maxUnavailable").is_none_or(Value::is_null) {
+                    rolling.insert("maxUnavailable".into(), json!(1));
+                }
+            }
+        }
+    }
+    let retention = spec
+        .entry("persistentVolumeClaimRetentionPolicy")
+        .or_insert_with(|| json!({}));
+    if let Some(retention) = retention.as_object_mut() {
+        for key in ["whenDeleted", "whenScaled"] {
+            if unset(retention.get(key)) {
+                retention.insert(key.into(), json!("Retain"));
+            }
+        }
+    }
+    if spec.get("replicas").is_none_or(Value::is_null) {
+        spec.insert("replicas".into(), json!(1));
+    }
+    if spec.get("revisionHistoryLimit").is_none_or(Value::is_null) {
+        spec.insert("revisionHistoryLimit".into(), json!(10));
+    }
+    for claim in objects_in(spec, "volumeClaimTemplates") {
+        claim.insert("apiVersion".into(), json!("v1"));
+        claim.insert("kind".into(), json!("PersistentVolumeClaim"));
+        if let Some(claim_spec) = claim.get_mut("spec").and_then(Value::as_object_mut) {
+            if unset(claim_spec.get("volumeMode")) {
+                claim_spec.insert("volumeMode".into(), json!("Filesystem"));
+            }
+        }
+        let status = claim.entry("status").or_insert_with(|| json!({}));
+        if let Some(status) = status.as_object_mut() {
+            if unset(status.get("phase")) {
+                status.insert("phase".into(), json!("Pending"));
+            }
         }
     }
 }
@@ -294,6 +368,48 @@ mod tests {
         assert_eq!(
             on_delete,
             json!({"spec": {"updateStrategy": {"type": "OnDelete"}, "revisionHistoryLimit": 2}})
+        );
+    }
+
+    #[test]
+    fn stateful_sets_get_apps_v1_defaults() {
+        let mut sts = json!({"spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"spec": {"containers": [{"name": "c"}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "www"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]
+        }});
+        apply(resource("apps", "StatefulSet"), &mut sts);
+        let spec = &sts["spec"];
+        assert_eq!(spec["podManagementPolicy"], "OrderedReady");
+        assert_eq!(
+            spec["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0, "maxUnavailable": 1}})
+        );
+        assert_eq!(
+            spec["persistentVolumeClaimRetentionPolicy"],
+            json!({"whenDeleted": "Retain", "whenScaled": "Retain"})
+        );
+        assert_eq!(spec["replicas"], 1);
+        assert_eq!(spec["revisionHistoryLimit"], 10);
+        assert_eq!(
+            spec["volumeClaimTemplates"][0],
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "www"},
+                   "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"},
+                   "status": {"phase": "Pending"}})
+        );
+
+        // An explicit OnDelete strategy gets no rollingUpdate; given values stay.
+        let mut on_delete = json!({"spec": {"replicas": 0, "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "OnDelete"},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete"}}});
+        apply(resource("apps", "StatefulSet"), &mut on_delete);
+        let spec = &on_delete["spec"];
+        assert_eq!(spec["updateStrategy"], json!({"type": "OnDelete"}));
+        assert_eq!(spec["replicas"], 0);
+        assert_eq!(spec["podManagementPolicy"], "Parallel");
+        assert_eq!(
+            spec["persistentVolumeClaimRetentionPolicy"],
+            json!({"whenDeleted": "Delete", "whenScaled": "Retain"})
         );
     }
 }

@@ -99,6 +99,8 @@ fn kind_type(api_version: &str, kind: &str) -> Option<&'static Ty> {
         ("apps", "DaemonSet") => &DAEMON_SET,
         ("apps", "Deployment") => &DEPLOYMENT,
         ("apps", "ReplicaSet") => &REPLICA_SET,
+        ("apps", "StatefulSet") => &STATEFUL_SET,
+        ("apps", "ControllerRevision") => &CONTROLLER_REVISION,
         ("batch", "Job") => &JOB,
         ("batch", "CronJob") => &CRON_JOB,
         ("autoscaling", "Scale") => &SCALE,

@@ -1,5 +1,6 @@
-//! The `scale` subresource of Deployments, ReplicaSets, ReplicationControllers and custom
-//! resources that declare one (`autoscaling/v1` Scale), which `kubectl scale` reads and patches.
+//! The `scale` subresource of Deployments, ReplicaSets, StatefulSets, ReplicationControllers and
+//! custom resources that declare one (`autoscaling/v1` Scale), which `kubectl scale` reads and
+//! patches.
 
 use crate::patch::PatchType;
 use api::ResourceInfo;

@@ -103,7 +103,7 @@ pub fn prepare_create(
             object["spec"] = json!({"finalizers": ["kubernetes"]});
             object["status"] = json!({"phase": "Active"});
         }
-        "Deployment" | "ReplicaSet" | "Job" | "ReplicationController" => {
+        "Deployment" | "ReplicaSet" | "Job" | "ReplicationController" | "StatefulSet" => {
             if let Some(map) = object.as_object_mut() {
                 map.remove("status");
             }
@@ -115,6 +115,10 @@ pub fn prepare_create(
             }
             if resource.kind == "ReplicationController" {
                 default_replication_controller(object);
+            }
+            if resource.kind == "StatefulSet" {
+                // Go's zero StatefulSetStatus: the two counts without `omitempty`.
+                object["status"] = json!({"replicas": 0, "availableReplicas": 0});
             }
         }
         "DaemonSet" => {

@@ -112,6 +112,10 @@ pub fn decode_owned(resource: &ResourceInfo, mut object: Value) -> Result<Value,
         ("apps", "Deployment") => round_trip::<apps::v1::Deployment>(resource, object),
         ("apps", "ReplicaSet") => round_trip::<apps::v1::ReplicaSet>(resource, object),
         ("apps", "DaemonSet") => round_trip::<apps::v1::DaemonSet>(resource, object),
+        ("apps", "StatefulSet") => round_trip::<apps::v1::StatefulSet>(resource, object),
+        ("apps", "ControllerRevision") => {
+            round_trip::<apps::v1::ControllerRevision>(resource, object)
+        }
         ("batch", "Job") => round_trip::<batch::v1::Job>(resource, object),
         ("batch", "CronJob") => round_trip::<batch::v1::CronJob>(resource, object),
         ("coordination.k8s.io", "Lease") => round_trip::<coordination::v1::Lease>(resource, object),

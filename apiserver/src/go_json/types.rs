@@ -893,6 +893,80 @@ static REPLICA_SET_STATUS: Ty = Ty(&[
     f("observedGeneration"),
     t("conditions", &NAMESPACE_CONDITION),
 ]);
+pub static STATEFUL_SET: Ty = Ty(&[
+    f("kind"),
+    f("apiVersion"),
+    t("metadata", &OBJECT_META),
+    t("spec", &STATEFUL_SET_SPEC),
+    t("status", &STATEFUL_SET_STATUS),
+]);
+static STATEFUL_SET_SPEC: Ty = Ty(&[
+    f("replicas"),
+    t("selector", &LABEL_SELECTOR),
+    t("template", &POD_TEMPLATE_SPEC),
+    t("volumeClaimTemplates", &PERSISTENT_VOLUME_CLAIM),
+    f("serviceName"),
+    f("podManagementPolicy"),
+    t("updateStrategy", &STATEFUL_SET_UPDATE_STRATEGY),
+    f("revisionHistoryLimit"),
+    f("minReadySeconds"),
+    t(
+        "persistentVolumeClaimRetentionPolicy",
+        &PVC_RETENTION_POLICY,
+    ),
+    f("ordinals"),
+]);
+static STATEFUL_SET_UPDATE_STRATEGY: Ty =
+    Ty(&[f("type"), t("rollingUpdate", &STATEFUL_SET_ROLLING_UPDATE)]);
+static STATEFUL_SET_ROLLING_UPDATE: Ty = Ty(&[f("partition"), f("maxUnavailable")]);
+static PVC_RETENTION_POLICY: Ty = Ty(&[f("whenDeleted"), f("whenScaled")]);
+static STATEFUL_SET_STATUS: Ty = Ty(&[
+    f("observedGeneration"),
+    f("replicas"),
+    f("readyReplicas"),
+    f("currentReplicas"),
+    f("updatedReplicas"),
+    f("currentRevision"),
+    f("updateRevision"),
+    f("collisionCount"),
+    t("conditions", &NAMESPACE_CONDITION),
+    f("availableReplicas"),
+]);
+static PERSISTENT_VOLUME_CLAIM: Ty = Ty(&[
+    f("kind"),
+    f("apiVersion"),
+    t("metadata", &OBJECT_META),
+    t("spec", &PVC_SPEC),
+    t("status", &PVC_STATUS),
+]);
+static PVC_SPEC: Ty = Ty(&[
+    f("accessModes"),
+    t("selector", &LABEL_SELECTOR),
+    t("resources", &RESOURCE_REQUIREMENTS),
+    f("volumeName"),
+    f("storageClassName"),
+    f("volumeMode"),
+    f("dataSource"),
+    f("dataSourceRef"),
+    f("volumeAttributesClassName"),
+]);
+static PVC_STATUS: Ty = Ty(&[
+    f("phase"),
+    f("accessModes"),
+    f("capacity"),
+    t("conditions", &CONDITION),
+    f("allocatedResources"),
+    f("allocatedResourceStatuses"),
+    f("currentVolumeAttributesClassName"),
+    f("modifyVolumeStatus"),
+]);
+pub static CONTROLLER_REVISION: Ty = Ty(&[
+    f("kind"),
+    f("apiVersion"),
+    t("metadata", &OBJECT_META),
+    f("data"),
+    f("revision"),
+]);
 pub static JOB: Ty = Ty(&[
     f("kind"),
     f("apiVersion"),

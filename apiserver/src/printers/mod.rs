@@ -35,8 +35,9 @@ use pods::pod_cells;
 pub use pods::pod_status_reason;
 use rbac::{role_binding_cells, role_cells};
 use workloads::{
-    cron_job_cells, daemon_set_cells, deployment_cells, job_cells, pod_disruption_budget_cells,
-    pod_template_cells, replicaset_cells, replication_controller_cells,
+    controller_revision_cells, cron_job_cells, daemon_set_cells, deployment_cells, job_cells,
+    pod_disruption_budget_cells, pod_template_cells, replicaset_cells,
+    replication_controller_cells, stateful_set_cells,
 };
 
 /// What each row's `object` holds: the `includeObject` query parameter of a Table request.
@@ -312,6 +313,24 @@ const REPLICASET_COLUMNS: &[Column] = &[
     SELECTOR,
 ];
 
+const STATEFUL_SET_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string("Ready", "Number of the pod with ready state"),
+    AGE,
+    CONTAINERS,
+    IMAGES,
+];
+
+const CONTROLLER_REVISION_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string("Controller", "Controller of the object"),
+    Column::string(
+        "Revision",
+        "Revision indicates the revision of the state represented by Data.",
+    ),
+    AGE,
+];
+
 const REPLICATION_CONTROLLER_COLUMNS: &[Column] = &[
     NAME,
     Column::integer("Desired", "Replicas is the number of desired replicas. This is a pointer to distinguish between explicit zero and unspecified. Defaults to 1. More info: https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller"),
@@ -525,6 +544,10 @@ impl Printer {
             ("apps", "deployments") => (DEPLOYMENT_COLUMNS, deployment_cells),
             ("apps", "replicasets") => (REPLICASET_COLUMNS, replicaset_cells),
             ("apps", "daemonsets") => (DAEMON_SET_COLUMNS, daemon_set_cells),
+            ("apps", "statefulsets") => (STATEFUL_SET_COLUMNS, stateful_set_cells),
+            ("apps", "controllerrevisions") => {
+                (CONTROLLER_REVISION_COLUMNS, controller_revision_cells)
+            }
             ("batch", "jobs") => (JOB_COLUMNS, job_cells),
             ("batch", "cronjobs") => (CRON_JOB_COLUMNS, cron_job_cells),
             ("", "replicationcontrollers") => {

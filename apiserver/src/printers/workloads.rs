@@ -1,5 +1,5 @@
-//! Deployments, ReplicaSets, DaemonSets, ReplicationControllers, PodTemplates, Jobs, CronJobs
-//! and PodDisruptionBudgets.
+//! Deployments, ReplicaSets, DaemonSets, StatefulSets, ControllerRevisions,
+//! ReplicationControllers, PodTemplates, Jobs, CronJobs and PodDisruptionBudgets.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -259,5 +259,43 @@ pub(super) fn cron_job_cells(cj: &Value, now: DateTime<Utc>) -> Vec<Value> {
         containers,
         images,
         format_label_selector_at(cj, "/spec/jobTemplate/spec/selector").into(),
+    ]
+}
+
+pub(super) fn stateful_set_cells(sts: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let (containers, images) = container_cells(sts);
+    let ready = int_at(sts, "/status/readyReplicas");
+    vec![
+        name(sts),
+        format!("{ready}/{}", desired_replicas(sts)).into(),
+        age(sts, now),
+        containers,
+        images,
+    ]
+}
+
+/// The controller shows as `kind.group/name` (`statefulset.apps/web`), `<none>` without one.
+pub(super) fn controller_revision_cells(revision: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let controller = array_at(revision, "/metadata/ownerReferences")
+        .iter()
+        .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        .map(|r| {
+            let kind = str_at(r, "/kind").to_lowercase();
+            let group = str_at(r, "/apiVersion")
+                .rsplit_once('/')
+                .map_or("", |(group, _)| group);
+            let kind = if group.is_empty() {
+                kind
+            } else {
+                format!("{kind}.{group}")
+            };
+            format!("{kind}/{}", str_at(r, "/name"))
+        })
+        .unwrap_or_else(|| "<none>".to_string());
+    vec![
+        name(revision),
+        controller.into(),
+        int_at(revision, "/revision").into(),
+        age(revision, now),
     ]
 }

@@ -16,6 +16,7 @@ mod cron_job;
 mod objects;
 mod pod;
 mod policy;
+mod stateful_set;
 mod workloads;
 
 use serde_json::{Map, Value};
@@ -284,6 +285,8 @@ fn name_checker(resource: &ResourceInfo) -> fn(&str) -> Vec<String> {
         ("", "Service") => is_dns1035_label,
         // RBAC names are path segments (`system:kube-scheduler`), as Kubernetes' ValidateRBACName.
         ("rbac.authorization.k8s.io", _) => is_path_segment_name,
+        // A StatefulSet's name is its pods' hostname prefix.
+        ("apps", "StatefulSet") => is_dns1123_label,
         _ => is_dns1123_subdomain,
     }
 }
@@ -304,6 +307,10 @@ pub fn validate_update(resource: &ResourceInfo, old: &Value, new: &Value) -> Vec
     let (old_spec, new_spec) = (field_of(old, "spec"), field_of(new, "spec"));
     match (resource.group, resource.kind) {
         ("", "Pod") => validate_pod_spec_update(old_spec, new_spec, &mut out),
+        ("apps", "StatefulSet") => stateful_set::validate_update(old_spec, new_spec, &mut out),
+        ("apps", "ControllerRevision") => {
+            stateful_set::validate_revision_update(old, new, &mut out)
+        }
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") | ("batch", "Job") => {
             let (a, b) = (
                 old_spec.and_then(|s| field_of(s, "selector")),
@@ -454,6 +461,8 @@ fn validate_kind(resource: &ResourceInfo, object: &Value, out: &mut Vec<Cause>) 
         ("", "ReplicationController") => {
             validate_replication_controller(spec.unwrap_or(&Value::Null), out)
         }
+        ("apps", "StatefulSet") => stateful_set::validate_spec(spec.unwrap_or(&Value::Null), out),
+        ("apps", "ControllerRevision") => stateful_set::validate_revision(object, out),
         ("", "PodTemplate") => validate_pod_template(object, out),
         ("policy", "PodDisruptionBudget") => {
             policy::validate_pdb(spec.unwrap_or(&Value::Null), out)

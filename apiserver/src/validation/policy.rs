@@ -107,7 +107,7 @@ fn validate_label_selector(selector: &Value, path: &str, out: &mut Vec<Cause>) {
 }
 
 /// Go's `%#v` of an `intstr.IntOrString`.
-fn go_int_or_string(value: &Value) -> String {
+pub(super) fn go_int_or_string(value: &Value) -> String {
     match value {
         Value::String(s) => format!("intstr.IntOrString{{Type:1, IntVal:0, StrVal:{s:?}}}"),
         other => format!(

@@ -632,3 +632,122 @@ fn cron_jobs() {
         ]
     );
 }
+
+fn stateful_set(spec: Value) -> Value {
+    let mut object = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "replicas": 2, "serviceName": "web", "podManagementPolicy": "OrderedReady",
+            "selector": {"matchLabels": {"app": "web"}},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0, "maxUnavailable": 1}},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                         "spec": {"restartPolicy": "Always",
+                                  "containers": [{"name": "nginx", "image": "nginx",
+                                                  "volumeMounts": [{"name": "www", "mountPath": "/data"}]}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "www"},
+                                      "spec": {"accessModes": ["ReadWriteOnce"]}}]
+        }
+    });
+    if let (Some(base), Value::Object(changes)) = (object["spec"].as_object_mut(), spec) {
+        for (key, value) in changes {
+            base.insert(key, value);
+        }
+    }
+    object
+}
+
+#[test]
+fn stateful_sets() {
+    let sts = resource("apps", "statefulsets");
+    // Mounts of claim templates are fine: the pod template is not validated as a pod.
+    assert_eq!(causes(sts, &stateful_set(json!({}))), Vec::<String>::new());
+    let bad = stateful_set(json!({
+        "replicas": -1,
+        "podManagementPolicy": "Sometimes",
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": -2, "maxUnavailable": 0}},
+        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Keep", "whenScaled": "Retain"},
+        "selector": {"matchLabels": {"app": "other"}},
+    }));
+    assert_eq!(
+        causes(sts, &bad),
+        [
+            "spec.podManagementPolicy: Invalid value: \"Sometimes\": must be 'OrderedReady' or 'Parallel'",
+            "spec.updateStrategy.rollingUpdate.partition: Invalid value: -2: must be greater than or equal to 0",
+            "spec.updateStrategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: cannot be 0",
+            "spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Unsupported value: \"Keep\": supported values: \"Retain\", \"Delete\"",
+            "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: `selector` does not match template `labels`",
+        ]
+    );
+    let on_delete = stateful_set(json!({
+        "updateStrategy": {"type": "OnDelete", "rollingUpdate": {"partition": 1}},
+        "selector": {},
+    }));
+    assert_eq!(
+        causes(sts, &on_delete),
+        [
+            "spec.updateStrategy.rollingUpdate: Invalid value: apps.RollingUpdateStatefulSetStrategy{Partition:1, MaxUnavailable:(*intstr.IntOrString)(nil)}: only allowed for updateStrategy 'RollingUpdate'",
+            "spec.selector: Invalid value: {}: empty selector is invalid for statefulset",
+        ]
+    );
+    let mut dotted = stateful_set(json!({"updateStrategy": {"type": "Sometimes"}}));
+    dotted["metadata"]["name"] = json!("web.v2");
+    dotted["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
+    dotted["spec"]["template"]["spec"]["activeDeadlineSeconds"] = json!(5);
+    let found = causes(sts, &dotted);
+    assert!(
+        found[0]
+            .starts_with("metadata.name: Invalid value: \"web.v2\": a lowercase RFC 1123 label"),
+        "{found:?}"
+    );
+    assert_eq!(
+        &found[1..],
+        [
+            "spec.updateStrategy: Invalid value: apps.StatefulSetUpdateStrategy{Type:\"Sometimes\", RollingUpdate:(*apps.RollingUpdateStatefulSetStrategy)(nil)}: must be 'RollingUpdate' or 'OnDelete'",
+            "spec.template.spec.restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
+            "spec.template.spec.activeDeadlineSeconds: Forbidden: activeDeadlineSeconds in StatefulSet is not Supported",
+        ]
+    );
+    // Only some fields change after creation.
+    let old = stateful_set(json!({}));
+    let scaled = stateful_set(json!({"replicas": 5, "updateStrategy": {"type": "OnDelete"}}));
+    assert!(validate_update(sts, &old, &scaled).is_empty());
+    let renamed = stateful_set(json!({"serviceName": "other"}));
+    let found: Vec<String> = validate_update(sts, &old, &renamed)
+        .iter()
+        .map(Cause::to_string)
+        .collect();
+    assert_eq!(found, ["spec: Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', 'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden"]);
+}
+
+#[test]
+fn controller_revisions() {
+    let revisions = resource("apps", "controllerrevisions");
+    let revision = |data: Value, number: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+               "metadata": {"name": "web-1", "namespace": "default"}, "data": data, "revision": number})
+    };
+    assert!(causes(revisions, &revision(json!({"spec": {}}), 1)).is_empty());
+    assert_eq!(
+        causes(revisions, &revision(Value::Null, -1)),
+        [
+            "data: Required value: data is mandatory",
+            "revision: Invalid value: -1: must be greater than or equal to 0",
+        ]
+    );
+    let changed = validate_update(
+        revisions,
+        &revision(json!({"a": 1}), 1),
+        &revision(json!({"a": 2}), 2),
+    );
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].field, "data");
+    assert!(validate_update(
+        revisions,
+        &revision(json!({"a": 1}), 1),
+        &revision(json!({"a": 1}), 3)
+    )
+    .is_empty());
+}

@@ -224,13 +224,13 @@ pub(super) fn validate_job(spec: &Value, out: &mut Vec<Cause>) {
 }
 
 /// A selector that is absent, null, or has neither matchLabels nor matchExpressions.
-fn is_unset_selector(selector: &Value) -> bool {
+pub(super) fn is_unset_selector(selector: &Value) -> bool {
     let has = |key| field_of(selector, key).is_some_and(|v| !semantic_eq(Some(v), None));
     !has("matchLabels") && !has("matchExpressions")
 }
 
 /// The selector parses, is not empty, and matches the template's labels.
-fn validate_template_selector(
+pub(super) fn validate_template_selector(
     selector: &Value,
     spec: &Value,
     empty_msg: &str,
