@@ -8,7 +8,8 @@
 //!   reconcile its keys one at a time.
 //! - [`expectations`]: creations/deletions in flight, so a slow watch never causes doubles.
 //! - Controllers, each a pure decision core plus a reconciler doing the I/O: [`replicaset`]
-//!   (ReplicaSets and ReplicationControllers), [`deployment`], [`daemonset`], [`job`], [`cronjob`], [`disruption`]
+//!   (ReplicaSets and ReplicationControllers), [`deployment`], [`daemonset`], [`statefulset`]
+//!   (pods with stable names, ControllerRevisions), [`job`], [`cronjob`], [`disruption`]
 //!   (PodDisruptionBudgets), [`node_lifecycle`], [`endpoints`], [`namespace`],
 //!   [`garbage_collector`], [`resource_quota`], [`service_accounts`] (the `default`
 //!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace).
@@ -33,6 +34,7 @@ pub mod queue;
 pub mod replicaset;
 pub mod resource_quota;
 pub mod service_accounts;
+pub mod statefulset;
 pub mod worker;
 
 #[cfg(test)]

@@ -11,7 +11,9 @@ use api::client::{Client, ClientConfig, ClientError, ListParams};
 use api::informer::Informer;
 use api::leader_election::{LeaderElectionConfig, LeaderElector};
 use api::resources;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
@@ -40,6 +42,7 @@ use crate::queue::WorkQueue;
 use crate::replicaset::{ReplicaSetController, ReplicationManager};
 use crate::resource_quota::{self, ResourceQuotaController};
 use crate::service_accounts::{self, RootCaPublisher, ServiceAccountsController};
+use crate::statefulset::StatefulSetController;
 use crate::worker::{spawn_workers, stopped, Reconciler, Shutdown};
 
 /// The controller manager's settings; defaults in [`ControllerManagerConfig::new`].
@@ -271,6 +274,18 @@ fn start_controllers(
         None,
         all.clone(),
     );
+    let mut stateful_sets = Informer::<StatefulSet>::new(
+        client.clone(),
+        find("apps", "statefulsets"),
+        None,
+        all.clone(),
+    );
+    let revisions = Informer::<ControllerRevision>::new(
+        client.clone(),
+        find("apps", "controllerrevisions"),
+        None,
+        all.clone(),
+    );
     let mut jobs = Informer::<Job>::new(client.clone(), find("batch", "jobs"), None, all.clone());
     let mut cron_jobs =
         Informer::<CronJob>::new(client.clone(), find("batch", "cronjobs"), None, all.clone());
@@ -359,6 +374,9 @@ fn start_controllers(
     start("disruption", pdb, q);
     let (d, q) = DeploymentController::new(client.clone(), &mut deployments, &mut replicasets);
     start("deployment", d, q);
+    let (sts, q) =
+        StatefulSetController::new(client.clone(), &mut stateful_sets, &mut pods, &revisions);
+    start("statefulset", sts, q);
     let (j, q) = JobController::new(client.clone(), &mut jobs, &mut pods);
     start("job", j, q);
     let (ds, q) = DaemonSetController::new(client.clone(), &mut daemon_sets, &mut nodes, &mut pods);
@@ -406,6 +424,8 @@ fn start_controllers(
         spawn_informer(jobs, stop.clone()),
         spawn_informer(daemon_sets, stop.clone()),
         spawn_informer(cron_jobs, stop.clone()),
+        spawn_informer(stateful_sets, stop.clone()),
+        spawn_informer(revisions, stop.clone()),
         spawn_informer(replication_controllers, stop.clone()),
         spawn_informer(budgets, stop.clone()),
         spawn_informer(nodes, stop.clone()),

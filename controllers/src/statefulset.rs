@@ -1,0 +1,1062 @@
+//! The StatefulSet controller: pods with stable ordinal names (`web-0` … `web-N-1`), created in
+//! order and each waited for (OrderedReady) or all at once (Parallel), removed from the highest
+//! ordinal down; ControllerRevisions holding each template the set has had; rolling updates that
+//! replace pods from the highest ordinal down to `partition`, at most `maxUnavailable` at a time,
+//! or no updates at all (OnDelete); and the status kubectl's `rollout status` reads.
+//!
+//! A revision's data is the patch `{"spec":{"template":{…,"$patch":"replace"}}}` that
+//! `kubectl rollout undo` applies, its name `SET-HASH` with the hash of that data (and of
+//! `collisionCount`, which grows when a different revision already has the name), and its number
+//! one more than the highest. A template equal to an older revision's takes that revision back
+//! with the next number, as after an undo. Pods carry their revision's name in the
+//! `controller-revision-hash` label.
+//!
+//! The decision is the pure [`plan`]; [`StatefulSetController`] does the I/O. PersistentVolume
+//! claims from `volumeClaimTemplates` appear in each pod as `persistentVolumeClaim` volumes named
+//! `TEMPLATE-POD`, as on Kubernetes; the claims themselves are not created, since kemu does not
+//! serve PersistentVolumeClaims.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use api::client::{Client, DeleteParams, Patch};
+use api::informer::{Informer, Store};
+use api::resources::{self, ResourceInfo};
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
+use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+use tracing::debug;
+
+use crate::expectations::Expectations;
+use crate::owned_pods;
+use crate::owners::{controlled_by, controller_ref, now_seconds, split_key};
+use crate::pods;
+use crate::queue::WorkQueue;
+use crate::worker::{Outcome, ReconcileError, Reconciler};
+
+/// The pod's own name, so a Service can select exactly one member.
+pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+/// The pod's ordinal.
+pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
+/// The name of the ControllerRevision a pod was made from.
+pub const REVISION_LABEL: &str = "controller-revision-hash";
+/// A ControllerRevision's hash.
+pub const HASH_LABEL: &str = "controller.kubernetes.io/hash";
+
+/// What one sync of a StatefulSet should do, in this order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// A revision for the current template, when none has its data yet.
+    pub create_revision: Option<ControllerRevision>,
+    /// An older revision whose data equals the template: (name, its new revision number).
+    pub renumber_revision: Option<(String, i64)>,
+    pub create_pods: Vec<Pod>,
+    /// Names of pods to delete.
+    pub delete_pods: Vec<String>,
+    /// Names of revisions beyond the history limit.
+    pub delete_revisions: Vec<String>,
+    pub status: StatefulSetStatus,
+    /// Look again then (a pod becoming available after minReadySeconds).
+    pub recheck_after: Option<Duration>,
+}
+
+/// The revision data of a template: the strategic merge patch that restores it.
+pub fn revision_data(template: &PodTemplateSpec) -> Value {
+    let mut template = serde_json::to_value(template).unwrap_or_else(|_| json!({}));
+    if let Some(map) = template.as_object_mut() {
+        map.insert("$patch".into(), json!("replace"));
+    }
+    json!({"spec": {"template": template}})
+}
+
+/// The pod template a revision holds.
+pub fn revision_template(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
+    let template = revision.data.0.pointer("/spec/template")?;
+    serde_json::from_value(template.clone()).ok()
+}
+
+/// client-go's `HashControllerRevision`: FNV-1 (32 bits) of the data, then of the collision
+/// count, written with the alphabet of generated names.
+pub fn revision_hash(data: &Value, collision_count: i32) -> String {
+    let mut hash: u32 = 0x811c_9dc5;
+    let mut write = |bytes: &[u8]| {
+        for b in bytes {
+            hash = hash.wrapping_mul(0x0100_0193);
+            hash ^= u32::from(*b);
+        }
+    };
+    write(data.to_string().as_bytes());
+    if collision_count > 0 {
+        write(&collision_count.to_le_bytes());
+    }
+    safe_encode(&hash.to_string())
+}
+
+/// apimachinery's `rand.SafeEncodeString`: each byte mapped onto consonants and digits that
+/// cannot spell words.
+fn safe_encode(s: &str) -> String {
+    const ALPHANUMS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    s.bytes()
+        .map(|b| ALPHANUMS[usize::from(b) % ALPHANUMS.len()] as char)
+        .collect()
+}
+
+/// The ordinal of a pod named `SET-N`.
+pub fn ordinal_of(set_name: &str, pod_name: &str) -> Option<i32> {
+    let rest = pod_name.strip_prefix(set_name)?.strip_prefix('-')?;
+    if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    rest.parse().ok()
+}
+
+fn revision_of(pod: &Pod) -> &str {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(REVISION_LABEL))
+        .map_or("", String::as_str)
+}
+
+fn is_terminating(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_some()
+}
+
+fn is_running_and_ready(pod: &Pod) -> bool {
+    pods::phase(pod) == "Running" && pods::is_ready(pod)
+}
+
+fn is_healthy(pod: &Pod, min_ready: i32, now: i64) -> bool {
+    pods::phase(pod) == "Running" && pods::is_available(pod, min_ready, now) && !is_terminating(pod)
+}
+
+fn number(revision: &ControllerRevision) -> i64 {
+    revision.revision.unwrap_or(0)
+}
+
+fn name_of(meta: &ObjectMeta) -> &str {
+    meta.name.as_deref().unwrap_or_default()
+}
+
+/// `maxUnavailable` as a number of pods: a percentage of `replicas` rounded up, at least one.
+fn max_unavailable(value: Option<&IntOrString>, replicas: i32) -> i32 {
+    let n = match value {
+        None => 1,
+        Some(IntOrString::Int(n)) => *n,
+        Some(IntOrString::String(s)) => {
+            let percent: i64 = s.trim_end_matches('%').parse().unwrap_or(0);
+            ((i64::from(replicas) * percent + 99) / 100) as i32
+        }
+    };
+    n.max(1)
+}
+
+/// The pod at `ordinal` made from `template` of revision `revision`: its stable name, identity
+/// labels, hostname and subdomain, and a volume per claim template.
+pub fn new_pod(set: &StatefulSet, template: &PodTemplateSpec, revision: &str, ordinal: i32) -> Pod {
+    let set_name = name_of(&set.metadata);
+    let namespace = set.metadata.namespace.as_deref().unwrap_or_default();
+    let owner = controller_ref("apps/v1", "StatefulSet", &set.metadata);
+    let mut pod = pods::from_template(template, namespace, set_name, owner, &[]);
+    let name = format!("{set_name}-{ordinal}");
+    pod.metadata.generate_name = None;
+    pod.metadata.name = Some(name.clone());
+    let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
+    labels.insert(POD_NAME_LABEL.into(), name.clone());
+    labels.insert(POD_INDEX_LABEL.into(), ordinal.to_string());
+    labels.insert(REVISION_LABEL.into(), revision.to_string());
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    spec.hostname = Some(name.clone());
+    if let Some(service) = set.spec.service_name.as_deref() {
+        if !service.is_empty() {
+            spec.subdomain = Some(service.to_string());
+        }
+    }
+    let claims = set
+        .spec
+        .volume_claim_templates
+        .as_deref()
+        .unwrap_or_default();
+    if !claims.is_empty() {
+        let volumes = spec.volumes.get_or_insert_with(Vec::new);
+        for claim in claims {
+            let claim_name = name_of(&claim.metadata);
+            volumes.retain(|v| v.name != claim_name);
+            volumes.push(Volume {
+                name: claim_name.to_string(),
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: format!("{claim_name}-{name}"),
+                    read_only: None,
+                }),
+                ..Default::default()
+            });
+        }
+    }
+    pod
+}
+
+/// The revisions of `set` after this sync: which one its template is (creating or renumbering
+/// one when needed) and which one its pods were at.
+struct Revisions {
+    update_name: String,
+    update_template: PodTemplateSpec,
+    current_name: String,
+    current_template: PodTemplateSpec,
+    create: Option<ControllerRevision>,
+    renumber: Option<(String, i64)>,
+    collision_count: i32,
+}
+
+fn resolve_revisions(set: &StatefulSet, revisions: &[&ControllerRevision]) -> Revisions {
+    let set_name = name_of(&set.metadata);
+    let spec = &set.spec;
+    let status = set.status.clone().unwrap_or_default();
+    let template = spec.template.clone();
+    let data = revision_data(&template);
+    let highest = revisions.iter().map(|r| number(r)).max().unwrap_or(0);
+    let mut collision_count = status.collision_count.unwrap_or(0);
+    let equal = revisions
+        .iter()
+        .filter(|r| r.data.0 == data)
+        .max_by_key(|r| number(r));
+    let (update_name, create, renumber) = match equal {
+        Some(r) if number(r) == highest => (name_of(&r.metadata).to_string(), None, None),
+        Some(r) => {
+            let name = name_of(&r.metadata).to_string();
+            (name.clone(), None, Some((name, highest + 1)))
+        }
+        None => {
+            // A different revision under the hash's name is a collision: hash again.
+            let mut name = format!("{set_name}-{}", revision_hash(&data, collision_count));
+            while revisions.iter().any(|r| name_of(&r.metadata) == name) {
+                collision_count += 1;
+                name = format!("{set_name}-{}", revision_hash(&data, collision_count));
+            }
+            let revision = new_revision(set, &name, &data, highest + 1);
+            (name, Some(revision), None)
+        }
+    };
+    let current = status
+        .current_revision
+        .as_deref()
+        .and_then(|name| revisions.iter().find(|r| name_of(&r.metadata) == name));
+    let (current_name, current_template) = match current
+        .and_then(|r| revision_template(r).map(|t| (name_of(&r.metadata).to_string(), t)))
+    {
+        Some(found) => found,
+        None => (update_name.clone(), template.clone()),
+    };
+    Revisions {
+        update_name,
+        update_template: template,
+        current_name,
+        current_template,
+        create,
+        renumber,
+        collision_count,
+    }
+}
+
+/// A new ControllerRevision of `set`: the template's labels plus the hash, the set's
+/// annotations, and a controller reference.
+fn new_revision(set: &StatefulSet, name: &str, data: &Value, number: i64) -> ControllerRevision {
+    let mut labels = set
+        .spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let set_name = name_of(&set.metadata);
+    let hash = name
+        .strip_prefix(set_name)
+        .unwrap_or(name)
+        .trim_start_matches('-');
+    labels.insert(HASH_LABEL.into(), hash.to_string());
+    ControllerRevision {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: set.metadata.namespace.clone(),
+            labels: Some(labels),
+            annotations: set.metadata.annotations.clone(),
+            owner_references: Some(vec![controller_ref(
+                "apps/v1",
+                "StatefulSet",
+                &set.metadata,
+            )]),
+            ..Default::default()
+        },
+        data: RawExtension(data.clone()),
+        revision: Some(number),
+    }
+}
+
+/// Decides one sync of `set` from the pods and revisions it controls. Pods are created and
+/// deleted only when `expectations_met`. `now` is seconds since the epoch.
+pub fn plan(
+    set: &StatefulSet,
+    owned: &[&Pod],
+    revisions: &[&ControllerRevision],
+    expectations_met: bool,
+    now: i64,
+) -> Plan {
+    let spec = &set.spec;
+    let set_name = name_of(&set.metadata);
+    let revs = resolve_revisions(set, revisions);
+    let min_ready = spec.min_ready_seconds.unwrap_or(0);
+    let rolling = spec
+        .update_strategy
+        .as_ref()
+        .and_then(|s| s.type_.as_deref())
+        .unwrap_or("RollingUpdate")
+        == "RollingUpdate";
+
+    let mut members: BTreeMap<i32, &Pod> = BTreeMap::new();
+    for pod in owned {
+        if let Some(ordinal) = ordinal_of(set_name, name_of(&pod.metadata)) {
+            members.insert(ordinal, pod);
+        }
+    }
+    let mut plan = Plan {
+        create_revision: revs.create.clone(),
+        renumber_revision: revs.renumber.clone(),
+        ..Default::default()
+    };
+    let deleting = set.metadata.deletion_timestamp.is_some();
+    if expectations_met && !deleting {
+        manage_pods(set, &revs, &members, &mut plan, now);
+    }
+
+    // Status: every member, plus the pods being created now.
+    let mut status = StatefulSetStatus {
+        observed_generation: set.metadata.generation,
+        collision_count: Some(revs.collision_count),
+        current_revision: Some(revs.current_name.clone()),
+        update_revision: Some(revs.update_name.clone()),
+        ..Default::default()
+    };
+    let (mut ready, mut available, mut current, mut updated) = (0, 0, 0, 0);
+    for pod in members.values().copied().chain(plan.create_pods.iter()) {
+        status.replicas += 1;
+        if is_running_and_ready(pod) {
+            ready += 1;
+            if pods::is_available(pod, min_ready, now) {
+                available += 1;
+            }
+        }
+        if !is_terminating(pod) {
+            if revision_of(pod) == revs.current_name {
+                current += 1;
+            }
+            if revision_of(pod) == revs.update_name {
+                updated += 1;
+            }
+        }
+    }
+    if rolling && updated == status.replicas && ready == status.replicas {
+        current = updated;
+        status.current_revision = Some(revs.update_name.clone());
+    }
+    // Go leaves these out when zero (`omitempty`).
+    let counted = |n: i32| (n != 0).then_some(n);
+    status.ready_replicas = counted(ready);
+    status.current_replicas = counted(current);
+    status.updated_replicas = counted(updated);
+    status.available_replicas = Some(available);
+    if available < ready && min_ready > 0 {
+        plan.recheck_after = Some(Duration::from_secs(u64::try_from(min_ready).unwrap_or(1)));
+    }
+    plan.status = status;
+
+    // History beyond the limit, oldest first, never a revision in use.
+    let mut live: HashSet<&str> = HashSet::new();
+    live.insert(&revs.update_name);
+    live.insert(plan.status.current_revision.as_deref().unwrap_or_default());
+    live.insert(&revs.current_name);
+    for pod in members.values() {
+        live.insert(revision_of(pod));
+    }
+    let mut history: Vec<&&ControllerRevision> = revisions
+        .iter()
+        .filter(|r| !live.contains(name_of(&r.metadata)))
+        .collect();
+    history.sort_by_key(|r| number(r));
+    let limit = usize::try_from(spec.revision_history_limit.unwrap_or(10)).unwrap_or(0);
+    if history.len() > limit {
+        let excess = history.len() - limit;
+        plan.delete_revisions = history[..excess]
+            .iter()
+            .map(|r| name_of(&r.metadata).to_string())
+            .collect();
+    }
+    plan
+}
+
+/// The pod part of a sync: failed pods replaced, missing ordinals created, condemned ordinals
+/// removed from the highest, then the rolling update. OrderedReady stops at the first pod that
+/// is not Running and Ready (or being created or deleted).
+fn manage_pods(
+    set: &StatefulSet,
+    revs: &Revisions,
+    members: &BTreeMap<i32, &Pod>,
+    plan: &mut Plan,
+    now: i64,
+) {
+    let spec = &set.spec;
+    let start = spec.ordinals.as_ref().and_then(|o| o.start).unwrap_or(0);
+    let want = spec.replicas.unwrap_or(1).max(0);
+    let end = start + want;
+    let min_ready = spec.min_ready_seconds.unwrap_or(0);
+    let monotonic = spec.pod_management_policy.as_deref() != Some("Parallel");
+    let strategy = spec.update_strategy.clone().unwrap_or_default();
+    let rolling = strategy.type_.as_deref().unwrap_or("RollingUpdate") == "RollingUpdate";
+    let rolling_update = strategy.rolling_update.clone().unwrap_or_default();
+    let partition = rolling_update.partition.unwrap_or(0);
+
+    // Below the partition, a new pod keeps the current revision.
+    let pod_at = |ordinal: i32| {
+        if rolling && ordinal < start + partition {
+            new_pod(set, &revs.current_template, &revs.current_name, ordinal)
+        } else {
+            new_pod(set, &revs.update_template, &revs.update_name, ordinal)
+        }
+    };
+
+    for ordinal in start..end {
+        match members.get(&ordinal) {
+            None => {
+                plan.create_pods.push(pod_at(ordinal));
+                if monotonic {
+                    return;
+                }
+            }
+            Some(pod) if pods::is_terminal(pod) && !is_terminating(pod) => {
+                // A failed or finished member is replaced under the same name.
+                plan.delete_pods.push(name_of(&pod.metadata).to_string());
+                if monotonic {
+                    return;
+                }
+            }
+            Some(pod) if is_terminating(pod) || !is_healthy(pod, min_ready, now) => {
+                if monotonic {
+                    return;
+                }
+            }
+            Some(_) => {}
+        }
+    }
+
+    let condemned: Vec<(i32, &Pod)> = members
+        .iter()
+        .filter(|(ordinal, _)| **ordinal < start || **ordinal >= end)
+        .map(|(o, p)| (*o, *p))
+        .collect();
+    let first_unhealthy = condemned
+        .iter()
+        .find(|(_, p)| !is_running_and_ready(p))
+        .map(|(o, _)| *o);
+    for (ordinal, pod) in condemned.iter().rev() {
+        if is_terminating(pod) {
+            if monotonic {
+                return;
+            }
+            continue;
+        }
+        if monotonic && !is_running_and_ready(pod) && Some(*ordinal) != first_unhealthy {
+            return;
+        }
+        plan.delete_pods.push(name_of(&pod.metadata).to_string());
+        if monotonic {
+            return;
+        }
+    }
+
+    if !rolling || !plan.create_pods.is_empty() || !plan.delete_pods.is_empty() {
+        return;
+    }
+    let budget = max_unavailable(rolling_update.max_unavailable.as_ref(), want);
+    let unavailable = (start..end)
+        .filter(|o| {
+            members
+                .get(o)
+                .is_none_or(|p| !is_healthy(p, min_ready, now))
+        })
+        .count() as i32;
+    if unavailable >= budget {
+        return;
+    }
+    let mut room = budget - unavailable;
+    for ordinal in (start + partition.max(0)..end).rev() {
+        let Some(pod) = members.get(&ordinal) else {
+            continue;
+        };
+        if revision_of(pod) != revs.update_name && !is_terminating(pod) {
+            plan.delete_pods.push(name_of(&pod.metadata).to_string());
+            room -= 1;
+            if room == 0 {
+                return;
+            }
+        }
+    }
+}
+
+/// The StatefulSet controller's reconciler.
+pub struct StatefulSetController {
+    client: Client,
+    sets: Store<StatefulSet>,
+    pods: Store<Pod>,
+    revisions: Store<ControllerRevision>,
+    expectations: Arc<Expectations>,
+}
+
+fn served(plural: &str) -> Result<&'static ResourceInfo, ReconcileError> {
+    resources::find("apps", "v1", plural)
+        .ok_or_else(|| ReconcileError::Invalid(format!("{plural} are not served")))
+}
+
+impl StatefulSetController {
+    /// Subscribes to the informers and returns the reconciler and its queue, fed by a spawned
+    /// task.
+    pub fn new(
+        client: Client,
+        sets: &mut Informer<StatefulSet>,
+        pods: &mut Informer<Pod>,
+        revisions: &Informer<ControllerRevision>,
+    ) -> (Arc<StatefulSetController>, WorkQueue) {
+        let queue = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(60));
+        let expectations = Arc::new(Expectations::default());
+        pods.add_index(pods::BY_CONTROLLER, pods::controller_uid);
+        let controller = Arc::new(StatefulSetController {
+            client,
+            sets: sets.store(),
+            pods: pods.store(),
+            revisions: revisions.store(),
+            expectations: expectations.clone(),
+        });
+        tokio::spawn(owned_pods::feed(
+            "StatefulSet",
+            sets.subscribe(),
+            pods.subscribe(),
+            queue.clone(),
+            expectations,
+        ));
+        (controller, queue)
+    }
+
+    /// Creates the revision; one already there under its name is fine if it holds the same
+    /// data (a slow informer), and a collision otherwise.
+    async fn create_revision(
+        &self,
+        namespace: &str,
+        revision: &ControllerRevision,
+    ) -> Result<bool, ReconcileError> {
+        let resource = served("controllerrevisions")?;
+        match self
+            .client
+            .create::<ControllerRevision, Value>(resource, Some(namespace), revision)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_already_exists() => {
+                let name = name_of(&revision.metadata);
+                let existing: ControllerRevision = self
+                    .client
+                    .get(resource, Some(namespace), name)
+                    .await
+                    .map_err(ReconcileError::api("get controllerrevision"))?;
+                Ok(existing.data == revision.data)
+            }
+            Err(e) => Err(ReconcileError::api("create controllerrevision")(e)),
+        }
+    }
+}
+
+impl crate::manager::HasCaches for StatefulSetController {
+    fn caches_synced(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
+        let (a, b, c) = (self.sets.clone(), self.pods.clone(), self.revisions.clone());
+        Box::pin(
+            async move { a.wait_synced().await && b.wait_synced().await && c.wait_synced().await },
+        )
+    }
+}
+
+impl Reconciler for StatefulSetController {
+    async fn reconcile(&self, key: &str) -> Result<Outcome, ReconcileError> {
+        let Some(set) = self.sets.get(key) else {
+            self.expectations.forget(key);
+            return Ok(Outcome::Done);
+        };
+        let (namespace, name) = split_key(key);
+        let namespace = namespace.unwrap_or_default();
+        let uid = set.metadata.uid.clone().unwrap_or_default();
+        let candidates = self.pods.by_index(pods::BY_CONTROLLER, &uid);
+        let owned: Vec<&Pod> = candidates
+            .iter()
+            .map(|p| p.as_ref())
+            .filter(|p| {
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && controlled_by(&p.metadata, &uid)
+            })
+            .collect();
+        let all_revisions = self.revisions.list();
+        let revisions: Vec<&ControllerRevision> = all_revisions
+            .iter()
+            .map(|r| r.as_ref())
+            .filter(|r| {
+                r.metadata.namespace.as_deref() == Some(namespace)
+                    && controlled_by(&r.metadata, &uid)
+            })
+            .collect();
+        let met = self.expectations.satisfied(key);
+        let mut plan = plan(&set, &owned, &revisions, met, now_seconds());
+
+        let revision_resource = served("controllerrevisions")?;
+        if let Some(revision) = &plan.create_revision {
+            if !self.create_revision(namespace, revision).await? {
+                // Someone else's revision has the name: hash again with a higher count.
+                let count = plan.status.collision_count.unwrap_or(0) + 1;
+                let patch = Patch::Merge(json!({"status": {"collisionCount": count}}));
+                self.client
+                    .patch_status::<Value>(served("statefulsets")?, Some(namespace), name, &patch)
+                    .await
+                    .map_err(ReconcileError::api("update status"))?;
+                return Ok(Outcome::RequeueAfter(Duration::from_millis(100)));
+            }
+        }
+        if let Some((revision, number)) = &plan.renumber_revision {
+            let patch = Patch::Merge(json!({ "revision": number }));
+            self.client
+                .patch::<Value>(revision_resource, Some(namespace), revision, &patch)
+                .await
+                .map_err(ReconcileError::api("renumber controllerrevision"))?;
+        }
+
+        let mut first_error = None;
+        if !plan.create_pods.is_empty() {
+            debug!(count = plan.create_pods.len(), "creating pods");
+            self.expectations.expect(key, plan.create_pods.len(), []);
+            let mut tasks = JoinSet::new();
+            for pod in plan.create_pods.clone() {
+                let client = self.client.clone();
+                let namespace = namespace.to_string();
+                tasks.spawn(async move {
+                    client
+                        .create::<Pod, Value>(resources::pods(), Some(&namespace), &pod)
+                        .await
+                });
+            }
+            while let Some(done) = tasks.join_next().await {
+                match done {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        self.expectations.creation_observed(key);
+                        if !e.is_already_exists() && first_error.is_none() {
+                            first_error = Some(ReconcileError::api("create pod")(e));
+                        }
+                    }
+                    Err(_) => self.expectations.creation_observed(key),
+                }
+            }
+        }
+        if !plan.delete_pods.is_empty() {
+            debug!(pods = ?plan.delete_pods, "deleting pods");
+            let keys = plan
+                .delete_pods
+                .iter()
+                .map(|n| api::informer::key(Some(namespace), n));
+            self.expectations.expect(key, 0, keys);
+            for pod in &plan.delete_pods {
+                let result = self
+                    .client
+                    .delete::<Value>(
+                        resources::pods(),
+                        Some(namespace),
+                        pod,
+                        &DeleteParams::default(),
+                    )
+                    .await;
+                if let Err(e) = result {
+                    self.expectations
+                        .deletion_observed(key, &api::informer::key(Some(namespace), pod));
+                    if !e.is_not_found() && first_error.is_none() {
+                        first_error = Some(ReconcileError::api(format!("delete pod {pod}"))(e));
+                    }
+                }
+            }
+        }
+        for revision in std::mem::take(&mut plan.delete_revisions) {
+            let result = self
+                .client
+                .delete::<Value>(
+                    revision_resource,
+                    Some(namespace),
+                    &revision,
+                    &DeleteParams::default(),
+                )
+                .await;
+            if let Err(e) = result {
+                if !e.is_not_found() && first_error.is_none() {
+                    first_error = Some(ReconcileError::api("delete controllerrevision")(e));
+                }
+            }
+        }
+
+        let written = set.status.clone().map(|s| StatefulSetStatus {
+            conditions: None,
+            ..s
+        });
+        if written.as_ref() != Some(&plan.status) {
+            let mut status = serde_json::to_value(&plan.status).unwrap_or_else(|_| json!({}));
+            if let Some(map) = status.as_object_mut() {
+                // A count back at zero is left out, so the merge patch removes it.
+                for key in ["readyReplicas", "currentReplicas", "updatedReplicas"] {
+                    map.entry(key).or_insert(Value::Null);
+                }
+            }
+            let patch = Patch::Merge(json!({ "status": status }));
+            match self
+                .client
+                .patch_status::<Value>(served("statefulsets")?, Some(namespace), name, &patch)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(ReconcileError::api("update status")(e)),
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        Ok(match plan.recheck_after {
+            Some(after) => Outcome::RequeueAfter(after),
+            None => Outcome::Done,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_objects::{meta, pod, template};
+    use k8s_openapi::api::apps::v1::{
+        RollingUpdateStatefulSetStrategy, StatefulSetSpec, StatefulSetUpdateStrategy,
+    };
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+
+    fn set(replicas: i32, image: &str) -> StatefulSet {
+        StatefulSet {
+            metadata: meta("web", "uid-web"),
+            spec: StatefulSetSpec {
+                replicas: Some(replicas),
+                service_name: Some("nginx".into()),
+                template: template(image),
+                pod_management_policy: Some("OrderedReady".into()),
+                update_strategy: Some(StatefulSetUpdateStrategy {
+                    type_: Some("RollingUpdate".into()),
+                    rolling_update: Some(RollingUpdateStatefulSetStrategy {
+                        partition: Some(0),
+                        max_unavailable: Some(IntOrString::Int(1)),
+                    }),
+                }),
+                revision_history_limit: Some(10),
+                ..Default::default()
+            },
+            status: None,
+        }
+    }
+
+    /// The revision `set` would create for its current template, numbered `number`.
+    fn revision(set: &StatefulSet, number: i64) -> ControllerRevision {
+        let data = revision_data(&set.spec.template);
+        let name = format!("web-{}", revision_hash(&data, 0));
+        let mut r = new_revision(set, &name, &data, number);
+        r.metadata.uid = Some(format!("uid-{name}"));
+        r
+    }
+
+    /// Member `ordinal` of `set` at `revision`.
+    fn member(set: &StatefulSet, ordinal: i32, revision: &str, phase: &str, ready: bool) -> Pod {
+        let mut p = pod(
+            &format!("web-{ordinal}"),
+            &set.metadata,
+            "StatefulSet",
+            phase,
+            ready,
+        );
+        p.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(REVISION_LABEL.into(), revision.into());
+        p
+    }
+
+    fn names(pods: &[Pod]) -> Vec<&str> {
+        pods.iter().map(|p| name_of(&p.metadata)).collect()
+    }
+
+    #[test]
+    fn ordered_ready_creates_one_pod_at_a_time_with_its_identity() {
+        let mut sts = set(3, "nginx:1");
+        sts.spec.volume_claim_templates = Some(vec![PersistentVolumeClaim {
+            metadata: ObjectMeta {
+                name: Some("www".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }]);
+        let first = plan(&sts, &[], &[], true, 2000);
+        let rev = first.create_revision.clone().expect("a first revision");
+        assert_eq!(rev.revision, Some(1));
+        let rev_name = name_of(&rev.metadata).to_string();
+        assert!(rev_name.starts_with("web-"));
+        assert_eq!(
+            rev.metadata.labels.as_ref().expect("labels").get("app"),
+            Some(&"web".to_string())
+        );
+        assert_eq!(names(&first.create_pods), ["web-0"]);
+        let web0 = &first.create_pods[0];
+        let labels = web0.metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels[POD_NAME_LABEL], "web-0");
+        assert_eq!(labels[POD_INDEX_LABEL], "0");
+        assert_eq!(labels[REVISION_LABEL], rev_name);
+        let spec = web0.spec.as_ref().expect("spec");
+        assert_eq!(spec.hostname.as_deref(), Some("web-0"));
+        assert_eq!(spec.subdomain.as_deref(), Some("nginx"));
+        let claim = spec.volumes.as_ref().expect("volumes")[0]
+            .persistent_volume_claim
+            .as_ref()
+            .expect("claim");
+        assert_eq!(claim.claim_name, "www-web-0");
+        assert_eq!(first.status.replicas, 1);
+        assert_eq!(
+            first.status.update_revision.as_deref(),
+            Some(rev_name.as_str())
+        );
+
+        let rev = revision(&sts, 1);
+        let rev_name = name_of(&rev.metadata).to_string();
+        let pending = member(&sts, 0, &rev_name, "Pending", false);
+        let waiting = plan(&sts, &[&pending], &[&rev], true, 2000);
+        assert!(waiting.create_revision.is_none());
+        assert!(waiting.create_pods.is_empty(), "web-1 waits for web-0");
+        let running = member(&sts, 0, &rev_name, "Running", true);
+        let next = plan(&sts, &[&running], &[&rev], true, 2000);
+        assert_eq!(names(&next.create_pods), ["web-1"]);
+        assert!(plan(&sts, &[&running], &[&rev], false, 2000)
+            .create_pods
+            .is_empty());
+    }
+
+    #[test]
+    fn parallel_creates_and_deletes_all_at_once() {
+        let mut sts = set(3, "nginx:1");
+        sts.spec.pod_management_policy = Some("Parallel".into());
+        let rev = revision(&sts, 1);
+        let rev_name = name_of(&rev.metadata).to_string();
+        let pending = member(&sts, 1, &rev_name, "Pending", false);
+        let p = plan(&sts, &[&pending], &[&rev], true, 2000);
+        assert_eq!(names(&p.create_pods), ["web-0", "web-2"]);
+
+        sts.spec.replicas = Some(1);
+        let pods: Vec<Pod> = (0..3)
+            .map(|i| member(&sts, i, &rev_name, "Running", true))
+            .collect();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let p = plan(&sts, &refs, &[&rev], true, 2000);
+        assert_eq!(p.delete_pods, ["web-2", "web-1"]);
+    }
+
+    #[test]
+    fn ordered_scale_down_removes_the_highest_ordinal_first() {
+        let sts = set(1, "nginx:1");
+        let rev = revision(&sts, 1);
+        let rev_name = name_of(&rev.metadata).to_string();
+        let pods: Vec<Pod> = (0..3)
+            .map(|i| member(&sts, i, &rev_name, "Running", true))
+            .collect();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let p = plan(&sts, &refs, &[&rev], true, 2000);
+        assert_eq!(p.delete_pods, ["web-2"]);
+        assert_eq!(p.status.replicas, 3);
+        assert_eq!(p.status.ready_replicas, Some(3));
+
+        let mut terminating = pods[2].clone();
+        terminating.metadata.deletion_timestamp = Some(crate::owners::time_at(1990));
+        let p = plan(
+            &sts,
+            &[&pods[0], &pods[1], &terminating],
+            &[&rev],
+            true,
+            2000,
+        );
+        assert!(p.delete_pods.is_empty(), "web-1 waits for web-2 to go");
+    }
+
+    #[test]
+    fn rolling_update_respects_the_partition_and_completes() {
+        let old = set(3, "nginx:1");
+        let old_rev = revision(&old, 1);
+        let old_name = name_of(&old_rev.metadata).to_string();
+        let mut sts = set(3, "nginx:2");
+        sts.spec.update_strategy = Some(StatefulSetUpdateStrategy {
+            type_: Some("RollingUpdate".into()),
+            rolling_update: Some(RollingUpdateStatefulSetStrategy {
+                partition: Some(1),
+                max_unavailable: None,
+            }),
+        });
+        sts.status = Some(StatefulSetStatus {
+            current_revision: Some(old_name.clone()),
+            ..Default::default()
+        });
+        let pods: Vec<Pod> = (0..3)
+            .map(|i| member(&sts, i, &old_name, "Running", true))
+            .collect();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let p = plan(&sts, &refs, &[&old_rev], true, 2000);
+        let new_rev = p
+            .create_revision
+            .clone()
+            .expect("a revision for the new template");
+        assert_eq!(new_rev.revision, Some(2));
+        let new_name = name_of(&new_rev.metadata).to_string();
+        assert_ne!(new_name, old_name);
+        assert_eq!(p.delete_pods, ["web-2"], "the highest ordinal goes first");
+        assert_eq!(
+            p.status.current_revision.as_deref(),
+            Some(old_name.as_str())
+        );
+        assert_eq!(p.status.updated_replicas, None);
+
+        // web-2 updated and ready: web-1 is next, web-0 stays below the partition.
+        let web2 = member(&sts, 2, &new_name, "Running", true);
+        let p = plan(
+            &sts,
+            &[&pods[0], &pods[1], &web2],
+            &[&old_rev, &new_rev],
+            true,
+            2000,
+        );
+        assert_eq!(p.delete_pods, ["web-1"]);
+        assert_eq!(p.status.updated_replicas, Some(1));
+        assert_eq!(p.status.current_replicas, Some(2));
+        let web1 = member(&sts, 1, &new_name, "Running", true);
+        let p = plan(
+            &sts,
+            &[&pods[0], &web1, &web2],
+            &[&old_rev, &new_rev],
+            true,
+            2000,
+        );
+        assert!(p.delete_pods.is_empty());
+        assert_eq!(p.status.updated_replicas, Some(2));
+
+        // A missing pod below the partition comes back at the current revision.
+        let p = plan(&sts, &[&web1, &web2], &[&old_rev, &new_rev], true, 2000);
+        let labels = p.create_pods[0].metadata.labels.as_ref().expect("labels");
+        assert_eq!(labels[REVISION_LABEL], old_name);
+        let image = p.create_pods[0].spec.as_ref().expect("spec").containers[0]
+            .image
+            .clone();
+        assert_eq!(image.as_deref(), Some("nginx:1"));
+
+        // Partition 0: once every pod is updated and ready the update becomes current.
+        sts.spec.update_strategy = set(3, "x").spec.update_strategy;
+        let web0 = member(&sts, 0, &new_name, "Running", true);
+        let p = plan(
+            &sts,
+            &[&web0, &web1, &web2],
+            &[&old_rev, &new_rev],
+            true,
+            2000,
+        );
+        assert_eq!(
+            p.status.current_revision.as_deref(),
+            Some(new_name.as_str())
+        );
+        assert_eq!(p.status.current_replicas, Some(3));
+        assert_eq!(p.status.updated_replicas, Some(3));
+    }
+
+    #[test]
+    fn on_delete_never_replaces_pods() {
+        let old = set(2, "nginx:1");
+        let old_rev = revision(&old, 1);
+        let old_name = name_of(&old_rev.metadata).to_string();
+        let mut sts = set(2, "nginx:2");
+        sts.spec.update_strategy = Some(StatefulSetUpdateStrategy {
+            type_: Some("OnDelete".into()),
+            rolling_update: None,
+        });
+        let pods: Vec<Pod> = (0..2)
+            .map(|i| member(&sts, i, &old_name, "Running", true))
+            .collect();
+        let refs: Vec<&Pod> = pods.iter().collect();
+        let p = plan(&sts, &refs, &[&old_rev], true, 2000);
+        assert!(p.delete_pods.is_empty());
+        assert!(p.create_revision.is_some());
+    }
+
+    #[test]
+    fn an_earlier_template_takes_its_revision_back_with_the_next_number() {
+        let v1 = set(1, "nginx:1");
+        let v2 = set(1, "nginx:2");
+        let (r1, r2) = (revision(&v1, 1), revision(&v2, 2));
+        let p = plan(&v1, &[], &[&r1, &r2], true, 2000);
+        assert!(p.create_revision.is_none());
+        assert_eq!(
+            p.renumber_revision,
+            Some((name_of(&r1.metadata).to_string(), 3))
+        );
+        assert_eq!(p.status.update_revision, r1.metadata.name);
+    }
+
+    #[test]
+    fn history_beyond_the_limit_goes_oldest_first_but_never_a_live_revision() {
+        let mut sts = set(1, "nginx:9");
+        sts.spec.revision_history_limit = Some(1);
+        let old: Vec<ControllerRevision> = (1..=4)
+            .map(|i| revision(&set(1, &format!("nginx:{i}")), i))
+            .collect();
+        let in_use = name_of(&old[0].metadata).to_string();
+        let web0 = member(&sts, 0, &in_use, "Running", true);
+        let refs: Vec<&ControllerRevision> = old.iter().collect();
+        let p = plan(&sts, &[&web0], &refs, true, 2000);
+        // Revision 1 is web-0's; of 2, 3 and 4 one is kept.
+        let expected: Vec<String> = old[1..3]
+            .iter()
+            .map(|r| name_of(&r.metadata).to_string())
+            .collect();
+        assert_eq!(p.delete_revisions, expected);
+    }
+
+    #[test]
+    fn revision_names_hash_the_data_and_the_collision_count() {
+        let data = revision_data(&template("nginx:1"));
+        assert_eq!(data["spec"]["template"]["$patch"], "replace");
+        let a = revision_hash(&data, 0);
+        assert_eq!(a, revision_hash(&data, 0));
+        assert_ne!(a, revision_hash(&data, 1));
+        assert!(a
+            .bytes()
+            .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b)));
+        let back = revision_template(&ControllerRevision {
+            data: RawExtension(data),
+            ..Default::default()
+        });
+        assert_eq!(back, Some(template("nginx:1")));
+        assert_eq!(ordinal_of("web", "web-12"), Some(12));
+        assert_eq!(ordinal_of("web", "web-x"), None);
+        assert_eq!(ordinal_of("web", "webs-1"), None);
+        assert_eq!(
+            max_unavailable(Some(&IntOrString::String("50%".into())), 3),
+            2
+        );
+        assert_eq!(max_unavailable(None, 3), 1);
+    }
+}
