@@ -81,6 +81,16 @@ fn images(c: &Cluster, selector: &str) -> Vec<String> {
         .collect()
 }
 
+/// The revision numbers `kubectl rollout history statefulset/web` lists.
+fn history_revisions(c: &Cluster) -> Vec<String> {
+    c.ok(&["rollout", "history", "statefulset/web"])
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.parse::<u32>().is_ok())
+        .map(String::from)
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateful_set_lifecycle() -> anyhow::Result<()> {
     let c = Cluster::start(1).await?;
@@ -257,13 +267,7 @@ async fn stateful_set_lifecycle() -> anyhow::Result<()> {
     )
     .await?;
 
-    let history = c.ok(&["rollout", "history", "statefulset/web"]);
-    let revisions: Vec<&str> = history
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|w| w.parse::<u32>().is_ok())
-        .collect();
-    assert_eq!(revisions, ["1", "2"], "{history}");
+    assert_eq!(history_revisions(&c), ["1", "2"]);
     let detail = c.ok(&["rollout", "history", "statefulset/web", "--revision=1"]);
     assert!(detail.contains("nginx:1.27"), "{detail}");
 
@@ -278,13 +282,7 @@ async fn stateful_set_lifecycle() -> anyhow::Result<()> {
         },
     )
     .await?;
-    let history = c.ok(&["rollout", "history", "statefulset/web"]);
-    let revisions: Vec<&str> = history
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|w| w.parse::<u32>().is_ok())
-        .collect();
-    assert_eq!(revisions, ["2", "3"], "{history}");
+    assert_eq!(history_revisions(&c), ["2", "3"]);
     let status = get_json(&c, &["get", "sts", "web"])["status"].clone();
     assert_eq!(
         status["updateRevision"],

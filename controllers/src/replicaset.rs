@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::client::{Client, DeleteParams, Patch};
+use api::client::{Client, DeleteParams};
 use api::informer::{Informer, Store};
 use api::resources;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
@@ -21,7 +21,6 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 use serde::de::DeserializeOwned;
-use serde_json::json;
 use tokio::task::JoinSet;
 use tracing::debug;
 
@@ -30,7 +29,7 @@ use crate::owned_pods;
 use crate::owners::{controller_ref, now_seconds, seconds, split_key};
 use crate::pods;
 use crate::queue::WorkQueue;
-use crate::worker::{Outcome, ReconcileError, Reconciler};
+use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// What the replica controller reads of an owner kind (its kind, group and plural come from
 /// k8s-openapi's [`Resource`]).
@@ -312,31 +311,14 @@ impl<O: Replicated> Reconciler for ReplicaController<O> {
             }
         }
         if rs.counts().as_ref() != Some(&plan.status) {
-            let patch = Patch::Merge(json!({ "status": plan.status }));
-            match self
-                .client
-                .patch_status::<serde_json::Value>(
-                    resources::find(O::GROUP, "v1", O::URL_PATH_SEGMENT).ok_or_else(|| {
-                        ReconcileError::Invalid(format!("{} are not served", O::URL_PATH_SEGMENT))
-                    })?,
-                    Some(namespace),
-                    name,
-                    &patch,
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(ReconcileError::api("update status")(e)),
-            }
+            let resource =
+                resources::find(O::GROUP, "v1", O::URL_PATH_SEGMENT).ok_or_else(|| {
+                    ReconcileError::Invalid(format!("{} are not served", O::URL_PATH_SEGMENT))
+                })?;
+            let status = serde_json::to_value(&plan.status).unwrap_or_default();
+            write_status(&self.client, resource, namespace, name, status).await?;
         }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-        Ok(match plan.recheck_after {
-            Some(after) => Outcome::RequeueAfter(after),
-            None => Outcome::Done,
-        })
+        outcome(first_error, plan.recheck_after)
     }
 }
 

@@ -37,14 +37,14 @@ use crate::owned_pods;
 use crate::owners::{controlled_by, controller_ref, now_seconds, split_key};
 use crate::pods;
 use crate::queue::WorkQueue;
-use crate::worker::{Outcome, ReconcileError, Reconciler};
+use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// The pod's own name, so a Service can select exactly one member.
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 /// The pod's ordinal.
 pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
-/// The name of the ControllerRevision a pod was made from.
-pub const REVISION_LABEL: &str = "controller-revision-hash";
+/// The name of the ControllerRevision a pod was made from (the DaemonSet controller's label).
+pub use crate::daemonset::REVISION_HASH_LABEL as REVISION_LABEL;
 /// A ControllerRevision's hash.
 pub const HASH_LABEL: &str = "controller.kubernetes.io/hash";
 
@@ -594,15 +594,8 @@ impl Reconciler for StatefulSetController {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = set.metadata.uid.clone().unwrap_or_default();
-        let candidates = self.pods.by_index(pods::BY_CONTROLLER, &uid);
-        let owned: Vec<&Pod> = candidates
-            .iter()
-            .map(|p| p.as_ref())
-            .filter(|p| {
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && controlled_by(&p.metadata, &uid)
-            })
-            .collect();
+        let candidates = owned_pods::controlled_pods(&self.pods, namespace, &uid);
+        let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
         let all_revisions = self.revisions.list();
         let revisions: Vec<&ControllerRevision> = all_revisions
             .iter()
@@ -620,11 +613,15 @@ impl Reconciler for StatefulSetController {
             if !self.create_revision(namespace, revision).await? {
                 // Someone else's revision has the name: hash again with a higher count.
                 let count = plan.status.collision_count.unwrap_or(0) + 1;
-                let patch = Patch::Merge(json!({"status": {"collisionCount": count}}));
-                self.client
-                    .patch_status::<Value>(served("statefulsets")?, Some(namespace), name, &patch)
-                    .await
-                    .map_err(ReconcileError::api("update status"))?;
+                let status = json!({ "collisionCount": count });
+                write_status(
+                    &self.client,
+                    served("statefulsets")?,
+                    namespace,
+                    name,
+                    status,
+                )
+                .await?;
                 return Ok(Outcome::RequeueAfter(Duration::from_millis(100)));
             }
         }
@@ -718,24 +715,16 @@ impl Reconciler for StatefulSetController {
                     map.entry(key).or_insert(Value::Null);
                 }
             }
-            let patch = Patch::Merge(json!({ "status": status }));
-            match self
-                .client
-                .patch_status::<Value>(served("statefulsets")?, Some(namespace), name, &patch)
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(ReconcileError::api("update status")(e)),
-            }
+            write_status(
+                &self.client,
+                served("statefulsets")?,
+                namespace,
+                name,
+                status,
+            )
+            .await?;
         }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-        Ok(match plan.recheck_after {
-            Some(after) => Outcome::RequeueAfter(after),
-            None => Outcome::Done,
-        })
+        outcome(first_error, plan.recheck_after)
     }
 }
 

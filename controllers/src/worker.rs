@@ -35,6 +35,39 @@ impl ReconcileError {
     }
 }
 
+/// Writes `status` to the object's `status` subresource with a merge patch; an object deleted
+/// meanwhile is no error.
+pub async fn write_status(
+    client: &api::client::Client,
+    resource: &'static api::ResourceInfo,
+    namespace: &str,
+    name: &str,
+    status: serde_json::Value,
+) -> Result<(), ReconcileError> {
+    let patch = api::client::Patch::Merge(serde_json::json!({ "status": status }));
+    match client
+        .patch_status::<serde_json::Value>(resource, Some(namespace), name, &patch)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(ReconcileError::api("update status")(e)),
+    }
+}
+
+/// How a sync that did all it could ends: with its first error, else with a look again after
+/// `recheck_after` if it asked for one.
+pub fn outcome(
+    first_error: Option<ReconcileError>,
+    recheck_after: Option<Duration>,
+) -> Result<Outcome, ReconcileError> {
+    match (first_error, recheck_after) {
+        (Some(e), _) => Err(e),
+        (None, Some(after)) => Ok(Outcome::RequeueAfter(after)),
+        (None, None) => Ok(Outcome::Done),
+    }
+}
+
 /// What a successful reconcile asks for next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {

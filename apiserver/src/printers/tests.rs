@@ -677,35 +677,21 @@ fn cron_job_rows() {
 
 #[test]
 fn stateful_sets_and_controller_revisions() {
-    let cells = |plural: &str, object: Value| {
-        let t = table(
-            find("apps", "v1", plural).unwrap(),
-            &[object],
-            IncludeObject::None,
-            now(),
-            "1",
-            None,
-        );
-        let names: Vec<Value> = t["columnDefinitions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].clone())
-            .collect();
-        (names, t["rows"][0]["cells"].clone())
-    };
     let sts = json!({
         "metadata": {"name": "web", "creationTimestamp": "2025-06-01T11:00:00Z"},
         "spec": {"replicas": 3,
                  "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}},
         "status": {"replicas": 3, "readyReplicas": 2},
     });
-    let (names, row) = cells("statefulsets", sts);
+    let t = one_row_table("apps", "statefulsets", sts);
     assert_eq!(
-        names,
-        ["Name", "Ready", "Age", "Containers", "Images"].map(|n| json!(n))
+        column_names(&t),
+        ["Name", "Ready", "Age", "Containers", "Images"]
     );
-    assert_eq!(row, json!(["web", "2/3", "60m", "nginx", "nginx:1.27"]));
+    assert_eq!(
+        t["rows"][0]["cells"],
+        json!(["web", "2/3", "60m", "nginx", "nginx:1.27"])
+    );
     let revision = json!({
         "metadata": {"name": "web-5d8b9cf6b4", "creationTimestamp": "2025-06-01T11:59:00Z",
                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet",
@@ -713,16 +699,14 @@ fn stateful_sets_and_controller_revisions() {
         "data": {"spec": {}},
         "revision": 2,
     });
-    let (names, row) = cells("controllerrevisions", revision);
+    let t = one_row_table("apps", "controllerrevisions", revision);
+    assert_eq!(column_names(&t), ["Name", "Controller", "Revision", "Age"]);
     assert_eq!(
-        names,
-        ["Name", "Controller", "Revision", "Age"].map(|n| json!(n))
-    );
-    assert_eq!(
-        row,
+        t["rows"][0]["cells"],
         json!(["web-5d8b9cf6b4", "statefulset.apps/web", 2, "60s"])
     );
     let orphan = json!({"metadata": {"name": "lone", "creationTimestamp": "2025-06-01T11:59:00Z"},
                         "data": {}, "revision": 1});
-    assert_eq!(cells("controllerrevisions", orphan).1[1], "<none>");
+    let t = one_row_table("apps", "controllerrevisions", orphan);
+    assert_eq!(t["rows"][0]["cells"][1], "<none>");
 }
