@@ -218,7 +218,10 @@ fn platform() -> String {
 
 /// `GET /openapi/v3`: one entry per served group-version. The `hash` query parameter changes
 /// whenever the document does, which is what lets clients cache documents by URL.
-pub fn openapi_v3_root(custom: &[&'static ResourceInfo]) -> Value {
+pub fn openapi_v3_root(
+    custom: &[&'static ResourceInfo],
+    published: &dyn Fn(&ResourceInfo) -> Option<Value>,
+) -> Value {
     let mut paths = Map::new();
     let mut group_versions: Vec<(&str, &str)> = Vec::new();
     for r in served(custom) {
@@ -228,7 +231,7 @@ pub fn openapi_v3_root(custom: &[&'static ResourceInfo]) -> Value {
     }
     for (group, version) in group_versions {
         let path = openapi_path(group, version);
-        let doc = openapi_v3_group_version(group, version, custom).unwrap_or_default();
+        let doc = openapi_v3_group_version(group, version, custom, published).unwrap_or_default();
         let hash = fnv1a(doc.to_string().as_bytes());
         paths.insert(
             path.clone(),
@@ -245,6 +248,7 @@ pub fn openapi_v3_group_version(
     group: &str,
     version: &str,
     custom: &[&'static ResourceInfo],
+    published: &dyn Fn(&ResourceInfo) -> Option<Value>,
 ) -> Option<Value> {
     let served: Vec<&ResourceInfo> = in_group_version(group, version, custom).collect();
     if served.is_empty() {
@@ -299,6 +303,15 @@ pub fn openapi_v3_group_version(
                 },
             }),
         );
+        if let Some(mut schema) = published(r) {
+            // A custom resource's own schema, as kube-apiserver publishes it: the CRD's
+            // openAPIV3Schema with the kind's group-version-kind.
+            if let Some(map) = schema.as_object_mut() {
+                map.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
+            }
+            schemas.insert(schema_name, schema);
+            continue;
+        }
         schemas.insert(
             schema_name,
             json!({
@@ -529,7 +542,7 @@ mod tests {
 
     #[test]
     fn openapi_v3() {
-        let root = openapi_v3_root(&[]);
+        let root = openapi_v3_root(&[], &|_| None);
         let url = root["paths"]["api/v1"]["serverRelativeURL"]
             .as_str()
             .unwrap();
@@ -540,7 +553,7 @@ mod tests {
             .starts_with("/openapi/v3/apis/apps/v1?hash="));
         assert_eq!(root["paths"].as_object().unwrap().len(), 12);
 
-        let core = openapi_v3_group_version("", "v1", &[]).unwrap();
+        let core = openapi_v3_group_version("", "v1", &[], &|_| None).unwrap();
         assert_eq!(core["openapi"], "3.0.0");
         let pod_item = &core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"];
         assert_eq!(pod_item["patch"]["operationId"], "patchCoreV1NamespacedPod");
@@ -553,7 +566,8 @@ mod tests {
             json!([{"group": "", "version": "v1", "kind": "Pod"}])
         );
 
-        let coordination = openapi_v3_group_version("coordination.k8s.io", "v1", &[]).unwrap();
+        let coordination =
+            openapi_v3_group_version("coordination.k8s.io", "v1", &[], &|_| None).unwrap();
         assert!(patch_supports_field_validation(
             &coordination,
             "coordination.k8s.io",
@@ -563,6 +577,6 @@ mod tests {
         assert!(
             coordination["components"]["schemas"]["io.k8s.api.coordination.v1.Lease"].is_object()
         );
-        assert!(openapi_v3_group_version("apps", "v2", &[]).is_none());
+        assert!(openapi_v3_group_version("apps", "v2", &[], &|_| None).is_none());
     }
 }

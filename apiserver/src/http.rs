@@ -420,10 +420,17 @@ fn non_resource(
             }
         }
         Route::OpenApiRoot => {
-            json_response(StatusCode::OK, &crate::discovery::openapi_v3_root(custom))
+            let served = state.registry.custom().snapshot();
+            let published = |r: &ResourceInfo| served.published_schema(r).cloned();
+            json_response(
+                StatusCode::OK,
+                &crate::discovery::openapi_v3_root(custom, &published),
+            )
         }
         Route::OpenApi(group, version) => {
-            match crate::discovery::openapi_v3_group_version(&group, &version, custom) {
+            let served = state.registry.custom().snapshot();
+            let published = |r: &ResourceInfo| served.published_schema(r).cloned();
+            match crate::discovery::openapi_v3_group_version(&group, &version, custom, &published) {
                 Some(v) => json_response(StatusCode::OK, &v),
                 None => error_response(&not_found_path()),
             }

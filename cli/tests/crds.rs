@@ -153,6 +153,18 @@ async fn custom_resources_with_kubectl() -> anyhow::Result<()> {
     }
     assert_eq!(crd["status"]["storedVersions"], serde_json::json!(["v1"]));
     assert_eq!(crd["status"]["acceptedNames"]["kind"], "Widget");
+    // kubectl explain reads the version's schema from /openapi/v3.
+    let explained = c.ok(&["explain", "widgets.spec.color"]);
+    assert!(explained.contains("Widget"), "{explained}");
+    assert!(
+        explained.contains("color") && explained.contains("<string>"),
+        "{explained}"
+    );
+    let explained = c.ok(&["explain", "widgets.spec"]);
+    assert!(
+        explained.contains("replicas") && explained.contains("<integer>"),
+        "{explained}"
+    );
 
     c.ok_stdin(&["apply", "-f", "-"], WIDGET);
     let w = widget(&c, "w1");

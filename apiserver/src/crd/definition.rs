@@ -32,6 +32,9 @@ pub struct Version {
     pub served: bool,
     pub storage: bool,
     pub schema: Option<Schema>,
+    /// The `openAPIV3Schema` as written, published in `/openapi/v3` (what `kubectl explain`
+    /// reads).
+    pub published_schema: Option<Value>,
     pub status: bool,
     pub scale: Option<ScalePaths>,
     pub columns: Vec<PrinterColumn>,
@@ -143,6 +146,7 @@ impl Version {
             schema: version
                 .pointer("/schema/openAPIV3Schema")
                 .and_then(Schema::parse),
+            published_schema: version.pointer("/schema/openAPIV3Schema").cloned(),
             status: version.pointer("/subresources/status").is_some(),
             scale,
             columns,

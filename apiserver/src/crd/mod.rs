@@ -67,6 +67,8 @@ pub struct ServedVersion {
     /// The version objects are stored in (conversion `None` rewrites only apiVersion).
     pub storage_version: String,
     pub schema: Option<Schema>,
+    /// The version's `openAPIV3Schema` as written, for `/openapi/v3`.
+    pub published_schema: Option<Value>,
     pub columns: Vec<PrinterColumn>,
     pub scale: Option<ScalePaths>,
 }
@@ -86,6 +88,12 @@ impl Served {
                 && v.resource.version == version
                 && v.resource.plural == plural
         })
+    }
+
+    /// The published `openAPIV3Schema` of a served custom resource.
+    pub fn published_schema(&self, resource: &ResourceInfo) -> Option<&Value> {
+        self.find(resource.group, resource.version, resource.plural)
+            .and_then(|v| v.published_schema.as_ref())
     }
 
     /// The served resources, a group's versions in Kubernetes' version priority order.
@@ -111,6 +119,7 @@ impl Served {
                     resource: intern(&definition, version),
                     storage_version: storage.clone(),
                     schema: version.schema.clone(),
+                    published_schema: version.published_schema.clone(),
                     columns: version.columns.clone(),
                     scale: version.scale.clone(),
                 }));

@@ -4,8 +4,8 @@
 //! "string"`) and Kubernetes' field paths.
 //!
 //! The schema is parsed once per served version into [`Schema`]; the walks below take the object
-//! as `serde_json::Value`. `x-kubernetes-validations` (CEL) rules are checked by
-//! [`super::rules`], which walks the same tree.
+//! as `serde_json::Value`. `x-kubernetes-validations` (CEL) rules are parsed but not yet
+//! evaluated.
 
 use std::collections::BTreeMap;
 
