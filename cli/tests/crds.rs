@@ -250,11 +250,21 @@ async fn custom_resources_with_kubectl() -> anyhow::Result<()> {
     assert!(out.contains(r#"unknown field "spec.bogus""#), "{out}");
     c.ok_stdin(&["apply", "--validate=false", "-f", "-"], &unknown);
     assert!(widget(&c, "w1")["spec"].get("bogus").is_none());
+    // With warnings asked for, the pruned field comes back as a Warning header.
+    let path = c.file("warned.yaml", &unknown.replace("color: red", "color: blue"));
+    let out = c.kubectl(&["apply", "--validate=warn", "-f", &path]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(r#"Warning: unknown field "spec.bogus""#),
+        "{stderr}"
+    );
 
     // Scale, status and patches.
     c.ok(&["scale", "widget/w1", "--replicas=5"]);
     assert_eq!(widget(&c, "w1")["spec"]["replicas"], 5);
-    assert_eq!(widget(&c, "w1")["metadata"]["generation"], 2);
+    // Generation 1 at create, 2 for the blue colour, 3 for the scale.
+    assert_eq!(widget(&c, "w1")["metadata"]["generation"], 3);
     c.ok(&[
         "patch",
         "widget",

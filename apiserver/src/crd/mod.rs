@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use api::resources::{ResourceInfo, RESOURCES};
 
 use crate::errors::ApiError;
-use crate::registry::FieldValidation;
+use crate::registry::{FieldValidation, WriteOptions};
 use crate::validation::Cause;
 use crate::watch_cache::{Filter, WatchCache};
 use definition::{Definition, PrinterColumn, ScalePaths};
@@ -294,29 +294,43 @@ impl CustomResources {
 }
 
 impl ServedVersion {
-    /// Decodes a custom object as kube-apiserver does: unknown fields pruned (an error with
-    /// `fieldValidation=Strict`), defaults applied, apiVersion in this version.
-    pub fn admit(&self, mut object: Value, validation: FieldValidation) -> Result<Value, ApiError> {
+    /// Decodes a custom object as kube-apiserver does: unknown fields pruned, defaults applied.
+    /// Pruned fields and keys the body repeated are refused under `fieldValidation=Strict` and
+    /// reported as warnings under `Warn`.
+    pub fn admit(&self, mut object: Value, options: &WriteOptions) -> Result<Value, ApiError> {
         if !object.is_object() {
             return Err(ApiError::bad_request(
                 "the request body must be a JSON object",
             ));
         }
-        if let Some(schema) = &self.schema {
-            let pruned = schema.prune_object(&mut object);
-            if validation == FieldValidation::Strict && !pruned.is_empty() {
-                let listed: Vec<String> = pruned
-                    .iter()
-                    .map(|f| format!("unknown field {f:?}"))
-                    .collect();
+        let pruned = match &self.schema {
+            Some(schema) => schema.prune_object(&mut object),
+            None => Vec::new(),
+        };
+        let problems: Vec<String> = options
+            .repeated_fields
+            .iter()
+            .map(|f| format!("duplicate field {f:?}"))
+            .chain(pruned.iter().map(|f| format!("unknown field {f:?}")))
+            .collect();
+        match options.field_validation {
+            FieldValidation::Strict if !problems.is_empty() => {
                 return Err(ApiError::bad_request(format!(
                     "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
                     self.resource.kind,
                     self.resource.version,
                     self.resource.kind,
-                    listed.join(", ")
+                    problems.join(", ")
                 )));
             }
+            FieldValidation::Warn => {
+                if let Some(warnings) = &options.warnings {
+                    problems.into_iter().for_each(|p| warnings.push(p));
+                }
+            }
+            _ => {}
+        }
+        if let Some(schema) = &self.schema {
             schema.apply_defaults(&mut object);
         }
         Ok(object)

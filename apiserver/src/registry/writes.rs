@@ -67,7 +67,7 @@ impl Registry {
                 .custom
                 .of(resource)
                 .ok_or_else(|| ApiError::not_found(resource, ""))?;
-            return served.admit(object, options.field_validation);
+            return served.admit(object, options);
         }
         let strict = options.field_validation == FieldValidation::Strict;
         // Unknown fields are looked for when they are refused, or when someone reads warnings.
