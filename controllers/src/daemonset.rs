@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::client::{Client, DeleteParams, Patch};
+use api::client::{Client, DeleteParams};
 use api::informer::{Informer, InformerEvent, Store};
 use api::resources;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{
     PodSpec, Toleration,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::deployment::template_hash;
@@ -36,7 +36,7 @@ use crate::owners::{controller_ref, key_of, now_seconds, seconds, split_key};
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::replicaset::create_each_in_batches;
-use crate::worker::{Outcome, ReconcileError, Reconciler};
+use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// The label naming the template a daemon pod was made from.
 pub const REVISION_HASH_LABEL: &str = "controller-revision-hash";
@@ -763,24 +763,10 @@ impl Reconciler for DaemonSetController {
         }
         if ds.status.as_ref() != Some(&plan.status) {
             let daemon_sets = resources::find("apps", "v1", "daemonsets").expect("daemonsets");
-            let patch = Patch::Merge(json!({ "status": status_patch(&plan.status) }));
-            match self
-                .client
-                .patch_status::<Value>(daemon_sets, Some(namespace), name, &patch)
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(ReconcileError::api("update status")(e)),
-            }
+            let status = status_patch(&plan.status);
+            write_status(&self.client, daemon_sets, namespace, name, status).await?;
         }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-        Ok(match plan.recheck_after {
-            Some(after) => Outcome::RequeueAfter(after),
-            None => Outcome::Done,
-        })
+        outcome(first_error, plan.recheck_after)
     }
 }
 

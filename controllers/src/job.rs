@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::client::{Client, DeleteParams, Patch};
+use api::client::{Client, DeleteParams};
 use api::informer::{Informer, Store};
 use api::resources;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
@@ -22,7 +22,7 @@ use crate::owners::{controller_ref, now_seconds, seconds, split_key, time_at};
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::replicaset::{create_in_batches, BURST};
-use crate::worker::{Outcome, ReconcileError, Reconciler};
+use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// What one sync of a Job should do.
 #[derive(Clone, Debug, PartialEq)]
@@ -292,24 +292,9 @@ impl Reconciler for JobController {
                 info!(succeeded = ?plan.status.succeeded, failed = ?plan.status.failed, "job finished");
             }
             let jobs = resources::find("batch", "v1", "jobs").expect("jobs");
-            let patch = Patch::Merge(json!({ "status": plan.status }));
-            match self
-                .client
-                .patch_status::<Value>(jobs, Some(namespace), name, &patch)
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(ReconcileError::api("update status")(e)),
-            }
+            write_status(&self.client, jobs, namespace, name, json!(plan.status)).await?;
         }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
-        Ok(match plan.recheck_after {
-            Some(after) => Outcome::RequeueAfter(after),
-            None => Outcome::Done,
-        })
+        outcome(first_error, plan.recheck_after)
     }
 }
 
