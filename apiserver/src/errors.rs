@@ -120,8 +120,14 @@ impl ApiError {
         } else {
             format!("[{}]", details.join(", "))
         };
+        // Kubernetes names the kind with its group (`Deployment.apps`, `Widget.example.com`).
+        let qualified = if resource.group.is_empty() {
+            resource.kind.to_string()
+        } else {
+            format!("{}.{}", resource.kind, resource.group)
+        };
         ApiError::Invalid {
-            message: format!("{} \"{}\" is invalid: {}", resource.kind, name, joined),
+            message: format!("{qualified} \"{name}\" is invalid: {joined}"),
             name: name.to_string(),
             group: resource.group.to_string(),
             kind: resource.kind.to_string(),

@@ -5,10 +5,12 @@ Usage: python test_crd.py KUBECONFIG
 Creates a CRD through the typed ApiextensionsV1Api (its answer validated by the client's models),
 waits for Established, then drives the custom resource through `kubernetes.dynamic`: discovery
 finds it, objects are created (defaulted), listed with a label selector, read, patched (merge),
-replaced, status-written, refused with a 422 naming the field, watched and deleted; deleting
+replaced, status-written, refused with a 422 naming the field (a schema bound and a CEL
+validation rule, a transition rule on update), watched and deleted; deleting
 the CRD removes them. Exits 0 when every check holds. Run by cli/tests/python_client.rs.
 """
 
+import json
 import sys
 import time
 import traceback
@@ -41,6 +43,10 @@ def definition():
             "spec": {
                 "type": "object",
                 "required": ["size"],
+                "x-kubernetes-validations": [
+                    {"rule": "self.size <= 100", "message": "size must be at most 100"},
+                    {"rule": "self.mode == oldSelf.mode || self.mode != 'frozen'", "message": "cannot freeze"},
+                ],
                 "properties": {
                     "size": {"type": "integer", "minimum": 1},
                     "mode": {"type": "string", "default": "fast"},
@@ -127,6 +133,28 @@ def test_objects(dyn):
     except DynamicApiError as e:
         check(e.status == 422, e.status)
         check("spec.size in body should be greater than or equal to 1" in str(e.body), e.body)
+
+    step("refuse an object breaking a validation rule")
+    try:
+        gadgets.create(body=gadget("d", 101), namespace=NS)
+        raise AssertionError("size 101 was accepted")
+    except DynamicApiError as e:
+        check(e.status == 422, e.status)
+        body = json.loads(e.body)
+        check(
+            body["message"] == f'Gadget.{GROUP} "d" is invalid: spec: Invalid value: "object": size must be at most 100',
+            body["message"],
+        )
+        check(body["details"]["causes"] == [
+            {"reason": "FieldValueInvalid", "message": 'Invalid value: "object": size must be at most 100', "field": "spec"}
+        ], body["details"])
+    try:
+        gadgets.patch(
+            name="a", namespace=NS, body={"spec": {"mode": "frozen"}}, content_type="application/merge-patch+json"
+        )
+        raise AssertionError("the transition rule did not run")
+    except DynamicApiError as e:
+        check(e.status == 422 and "cannot freeze" in str(e.body), e.body)
 
     step("patch, replace and write the status")
     patched = gadgets.patch(

@@ -396,7 +396,22 @@ fn validate_versions(crd: &Value, out: &mut Vec<Cause>) {
         }
         match version.pointer("/schema/openAPIV3Schema") {
             Some(schema) => {
-                structural(schema, &format!("{path}.schema.openAPIV3Schema"), true, out)
+                let before = out.len();
+                structural(schema, &format!("{path}.schema.openAPIV3Schema"), true, out);
+                // Rules are compiled only against a sound schema, as kube-apiserver does.
+                let shared = versions
+                    .iter()
+                    .all(|v| v.pointer("/schema/openAPIV3Schema") == Some(schema));
+                let rules_path = if shared {
+                    "spec.validation.openAPIV3Schema".to_string()
+                } else {
+                    format!("{path}.schema.openAPIV3Schema")
+                };
+                if out.len() == before && (!shared || i == 0) {
+                    if let Some(parsed) = Schema::parse(schema) {
+                        out.extend(super::cel::check::check_schema(&parsed, &rules_path));
+                    }
+                }
             }
             None => out.push(required(
                 &format!("{path}.schema.openAPIV3Schema"),

@@ -10,12 +10,14 @@
 //!
 //! - [`definition`]: a CRD's names, versions, validation and status conditions;
 //! - [`schema`]: `openAPIV3Schema` pruning, defaulting and validation of custom objects;
+//! - [`cel`]: `x-kubernetes-validations` rules, checked with the CRD and run on every write;
 //! - [`output`]: Tables with `additionalPrinterColumns`, and lists as unstructured lists.
 //!
 //! Custom objects are stored under `/registry/<group>/<plural>/` in their storage version and
 //! read from the store directly, as events are (see [`crate::uncached`]); the watch cache does
 //! not hold them.
 
+pub mod cel;
 pub mod definition;
 pub mod output;
 pub mod schema;
@@ -67,6 +69,8 @@ pub struct ServedVersion {
     /// The version objects are stored in (conversion `None` rewrites only apiVersion).
     pub storage_version: String,
     pub schema: Option<Schema>,
+    /// The schema's compiled `x-kubernetes-validations`, when it has any.
+    pub rules: Option<self::cel::Rules>,
     /// The version's `openAPIV3Schema` as written, for `/openapi/v3`.
     pub published_schema: Option<Value>,
     pub columns: Vec<PrinterColumn>,
@@ -118,6 +122,7 @@ impl Served {
                 versions.push(Arc::new(ServedVersion {
                     resource: intern(&definition, version),
                     storage_version: storage.clone(),
+                    rules: version.schema.as_ref().and_then(self::cel::Rules::compile),
                     schema: version.schema.clone(),
                     published_schema: version.published_schema.clone(),
                     columns: version.columns.clone(),
@@ -336,12 +341,21 @@ impl ServedVersion {
         Ok(object)
     }
 
-    /// The schema's verdict on an object about to be written.
-    pub fn validate(&self, object: &Value) -> Vec<Cause> {
-        match &self.schema {
-            Some(schema) => schema.validate_object(object),
-            None => Vec::new(),
+    /// The schema's verdict on an object about to be written (`old`: the object an update
+    /// replaces), its `x-kubernetes-validations` rules included. As in kube-apiserver, the
+    /// rules do not run on an object with the wrong types or values outside an enum.
+    pub fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+        let Some(schema) = &self.schema else {
+            return Vec::new();
+        };
+        let mut causes = schema.validate_object(object);
+        if let Some(rules) = &self.rules {
+            match self::cel::blocks_rules(&causes) {
+                Some(blocked) => causes.push(blocked),
+                None => causes.extend(rules.validate(schema, object, old)),
+            }
         }
+        causes
     }
 
     /// The object as stored: in the storage version (conversion `None` changes only apiVersion).

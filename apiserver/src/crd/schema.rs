@@ -4,8 +4,8 @@
 //! "string"`) and Kubernetes' field paths.
 //!
 //! The schema is parsed once per served version into [`Schema`]; the walks below take the object
-//! as `serde_json::Value`. `x-kubernetes-validations` (CEL) rules are parsed but not yet
-//! evaluated.
+//! as `serde_json::Value`. `x-kubernetes-validations` (CEL) rules are compiled and evaluated
+//! by [`super::cel`].
 
 use std::collections::BTreeMap;
 
@@ -77,6 +77,8 @@ pub struct ValidationRule {
     pub message_expression: Option<String>,
     pub field_path: Option<String>,
     pub reason: Option<String>,
+    /// Whether a transition rule also runs without an old value (`oldSelf` then an optional).
+    pub optional_old_self: Option<bool>,
 }
 
 /// The ObjectMeta fields kept when an object's `metadata` is pruned.

@@ -226,7 +226,7 @@ impl Registry {
         admission_time.pause();
         self.prepare_write(resource, None, &mut object);
         let mut causes = crate::validation::validate_create(resource, &object);
-        causes.extend(self.validate_write(resource, &object));
+        causes.extend(self.validate_write(resource, None, &object));
         if !causes.is_empty() {
             return Err(ApiError::invalid(resource, &name, causes));
         }
@@ -531,7 +531,7 @@ impl Registry {
                 Some(_) => crate::validation::validate_status_update(resource, &existing, &next),
                 None => crate::validation::validate_update(resource, &existing, &next),
             };
-            causes.extend(self.validate_write(resource, &next));
+            causes.extend(self.validate_write(resource, Some(&existing), &next));
             if !causes.is_empty() {
                 return Err(ApiError::invalid(resource, name, causes));
             }
@@ -611,17 +611,19 @@ impl Registry {
         }
     }
 
-    /// Validation beyond [`crate::validation`]: a CRD's own rules, a custom object's schema.
+    /// Validation beyond [`crate::validation`]: a CRD's own rules, a custom object's schema
+    /// and its rules (`old`: the object an update replaces, for transition rules).
     fn validate_write(
         &self,
         resource: &ResourceInfo,
+        old: Option<&Value>,
         object: &Value,
     ) -> Vec<crate::validation::Cause> {
         if crate::crd::is_definition(resource) {
             return crate::crd::definition::validate(object, &crate::crd::builtin_groups());
         }
         match self.custom.of(resource) {
-            Some(served) => served.validate(object),
+            Some(served) => served.validate(object, old),
             None => Vec::new(),
         }
     }

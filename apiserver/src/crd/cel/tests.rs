@@ -1,0 +1,346 @@
+use serde_json::{json, Value};
+
+use super::check::check_schema;
+use super::Rules;
+use crate::crd::schema::Schema;
+use crate::validation::Cause;
+
+fn schema(value: Value) -> Schema {
+    Schema::parse(&value).expect("a schema")
+}
+
+/// A root schema whose `spec` has the given properties and rules.
+fn widget(spec_properties: Value, spec_rules: Value) -> Schema {
+    schema(json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": spec_properties,
+                "x-kubernetes-validations": spec_rules,
+            }
+        }
+    }))
+}
+
+fn run(schema: &Schema, object: &Value, old: Option<&Value>) -> Vec<Cause> {
+    let rules = Rules::compile(schema).expect("rules");
+    rules.validate(schema, object, old)
+}
+
+fn messages(causes: &[Cause]) -> Vec<String> {
+    causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect()
+}
+
+fn object(spec: Value) -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": spec})
+}
+
+#[test]
+fn a_false_rule_is_an_invalid_value_of_the_schema_type_with_its_message() {
+    let s = widget(
+        json!({"replicas": {"type": "integer"}, "maxReplicas": {"type": "integer"}}),
+        json!([{"rule": "self.replicas <= self.maxReplicas", "message": "replicas must be <= maxReplicas"}]),
+    );
+    assert!(run(&s, &object(json!({"replicas": 2, "maxReplicas": 3})), None).is_empty());
+    let causes = run(&s, &object(json!({"replicas": 5, "maxReplicas": 3})), None);
+    assert_eq!(
+        messages(&causes),
+        ["spec: Invalid value: \"object\": replicas must be <= maxReplicas"]
+    );
+    assert_eq!(causes[0].reason, "FieldValueInvalid");
+}
+
+#[test]
+fn without_a_message_the_rule_is_quoted_and_a_root_rule_has_no_path() {
+    let s = schema(json!({
+        "type": "object",
+        "x-kubernetes-validations": [{"rule": "self.metadata.name.startsWith('w')"}],
+        "properties": {"spec": {"type": "object", "properties": {
+            "size": {"type": "integer", "x-kubernetes-validations": [{"rule": "self % 2 == 0"}]}
+        }}}
+    }));
+    let bad = json!({"metadata": {"name": "x1"}, "spec": {"size": 3}});
+    assert_eq!(
+        messages(&run(&s, &bad, None)),
+        [
+            "<nil>: Invalid value: \"object\": failed rule: self.metadata.name.startsWith('w')",
+            "spec.size: Invalid value: \"integer\": failed rule: self % 2 == 0",
+        ]
+    );
+}
+
+#[test]
+fn message_expression_reason_and_field_path_shape_the_error() {
+    let s = widget(
+        json!({"min": {"type": "integer"}, "max": {"type": "integer"}, "name": {"type": "string"}}),
+        json!([
+            {"rule": "self.min <= self.max", "messageExpression": "'min ' + string(self.min) + ' exceeds max ' + string(self.max)", "fieldPath": ".min"},
+            {"rule": "has(self.name)", "reason": "FieldValueRequired", "message": "name is required", "fieldPath": ".name"},
+            {"rule": "self.min != 7", "reason": "FieldValueForbidden", "message": "seven is unlucky"},
+            {"rule": "self.max != 7", "reason": "FieldValueDuplicate"},
+        ]),
+    );
+    let causes = run(&s, &object(json!({"min": 7, "max": 7})), None);
+    assert!(causes.is_empty() || causes.len() == 3, "{causes:?}");
+    let causes = run(&s, &object(json!({"min": 9, "max": 7})), None);
+    assert_eq!(
+        messages(&causes),
+        [
+            "spec.min: Invalid value: \"object\": min 9 exceeds max 7",
+            "spec.name: Required value: name is required",
+            "spec: Duplicate value: \"object\"",
+        ]
+    );
+    assert_eq!(causes[1].reason, "FieldValueRequired");
+    let causes = run(&s, &object(json!({"min": 7, "max": 8, "name": "n"})), None);
+    assert_eq!(messages(&causes), ["spec: Forbidden: seven is unlucky"]);
+    assert_eq!(causes[0].reason, "FieldValueForbidden");
+}
+
+#[test]
+fn transition_rules_run_only_on_update_where_an_old_value_correlates() {
+    let s = widget(
+        json!({
+            "mode": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "mode is immutable"}]},
+            "ports": {
+                "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "port": {"type": "integer"}
+                }, "x-kubernetes-validations": [{"rule": "self.port >= oldSelf.port", "message": "ports only grow"}]}
+            },
+            "level": {"type": "integer", "x-kubernetes-validations": [
+                {"rule": "!oldSelf.hasValue() || self >= oldSelf.value()", "optionalOldSelf": true, "message": "level only rises"},
+                {"rule": "oldSelf.hasValue() || self < 10", "optionalOldSelf": true, "message": "starts below 10"}
+            ]}
+        }),
+        json!([]),
+    );
+    let old = object(
+        json!({"mode": "a", "ports": [{"name": "http", "port": 80}, {"name": "x", "port": 1}], "level": 3}),
+    );
+    // A create has no old values: only the optionalOldSelf rules run.
+    assert_eq!(
+        messages(&run(&s, &object(json!({"mode": "b", "level": 12})), None)),
+        ["spec.level: Invalid value: \"integer\": starts below 10"]
+    );
+    let new = object(json!({
+        "mode": "b",
+        "ports": [{"name": "x", "port": 0}, {"name": "http", "port": 81}, {"name": "new", "port": 1}],
+        "level": 2
+    }));
+    assert_eq!(
+        messages(&run(&s, &new, Some(&old))),
+        [
+            "spec.level: Invalid value: \"integer\": level only rises",
+            "spec.mode: Invalid value: \"string\": mode is immutable",
+            "spec.ports[0]: Invalid value: \"object\": ports only grow",
+        ]
+    );
+}
+
+#[test]
+fn an_absent_field_is_an_error_and_has_tests_presence() {
+    let s = widget(
+        json!({"limits": {"type": "object", "properties": {"cpu": {"type": "integer"}}}}),
+        json!([
+            {"rule": "self.limits.cpu > 0"},
+            {"rule": "!has(self.limits) || !has(self.limits.cpu) || self.limits.cpu > 0"}
+        ]),
+    );
+    assert_eq!(
+        messages(&run(&s, &object(json!({"limits": {}})), None)),
+        ["spec: Invalid value: \"object\": no such key: cpu evaluating rule: self.limits.cpu > 0"]
+    );
+}
+
+#[test]
+fn the_kubernetes_library_functions_people_use_work() {
+    let s = widget(
+        json!({
+            "name": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "sizes": {"type": "array", "items": {"type": "integer"}},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+            "ratio": {"type": "number"},
+            "count": {"type": "integer"},
+            "x-port": {"type": "integer"},
+        }),
+        json!([
+            {"rule": "size(self.name) == 5 && self.name.size() == 5"},
+            {"rule": "self.name.matches('^[a-z]+$') && self.name.startsWith('he') && self.name.endsWith('lo') && self.name.contains('ll')"},
+            {"rule": "self.name.upperAscii() == 'HELLO' && 'HeLLo'.lowerAscii() == self.name"},
+            {"rule": "self.tags.all(t, t.size() > 0) && self.tags.exists(t, t == 'b') && self.tags.exists_one(t, t == 'a')"},
+            {"rule": "self.tags.map(t, t + '!') == ['a!', 'b!'] && self.tags.filter(t, t != 'a') == ['b']"},
+            {"rule": "self.sizes.isSorted() && self.sizes.sum() == 6 && self.sizes.min() == 1 && self.sizes.max() == 3"},
+            {"rule": "'app' in self.labels && self.labels.all(k, k.size() < 10) && self.labels['app'] == 'web'"},
+            {"rule": "self.ratio > 1 && self.ratio < 2.0 && self.count / 2 == 2 && double(self.count) / 2.0 == 2.5"},
+            {"rule": "int('7') == 7 && string(self.count) == '5' && self.x__dash__port == 8080"},
+            {"rule": "self.name.find('l+') == 'll' && self.name.findAll('l') == ['l', 'l']"},
+        ]),
+    );
+    let good = object(json!({
+        "name": "hello", "tags": ["a", "b"], "sizes": [1, 2, 3], "labels": {"app": "web"},
+        "ratio": 1.5, "count": 5, "x-port": 8080
+    }));
+    assert_eq!(messages(&run(&s, &good, None)), Vec::<String>::new());
+    let bad = object(json!({
+        "name": "hello", "tags": ["a", "a"], "sizes": [3, 2, 1], "labels": {"app": "web"},
+        "ratio": 1, "count": 5, "x-port": 8080
+    }));
+    let failed: Vec<String> = run(&s, &bad, None)
+        .iter()
+        .map(|c| c.message.clone())
+        .collect();
+    assert_eq!(failed.len(), 4, "{failed:?}");
+}
+
+#[test]
+fn rules_do_not_run_on_an_object_with_type_errors() {
+    let s = widget(
+        json!({"replicas": {"type": "integer"}}),
+        json!([{"rule": "self.replicas > 0"}]),
+    );
+    let served = crate::crd::ServedVersion {
+        resource: api::resources::pods(),
+        storage_version: "v1".into(),
+        rules: Rules::compile(&s),
+        schema: Some(s),
+        published_schema: None,
+        columns: Vec::new(),
+        scale: None,
+    };
+    let causes = served.validate(&object(json!({"replicas": "many"})), None);
+    assert_eq!(
+        messages(&causes)[1],
+        "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation"
+    );
+}
+
+fn checked(rules: Value, spec_properties: Value) -> Vec<String> {
+    let s = widget(spec_properties, rules);
+    messages(&check_schema(&s, "spec.validation.openAPIV3Schema"))
+}
+
+#[test]
+fn a_rule_that_does_not_compile_is_refused_with_the_compiler_message() {
+    let found = checked(
+        json!([{"rule": "self.replicas >"}]),
+        json!({"replicas": {"type": "integer"}}),
+    );
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with(
+            "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicas >\", Message:\"\", MessageExpression:\"\", Reason:(*apiextensions.FieldValueErrorReason)(nil), FieldPath:\"\", OptionalOldSelf:(*bool)(nil)}: compilation failed: ERROR: <input>:1:"
+        ),
+        "{found:?}"
+    );
+    assert!(found[0].contains("\n | self.replicas >\n | "), "{found:?}");
+}
+
+#[test]
+fn references_to_unknown_fields_variables_and_functions_are_refused() {
+    let props = json!({"replicas": {"type": "integer"}});
+    let undefined = checked(
+        json!([{"rule": "self.nonExistingField > 0"}]),
+        props.clone(),
+    );
+    assert!(
+        undefined[0].ends_with("compilation failed: ERROR: <input>:1:5: undefined field 'nonExistingField'\n | self.nonExistingField > 0\n | ....^"),
+        "{undefined:?}"
+    );
+    let undeclared = checked(json!([{"rule": "other > 0"}]), props.clone());
+    assert!(
+        undeclared[0].contains("undeclared reference to 'other' (in container '')"),
+        "{undeclared:?}"
+    );
+    let function = checked(
+        json!([{"rule": "frobnicate(self.replicas)"}]),
+        props.clone(),
+    );
+    assert!(
+        function[0].contains("undeclared reference to 'frobnicate'"),
+        "{function:?}"
+    );
+    let not_bool = checked(json!([{"rule": "self.replicas + 1"}]), props.clone());
+    assert!(
+        not_bool[0].ends_with(": cel expression must evaluate to a bool"),
+        "{not_bool:?}"
+    );
+    // Macros' variables, the escaped names and the root's metadata are all known.
+    let fine = checked(
+        json!([{"rule": "[1, 2].all(x, x > 0) && self.replicas >= 0 && self.x__dash__y == 1"}]),
+        json!({"replicas": {"type": "integer"}, "x-y": {"type": "integer"}}),
+    );
+    assert_eq!(fine, Vec::<String>::new());
+}
+
+#[test]
+fn reasons_field_paths_and_old_self_placement_are_checked() {
+    let found = checked(
+        json!([
+            {"rule": "self.a > 0", "reason": "FieldValueOdd"},
+            {"rule": "self.a > 0", "fieldPath": ".nope"},
+            {"rule": "self.a > 0", "optionalOldSelf": true}
+        ]),
+        json!({"a": {"type": "integer"}}),
+    );
+    let prefix = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations";
+    assert_eq!(
+        found,
+        [
+            format!("{prefix}[0].reason: Unsupported value: \"FieldValueOdd\": supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""),
+            format!("{prefix}[1].fieldPath: Invalid value: \".nope\": fieldPath must be a valid path"),
+            format!("{prefix}[2].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"),
+        ]
+    );
+    let uncorrelatable = checked(
+        json!([]),
+        json!({"items": {"type": "array", "items": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf"}]}}}),
+    );
+    assert_eq!(
+        uncorrelatable,
+        ["spec.validation.openAPIV3Schema.properties[spec].properties[items].items.x-kubernetes-validations[0].rule: Invalid value: \"self == oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within spec.validation.openAPIV3Schema.properties[spec].properties[items]"]
+    );
+}
+
+#[test]
+fn rules_over_nested_unbounded_lists_are_refused_for_their_cost() {
+    let nested = json!({"matrix": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}});
+    let found = checked(
+        json!([{"rule": "self.matrix.all(row, row.all(x, self.matrix.all(r, r.all(y, x != y || true))))"}]),
+        nested.clone(),
+    );
+    assert!(
+        found[0].ends_with("rule: Forbidden: estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"),
+        "{found:?}"
+    );
+    // Bounded by maxItems, the same rule is cheap enough.
+    let bounded = json!({"matrix": {"type": "array", "maxItems": 10, "items": {"type": "array", "maxItems": 10, "items": {"type": "integer"}}}});
+    let found = checked(
+        json!([{"rule": "self.matrix.all(row, row.all(x, self.matrix.all(r, r.all(y, x != y || true))))"}]),
+        bounded,
+    );
+    assert_eq!(found, Vec::<String>::new());
+    // Rules on the list itself are estimated the same way.
+    let on_list = schema(
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "tags": {"type": "array", "items": {"type": "string"},
+                "x-kubernetes-validations": [{"rule": "self.all(a, self.all(b, a == b))"}]}
+        }}}}),
+    );
+    let found = messages(&check_schema(&on_list, "spec.validation.openAPIV3Schema"));
+    assert!(
+        found[0].contains("estimated rule cost exceeds budget"),
+        "{found:?}"
+    );
+    // One pass over an unbounded list is fine.
+    let found = checked(
+        json!([{"rule": "self.matrix.all(row, size(row) < 100)"}]),
+        nested,
+    );
+    assert_eq!(found, Vec::<String>::new());
+}
