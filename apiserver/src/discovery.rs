@@ -1,22 +1,14 @@
 //! Discovery documents (`/api`, `/apis`, `/apis/<group>`, the group-version resource lists,
-//! `/version`) and the minimal OpenAPI v3 that kubectl's validation needs.
+//! `/version`).
 //!
 //! Everything is derived from [`RESOURCES`], so a resource added there is discoverable.
-//!
-//! The OpenAPI documents are deliberately thin. kubectl reads them for two things:
-//! - whether a kind's PATCH operation takes a `fieldValidation` query parameter: then it sends
-//!   `fieldValidation=Strict` and leaves validation to the server (no client-side schema check);
-//! - whether a kind's PATCH operation accepts `application/strategic-merge-patch+json`: then
-//!   `kubectl apply` builds its patch from the OpenAPI schema. These documents declare no request
-//!   body, so kubectl falls back to the patch metadata compiled into it, which knows merge keys
-//!   (e.g. containers by `name`) that these minimal schemas don't carry.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     APIGroup, APIGroupList, APIResource, APIResourceList, APIVersions, GroupVersionForDiscovery,
     ServerAddressByClientCIDR,
 };
 use k8s_openapi::apimachinery::pkg::version::Info;
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use api::resources::{self, ResourceInfo, RESOURCES};
 
@@ -40,7 +32,7 @@ pub fn api_versions(server_address: &str) -> Value {
 
 /// The named groups, each with its versions in table order: kemu's own, then those of `custom`
 /// (the served custom resources, a group's versions in priority order).
-fn groups(custom: &[&'static ResourceInfo]) -> Vec<(&'static str, Vec<&'static str>)> {
+pub fn groups(custom: &[&'static ResourceInfo]) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out = resources::groups();
     for r in custom {
         match out.iter_mut().find(|(g, _)| *g == r.group) {
@@ -216,124 +208,6 @@ fn platform() -> String {
     format!("{}/{arch}", std::env::consts::OS)
 }
 
-/// `GET /openapi/v3`: one entry per served group-version. The `hash` query parameter changes
-/// whenever the document does, which is what lets clients cache documents by URL.
-pub fn openapi_v3_root(
-    custom: &[&'static ResourceInfo],
-    published: &dyn Fn(&ResourceInfo) -> Option<Value>,
-) -> Value {
-    let mut paths = Map::new();
-    let mut group_versions: Vec<(&str, &str)> = Vec::new();
-    for r in served(custom) {
-        if !group_versions.contains(&(r.group, r.version)) {
-            group_versions.push((r.group, r.version));
-        }
-    }
-    for (group, version) in group_versions {
-        let path = openapi_path(group, version);
-        let doc = openapi_v3_group_version(group, version, custom, published).unwrap_or_default();
-        let hash = fnv1a(doc.to_string().as_bytes());
-        paths.insert(
-            path.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={hash:016X}")}),
-        );
-    }
-    json!({ "paths": paths })
-}
-
-/// `GET /openapi/v3/api/v1`, `/openapi/v3/apis/<group>/<version>`: an OpenAPI 3.0 document with,
-/// per resource, the item path's GET and PATCH (the PATCH carrying the kind and the
-/// `fieldValidation` parameter kubectl checks for), and an object schema per kind.
-pub fn openapi_v3_group_version(
-    group: &str,
-    version: &str,
-    custom: &[&'static ResourceInfo],
-    published: &dyn Fn(&ResourceInfo) -> Option<Value>,
-) -> Option<Value> {
-    let served: Vec<&ResourceInfo> = in_group_version(group, version, custom).collect();
-    if served.is_empty() {
-        return None;
-    }
-    let mut paths = Map::new();
-    let mut schemas = Map::new();
-    for r in served {
-        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
-        let schema_name = schema_name(r);
-        let schema_ref = json!({"$ref": format!("#/components/schemas/{schema_name}")});
-        let ok = json!({"200": {"description": "OK", "content": {"application/json": {"schema": schema_ref}}}});
-        let scope = if r.namespaced { "Namespaced" } else { "" };
-        let operation_id = |verb: &str| {
-            format!(
-                "{verb}{}{}{scope}{}",
-                camel_group(r.group),
-                camel(r.version),
-                r.kind
-            )
-        };
-        let query = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string"}, "uniqueItems": true});
-
-        let mut path_parameters = vec![
-            json!({"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}),
-        ];
-        if r.namespaced {
-            path_parameters
-                .push(json!({"name": "namespace", "in": "path", "required": true, "schema": {"type": "string"}}));
-        }
-        let item_path = match r.namespaced {
-            true => format!("{}/{{name}}", r.collection_path(Some("{namespace}"))),
-            false => format!("{}/{{name}}", r.collection_path(None)),
-        };
-        paths.insert(
-            item_path,
-            json!({
-                "parameters": path_parameters,
-                "get": {
-                    "operationId": operation_id("read"),
-                    "x-kubernetes-action": "get",
-                    "x-kubernetes-group-version-kind": gvk,
-                    "responses": ok,
-                },
-                "patch": {
-                    "operationId": operation_id("patch"),
-                    "x-kubernetes-action": "patch",
-                    "x-kubernetes-group-version-kind": gvk,
-                    "parameters": [query("dryRun"), query("fieldManager"), query("fieldValidation"),
-                                   {"name": "force", "in": "query", "schema": {"type": "boolean"}, "uniqueItems": true}],
-                    "responses": ok,
-                },
-            }),
-        );
-        if let Some(mut schema) = published(r) {
-            // A custom resource's own schema, as kube-apiserver publishes it: the CRD's
-            // openAPIV3Schema with the kind's group-version-kind.
-            if let Some(map) = schema.as_object_mut() {
-                map.insert("x-kubernetes-group-version-kind".into(), json!([gvk]));
-            }
-            schemas.insert(schema_name, schema);
-            continue;
-        }
-        schemas.insert(
-            schema_name,
-            json!({
-                "description": format!("{} (kemu serves a minimal schema; the server validates objects).", r.kind),
-                "type": "object",
-                "properties": {
-                    "apiVersion": {"type": "string"},
-                    "kind": {"type": "string"},
-                    "metadata": {"type": "object"},
-                },
-                "x-kubernetes-group-version-kind": [gvk],
-            }),
-        );
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": GIT_VERSION},
-        "paths": paths,
-        "components": {"schemas": schemas},
-    }))
-}
-
 fn in_group_version<'a>(
     group: &'a str,
     version: &'a str,
@@ -342,57 +216,12 @@ fn in_group_version<'a>(
     served(custom).filter(move |r| r.group == group && r.version == version)
 }
 
-/// `api/v1` or `apis/<group>/<version>`: the key of `/openapi/v3`'s `paths`.
-fn openapi_path(group: &str, version: &str) -> String {
-    if group.is_empty() {
-        format!("api/{version}")
-    } else {
-        format!("apis/{group}/{version}")
-    }
-}
-
-/// The real definitions' names: `io.k8s.api.core.v1.Pod`, `io.k8s.api.apps.v1.Deployment`,
-/// `io.k8s.api.coordination.v1.Lease` (the group's first label).
-fn schema_name(r: &ResourceInfo) -> String {
-    let package = match r.group {
-        "" => "core",
-        g => g.split('.').next().unwrap_or(g),
-    };
-    format!("io.k8s.api.{package}.{}.{}", r.version, r.kind)
-}
-
-/// `Core`, `Apps`, `Coordination`, `RbacAuthorization`: operation-id spelling of a group.
-fn camel_group(group: &str) -> String {
-    match group {
-        "" => "Core".into(),
-        g => g
-            .trim_end_matches(".k8s.io")
-            .split('.')
-            .map(camel)
-            .collect(),
-    }
-}
-
-fn camel(s: &str) -> String {
-    let mut chars = s.chars();
-    chars.next().map_or_else(String::new, |first| {
-        first.to_uppercase().chain(chars).collect()
-    })
-}
-
 /// Any stable string will do (clients only compare it); a hash of group/version/kind.
 fn storage_version_hash(r: &ResourceInfo) -> String {
     format!(
         "{:016x}",
-        fnv1a(format!("{}/{}/{}", r.group, r.version, r.kind).as_bytes())
+        crate::openapi::fnv1a(format!("{}/{}/{}", r.group, r.version, r.kind).as_bytes())
     )
-}
-
-/// FNV-1a: stable across builds and platforms, unlike std's `DefaultHasher`.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
-        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -406,6 +235,7 @@ fn to_value<T: serde::Serialize>(doc: &T) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn entry<'a>(list: &'a Value, name: &str) -> &'a Value {
         list["resources"]
@@ -519,64 +349,5 @@ mod tests {
         assert_eq!(info["major"], "1");
         assert_eq!(info["minor"], "37");
         assert_eq!(info["gitVersion"], "v1.37.0-kemu");
-    }
-
-    /// What kubectl's `supportsQueryParamV3` looks for.
-    fn patch_supports_field_validation(
-        doc: &Value,
-        group: &str,
-        version: &str,
-        kind: &str,
-    ) -> bool {
-        doc["paths"].as_object().unwrap().values().any(|item| {
-            let patch = &item["patch"];
-            patch["x-kubernetes-group-version-kind"]
-                == json!({"group": group, "version": version, "kind": kind})
-                && patch["parameters"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .any(|p| p["name"] == "fieldValidation" && p["in"] == "query")
-        })
-    }
-
-    #[test]
-    fn openapi_v3() {
-        let root = openapi_v3_root(&[], &|_| None);
-        let url = root["paths"]["api/v1"]["serverRelativeURL"]
-            .as_str()
-            .unwrap();
-        assert!(url.starts_with("/openapi/v3/api/v1?hash="), "{url}");
-        assert!(root["paths"]["apis/apps/v1"]["serverRelativeURL"]
-            .as_str()
-            .unwrap()
-            .starts_with("/openapi/v3/apis/apps/v1?hash="));
-        assert_eq!(root["paths"].as_object().unwrap().len(), 12);
-
-        let core = openapi_v3_group_version("", "v1", &[], &|_| None).unwrap();
-        assert_eq!(core["openapi"], "3.0.0");
-        let pod_item = &core["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"];
-        assert_eq!(pod_item["patch"]["operationId"], "patchCoreV1NamespacedPod");
-        assert!(patch_supports_field_validation(&core, "", "v1", "Pod"));
-        assert!(patch_supports_field_validation(&core, "", "v1", "Node"));
-        assert!(core["paths"]["/api/v1/nodes/{name}"]["patch"].is_object());
-        assert_eq!(
-            core["components"]["schemas"]["io.k8s.api.core.v1.Pod"]
-                ["x-kubernetes-group-version-kind"],
-            json!([{"group": "", "version": "v1", "kind": "Pod"}])
-        );
-
-        let coordination =
-            openapi_v3_group_version("coordination.k8s.io", "v1", &[], &|_| None).unwrap();
-        assert!(patch_supports_field_validation(
-            &coordination,
-            "coordination.k8s.io",
-            "v1",
-            "Lease"
-        ));
-        assert!(
-            coordination["components"]["schemas"]["io.k8s.api.coordination.v1.Lease"].is_object()
-        );
-        assert!(openapi_v3_group_version("apps", "v2", &[], &|_| None).is_none());
     }
 }

@@ -32,6 +32,7 @@ use crate::registry::{
 use crate::reviews;
 use crate::watch_cache::CachedObject;
 
+mod documents;
 mod field_warnings;
 mod watch;
 
@@ -125,6 +126,7 @@ enum Route {
     ResourceList(String, String),
     OpenApiRoot,
     OpenApi(String, String),
+    OpenApiV2,
     Resource(PathTarget),
 }
 
@@ -223,7 +225,13 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                         None => error_response(&not_found()),
                     }
                 }
-                (Ok(()), other) => non_resource(&state, other, &method, &served_now(&state)),
+                (Ok(()), other) => non_resource(
+                    &state,
+                    other,
+                    &method,
+                    &served_now(&state),
+                    (request.headers(), &query, &path),
+                ),
                 (Err(e), _) => error_response(&e),
             };
             (response, method.as_str().to_string(), String::new())
@@ -308,6 +316,7 @@ fn route(path: &str, served: &crate::crd::Served) -> Result<Route, ApiError> {
         ["version"] => Ok(Route::Version),
         ["api"] => Ok(Route::ApiVersions),
         ["apis"] => Ok(Route::ApiGroupList),
+        ["openapi", "v2"] => Ok(Route::OpenApiV2),
         ["openapi", "v3"] => Ok(Route::OpenApiRoot),
         ["openapi", "v3", "api", version] => Ok(Route::OpenApi(String::new(), version.to_string())),
         ["openapi", "v3", "apis", group, version] => {
@@ -379,6 +388,7 @@ fn non_resource(
     route: Route,
     method: &Method,
     custom: &[&'static ResourceInfo],
+    (headers, query, path): (&HeaderMap, &HashMap<String, String>, &str),
 ) -> Response {
     if method != Method::GET && method != Method::HEAD {
         return error_response(&ApiError::MethodNotAllowed {
@@ -402,13 +412,15 @@ fn non_resource(
             body.push(b'\n');
             bytes_response(StatusCode::OK, body)
         }
-        Route::ApiVersions => json_response(
-            StatusCode::OK,
-            &crate::discovery::api_versions(&state.server_address),
-        ),
-        Route::ApiGroupList => {
+        Route::ApiVersions => documents::aggregated(headers, true, custom).unwrap_or_else(|| {
+            json_response(
+                StatusCode::OK,
+                &crate::discovery::api_versions(&state.server_address),
+            )
+        }),
+        Route::ApiGroupList => documents::aggregated(headers, false, custom).unwrap_or_else(|| {
             json_response(StatusCode::OK, &crate::discovery::api_group_list(custom))
-        }
+        }),
         Route::ApiGroup(group) => match crate::discovery::api_group(&group, custom) {
             Some(v) => json_response(StatusCode::OK, &v),
             None => error_response(&not_found_path()),
@@ -422,18 +434,21 @@ fn non_resource(
         Route::OpenApiRoot => {
             let served = state.registry.custom().snapshot();
             let published = |r: &ResourceInfo| served.published_schema(r).cloned();
-            json_response(
-                StatusCode::OK,
-                &crate::discovery::openapi_v3_root(custom, &published),
-            )
+            json_response(StatusCode::OK, &crate::openapi::v3_root(custom, &published))
         }
         Route::OpenApi(group, version) => {
             let served = state.registry.custom().snapshot();
             let published = |r: &ResourceInfo| served.published_schema(r).cloned();
-            match crate::discovery::openapi_v3_group_version(&group, &version, custom, &published) {
-                Some(v) => json_response(StatusCode::OK, &v),
+            match crate::openapi::v3_group_version(&group, &version, custom, &published) {
+                Some(document) => documents::openapi(&document, headers, query, path, true),
                 None => error_response(&not_found_path()),
             }
+        }
+        Route::OpenApiV2 => {
+            let served = state.registry.custom().snapshot();
+            let published = |r: &ResourceInfo| served.published_schema(r).cloned();
+            let document = crate::openapi::v2_document(custom, &published);
+            documents::openapi(&document, headers, query, path, false)
         }
         Route::Resource(_) => error_response(&not_found_path()),
     }

@@ -19,8 +19,10 @@
 //! - [`validation`]: object validation with Kubernetes' field-path causes.
 //! - [`patch`]: JSON merge patch, JSON patch, strategic merge patch and server-side apply.
 //! - [`printers`]: `meta.k8s.io/v1` Table rows with kubectl's columns.
-//! - [`discovery`]: `/api`, `/apis` and group-version discovery documents, `/version`, and the
-//!   minimal OpenAPI v3 that kubectl's validation needs.
+//! - [`discovery`]: `/api`, `/apis` and group-version discovery documents, `/version`;
+//!   [`aggregated_discovery`]: all of them in one `apidiscovery.k8s.io/v2` list;
+//!   [`openapi`]: `/openapi/v3` and `/openapi/v2` with every kind's schema (generated from
+//!   k8s-openapi) and the list metadata that strategic merge and server-side apply read.
 //! - [`scale`]: the `scale` subresource (`kubectl scale`).
 //! - [`defaults`]: Kubernetes' defaulting on every write (Secret `stringData`, pod volumes and
 //!   field selectors, EndpointSlice ports).
@@ -39,6 +41,7 @@
 //! - [`server`]: [`server::run`] wires one replica together.
 
 pub mod admission;
+pub mod aggregated_discovery;
 pub mod authn;
 pub mod authz;
 pub mod connection_clock;
@@ -58,6 +61,7 @@ pub mod kubernetes_service;
 pub mod logs;
 pub mod meta;
 pub mod metrics;
+pub mod openapi;
 pub mod patch;
 pub mod pipeline;
 pub mod printers;

@@ -4,7 +4,8 @@ Usage: python test_client.py KUBECONFIG
 
 The kubeconfig names the server (HTTPS), the cluster CA and the admin's client certificate.
 
-Creates, lists, watches, reads, patches and deletes pods, nodes and events. Every call
+Creates, lists, watches, reads, patches and deletes pods, nodes and events, and reads the
+OpenAPI documents (checking that their operations are the ones the client was generated from). Every call
 deserializes the server's answer into the client's models, which reject missing required fields,
 unknown fields and wrongly typed values; a failure anywhere ends the script with exit code 1 and
 a traceback naming the step. Run by cli/tests/python_client.rs.
@@ -594,6 +595,47 @@ def test_discovery(api_client):
     check("v1" in core.versions, "/api lists v1")
 
 
+def fetch_json(api_client, path):
+    """GETs `path` as JSON through the client's own transport and credentials."""
+    request = api_client.param_serialize(
+        method="GET", resource_path=path, header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"])
+    response = api_client.call_api(*request)
+    response.read()
+    check(response.status == 200, f"GET {path}: {response.status}")
+    return json.loads(response.data)
+
+
+def snake(name):
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+def test_openapi(api_client):
+    step("openapi v2 and v3")
+    v2 = fetch_json(api_client, "/openapi/v2")
+    check(v2["swagger"] == "2.0", "/openapi/v2 is Swagger 2.0")
+    pod = v2["definitions"]["io.k8s.api.core.v1.Pod"]
+    check(pod["x-kubernetes-group-version-kind"][0]["kind"] == "Pod", "Pod's kind")
+    check("status" in pod["properties"], "Pod has a status property")
+    # The client was generated from kube-apiserver's document: every operation kemu publishes
+    # is one the client has a method for, named from the operation id.
+    for tag, api, prefix in [("core_v1", client.CoreV1Api, "CoreV1"),
+                             ("apps_v1", client.AppsV1Api, "AppsV1")]:
+        operations = [op["operationId"] for item in v2["paths"].values()
+                      for op in item.values()
+                      if isinstance(op, dict) and tag in op.get("tags", [])]
+        check(len(operations) > 20, f"{tag} operations: {operations}")
+        for operation in operations:
+            method = snake(operation.replace(prefix, "", 1))
+            check(hasattr(api, method), f"{operation}: {api.__name__} has no {method}")
+    root = fetch_json(api_client, "/openapi/v3")
+    url = root["paths"]["api/v1"]["serverRelativeURL"]
+    core = fetch_json(api_client, url)
+    schemas = core["components"]["schemas"]
+    check(schemas["io.k8s.api.core.v1.PodStatus"]["properties"]["message"]["type"] == "string",
+          "PodStatus.message in /openapi/v3/api/v1")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -605,6 +647,7 @@ def main():
     events_v1 = client.EventsV1Api(api_client)
     try:
         test_discovery(api_client)
+        test_openapi(api_client)
         test_nodes(v1)
         test_pods(v1, f"py-node-{SUFFIX}")
         test_events(v1, events_v1)

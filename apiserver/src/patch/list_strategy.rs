@@ -1,6 +1,9 @@
-//! [`ListStrategy`]: how each list field of a kind merges, the table that strategic merge patch
-//! and server-side apply share. Kubernetes reads it from the `patchStrategy`/`patchMergeKey`
-//! struct tags of its types; kemu keeps it here, per kind.
+//! [`ListStrategy`]: how a list field of a kind merges, which strategic merge patch and
+//! server-side apply share. Kubernetes reads it from the `patchStrategy`/`patchMergeKey` struct
+//! tags of its types; kemu reads the same facts from the list metadata its OpenAPI schemas
+//! publish ([`crate::openapi::list_fields`]).
+
+use crate::openapi::list_fields::ListType;
 
 /// How a list field merges, as Kubernetes' `patchStrategy`/`patchMergeKey` struct tags say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,77 +16,75 @@ pub enum ListStrategy {
     PrimitiveSet,
 }
 
-/// Where the PodSpec sits in objects of `kind`, so its list keys apply there.
-fn pod_spec_prefixes(kind: &str) -> &'static [&'static [&'static str]] {
-    match kind {
-        "Pod" => &[&["spec"]],
-        "PodTemplate" => &[&["template", "spec"]],
-        "Deployment"
-        | "ReplicaSet"
-        | "StatefulSet"
-        | "DaemonSet"
-        | "Job"
-        | "ReplicationController" => &[&["spec", "template", "spec"]],
-        "CronJob" => &[&["spec", "jobTemplate", "spec", "template", "spec"]],
-        _ => &[],
-    }
-}
-
-/// The list strategy of a field inside a PodSpec, `rest` being the path below the PodSpec.
-fn pod_spec_list_strategy(rest: &[&str]) -> ListStrategy {
-    use ListStrategy::{Atomic, MergeByKey};
-    match rest {
-        ["containers" | "initContainers" | "ephemeralContainers"] => MergeByKey("name"),
-        ["volumes" | "imagePullSecrets" | "resourceClaims" | "schedulingGates"] => {
-            MergeByKey("name")
-        }
-        ["hostAliases"] => MergeByKey("ip"),
-        ["topologySpreadConstraints"] => MergeByKey("topologyKey"),
-        ["containers" | "initContainers" | "ephemeralContainers", field] => match *field {
-            "ports" => MergeByKey("containerPort"),
-            "env" => MergeByKey("name"),
-            "volumeMounts" => MergeByKey("mountPath"),
-            "volumeDevices" => MergeByKey("devicePath"),
-            "resizePolicy" => MergeByKey("resourceName"),
-            _ => Atomic,
-        },
-        _ => Atomic,
-    }
-}
-
 /// The list strategy of the list at `path` (field names from the object root; list elements add
 /// no segment) in an object of `kind`.
 pub fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
+    let Some(field) = crate::openapi::list_field(kind, path) else {
+        return ListStrategy::Atomic;
+    };
+    let merges = field
+        .patch_strategy
+        .is_some_and(|s| s.split(',').any(|s| s == "merge"));
+    match (merges, field.patch_merge_key, field.list_type) {
+        (true, Some(key), _) => ListStrategy::MergeByKey(key),
+        (true, None, ListType::Set | ListType::Atomic) => ListStrategy::PrimitiveSet,
+        _ => ListStrategy::Atomic,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
     use ListStrategy::{Atomic, MergeByKey, PrimitiveSet};
-    let path: Vec<&str> = path.iter().map(String::as_str).collect();
-    // ObjectMeta appears at the root and in every template.
-    match path.as_slice() {
-        [.., "metadata", "finalizers"] => return PrimitiveSet,
-        [.., "metadata", "ownerReferences"] => return MergeByKey("uid"),
-        _ => {}
+
+    fn strategy(kind: &str, path: &str) -> ListStrategy {
+        let path: Vec<String> = path.split('.').map(str::to_string).collect();
+        list_strategy(kind, &path)
     }
-    for prefix in pod_spec_prefixes(kind) {
-        if let Some(rest) = path.strip_prefix(*prefix) {
-            return pod_spec_list_strategy(rest);
-        }
-    }
-    match (kind, path.as_slice()) {
-        ("Pod", ["status", "conditions"]) => MergeByKey("type"),
-        ("Pod", ["status", "podIPs" | "hostIPs"]) => MergeByKey("ip"),
-        ("Node", ["status", "conditions" | "addresses"]) => MergeByKey("type"),
-        ("Node", ["spec", "podCIDRs"]) => PrimitiveSet,
-        (
-            "Deployment"
-            | "ReplicaSet"
-            | "StatefulSet"
-            | "DaemonSet"
-            | "Job"
-            | "ReplicationController",
-            ["status", "conditions"],
-        ) => MergeByKey("type"),
-        ("Service", ["spec", "ports"]) => MergeByKey("port"),
-        // Node spec.taints deliberately stays atomic, as in Kubernetes: `kubectl taint` removes a
-        // taint by sending the remaining list, which a merge by `key` would silently ignore.
-        _ => Atomic,
+
+    #[test]
+    fn strategies_follow_the_schemas() {
+        assert_eq!(strategy("Pod", "spec.containers"), MergeByKey("name"));
+        assert_eq!(
+            strategy("Pod", "spec.containers.ports"),
+            MergeByKey("containerPort")
+        );
+        assert_eq!(strategy("Pod", "spec.containers.args"), Atomic);
+        assert_eq!(strategy("Pod", "spec.volumes"), MergeByKey("name"));
+        assert_eq!(strategy("Pod", "spec.tolerations"), Atomic);
+        assert_eq!(strategy("Pod", "status.conditions"), MergeByKey("type"));
+        assert_eq!(strategy("Pod", "status.hostIPs"), MergeByKey("ip"));
+        assert_eq!(strategy("Pod", "metadata.finalizers"), PrimitiveSet);
+        assert_eq!(
+            strategy("Pod", "metadata.ownerReferences"),
+            MergeByKey("uid")
+        );
+        assert_eq!(
+            strategy("Deployment", "spec.template.spec.containers.env"),
+            MergeByKey("name")
+        );
+        assert_eq!(
+            strategy("Deployment", "spec.template.metadata.finalizers"),
+            PrimitiveSet
+        );
+        assert_eq!(
+            strategy(
+                "CronJob",
+                "spec.jobTemplate.spec.template.spec.initContainers"
+            ),
+            MergeByKey("name")
+        );
+        assert_eq!(
+            strategy("Deployment", "status.conditions"),
+            MergeByKey("type")
+        );
+        assert_eq!(strategy("Node", "spec.podCIDRs"), PrimitiveSet);
+        assert_eq!(strategy("Node", "spec.taints"), Atomic);
+        assert_eq!(strategy("Node", "status.addresses"), MergeByKey("type"));
+        assert_eq!(strategy("Service", "spec.ports"), MergeByKey("port"));
+        assert_eq!(strategy("Service", "spec.nope"), Atomic);
+        // A custom kind: only its metadata's lists are known.
+        assert_eq!(strategy("Widget", "metadata.finalizers"), PrimitiveSet);
+        assert_eq!(strategy("Widget", "spec.items"), Atomic);
     }
 }
