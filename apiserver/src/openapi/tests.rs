@@ -250,3 +250,31 @@ fn v2_has_definitions_and_body_parameters() {
     assert!(!doc.body.windows(20).any(|w| w == b"#/components/schemas"));
     assert!(v2["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"].is_object());
 }
+
+/// The figures of docs/apiserver.md: each document's size and first build time.
+#[test]
+#[ignore]
+fn print_build_times() {
+    for (g, v) in group_versions(&[]) {
+        let started = std::time::Instant::now();
+        let d = v3_group_version(g, v, &[], &none).unwrap();
+        println!(
+            "{g}/{v}: {} bytes, {} schemas, {:?}",
+            d.body.len(),
+            d.schemas().unwrap().len(),
+            started.elapsed()
+        );
+    }
+    let started = std::time::Instant::now();
+    let d = v2_document(&[], &none);
+    println!("v2: {} bytes {:?}", d.body.len(), started.elapsed());
+    let started = std::time::Instant::now();
+    let path: Vec<String> = "spec.template.spec.containers.ports"
+        .split('.')
+        .map(String::from)
+        .collect();
+    for _ in 0..1000 {
+        crate::openapi::list_field("Deployment", &path);
+    }
+    println!("1000 lookups {:?}", started.elapsed());
+}
