@@ -1,6 +1,7 @@
 //! The OpenAPI documents through the real kubectl 1.37: `kubectl explain` to any depth over
 //! `/openapi/v3`, client-side `kubectl apply` merging lists by the schemas' merge keys,
-//! `kubectl diff`, server-side apply, and `/openapi/v2` as a Swagger 2.0 document.
+//! `kubectl diff`, server-side apply, `/openapi/v2` as a Swagger 2.0 document (JSON, and the
+//! protobuf kubectl reads), and aggregated discovery.
 
 mod common;
 
@@ -74,6 +75,15 @@ async fn kubectl_explain_reads_complete_schemas() -> anyhow::Result<()> {
     }
     let time = c.ok(&["explain", "pods.metadata.creationTimestamp"]);
     assert!(time.contains("<string>"), "{time}");
+
+    // The same from /openapi/v2, which kubectl reads in protobuf.
+    let v2 = c.ok(&[
+        "explain",
+        "pods.spec.containers.image",
+        "--output=plaintext-openapiv2",
+    ]);
+    assert!(v2.contains("FIELD:    image <string>"), "{v2}");
+    assert!(v2.contains("Container image name"), "{v2}");
 
     let unknown = c.fails(&["explain", "pods.status.nope"]);
     assert!(unknown.contains("nope"), "{unknown}");

@@ -15,19 +15,37 @@ use crate::openapi::Document;
 
 use super::error_response;
 
-/// Whether the request's `Accept` takes JSON (the only encoding kemu serves OpenAPI in); kubectl
-/// asks for the protobuf encoding first and falls back when refused with 406.
-fn accepts_json(headers: &HeaderMap) -> bool {
+/// The protobuf encoding of `/openapi/v2` (gnostic's `openapi.v2.Document`), in the spelling
+/// client-go asks for and the one answered (Go's media type parser refuses the `@`).
+const V2_PROTOBUF: [&str; 2] = [
+    "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
+];
+
+/// How a document is answered.
+#[derive(Debug, PartialEq, Eq)]
+enum Encoding {
+    Json,
+    Protobuf,
+}
+
+/// The first encoding the request's `Accept` names that the document comes in (protobuf only for
+/// `/openapi/v2`); JSON when there is no `Accept`.
+fn negotiate(headers: &HeaderMap, protobuf: bool) -> Option<Encoding> {
     let Some(accept) = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.trim().is_empty())
     else {
-        return true;
+        return Some(Encoding::Json);
     };
-    accept.split(',').any(|range| {
+    accept.split(',').find_map(|range| {
         let media = range.split(';').next().unwrap_or("").trim();
-        matches!(media, "application/json" | "application/*" | "*/*")
+        match media {
+            "application/json" | "application/*" | "*/*" => Some(Encoding::Json),
+            m if protobuf && V2_PROTOBUF.contains(&m) => Some(Encoding::Protobuf),
+            _ => None,
+        }
     })
 }
 
@@ -78,12 +96,24 @@ pub(super) fn openapi(
     path: &str,
     versioned: bool,
 ) -> Response {
-    if !accepts_json(headers) {
+    // `/openapi/v2` is the one document offered in protobuf too.
+    let Some(encoding) = negotiate(headers, !versioned) else {
         return error_response(&ApiError::NotAcceptable {
-            message: "only application/json is supported for OpenAPI documents".into(),
+            message: "the requested content type is not supported for this OpenAPI document".into(),
         });
-    }
-    let etag = format!("\"{}\"", document.hash);
+    };
+    let (etag, content_type, body) = match encoding {
+        Encoding::Json => (
+            format!("\"{}\"", document.hash),
+            "application/json",
+            document.body.clone(),
+        ),
+        Encoding::Protobuf => (
+            format!("\"{}-protobuf\"", document.hash),
+            V2_PROTOBUF[1],
+            document.protobuf().to_vec(),
+        ),
+    };
     let mut builder = Response::builder();
     if versioned {
         match query.get("hash") {
@@ -106,17 +136,16 @@ pub(super) fn openapi(
         }
     }
     let not_modified = matches_etag(headers, &etag);
-    let builder = builder.header(header::ETAG, etag);
+    let builder = builder
+        .header(header::ETAG, etag)
+        .header(header::VARY, "Accept");
     let response = if not_modified {
         builder.status(StatusCode::NOT_MODIFIED).body(Body::empty())
     } else {
         builder
             .status(StatusCode::OK)
-            .header(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )
-            .body(Body::from(document.body.clone()))
+            .header(header::CONTENT_TYPE, HeaderValue::from_static(content_type))
+            .body(Body::from(body))
     };
     response.unwrap_or_default()
 }
@@ -125,19 +154,53 @@ pub(super) fn openapi(
 mod tests {
     use super::*;
 
-    #[test]
-    fn protobuf_only_accept_is_refused() {
+    fn accept(value: &'static str) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        assert!(accepts_json(&headers));
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"),
+        headers.insert(header::ACCEPT, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn negotiation() {
+        assert_eq!(negotiate(&HeaderMap::new(), false), Some(Encoding::Json));
+        let protobuf = accept(V2_PROTOBUF[0]);
+        assert_eq!(negotiate(&protobuf, true), Some(Encoding::Protobuf));
+        assert_eq!(negotiate(&protobuf, false), None);
+        assert_eq!(
+            negotiate(&accept("application/json, */*"), true),
+            Some(Encoding::Json)
         );
-        assert!(!accepts_json(&headers));
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("application/json, */*"),
+    }
+
+    #[test]
+    fn etags_hashes_and_redirects() {
+        let document =
+            crate::openapi::v3_group_version("coordination.k8s.io", "v1", &[], &|_| None)
+                .expect("served");
+        let path = "/openapi/v3/apis/coordination.k8s.io/v1";
+        let mut query = HashMap::new();
+        let fresh = openapi(&document, &HeaderMap::new(), &query, path, true);
+        assert_eq!(fresh.status(), StatusCode::OK);
+        let etag = fresh.headers()[header::ETAG].clone();
+        assert_eq!(etag.to_str().unwrap(), format!("\"{}\"", document.hash));
+
+        let mut again = HeaderMap::new();
+        again.insert(header::IF_NONE_MATCH, etag);
+        let cached = openapi(&document, &again, &query, path, true);
+        assert_eq!(cached.status(), StatusCode::NOT_MODIFIED);
+
+        query.insert("hash".to_string(), document.hash.clone());
+        let current = openapi(&document, &HeaderMap::new(), &query, path, true);
+        assert_eq!(
+            current.headers()[header::CACHE_CONTROL],
+            "public, immutable"
         );
-        assert!(accepts_json(&headers));
+        query.insert("hash".to_string(), "0".to_string());
+        let stale = openapi(&document, &HeaderMap::new(), &query, path, true);
+        assert_eq!(stale.status(), StatusCode::MOVED_PERMANENTLY);
+        assert_eq!(
+            stale.headers()[header::LOCATION].to_str().unwrap(),
+            format!("{path}?hash={}", document.hash)
+        );
     }
 }

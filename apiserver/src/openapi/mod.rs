@@ -7,7 +7,8 @@
 //!   published as `x-kubernetes-*` extensions and read by strategic merge and server-side apply
 //!   through [`list_field`];
 //! - [`paths`]: the operations of each resource;
-//! - [`v2`]: the Swagger 2.0 form of the same documents.
+//! - [`v2`]: the Swagger 2.0 form of the same documents, and [`v2_protobuf`] its protobuf
+//!   encoding.
 //!
 //! A built-in group-version's document is built on first use and kept; a group-version of
 //! custom resources is built from the CRDs served at the time of the request, its schemas being
@@ -17,6 +18,7 @@ pub mod definitions;
 pub mod list_fields;
 pub mod paths;
 pub mod v2;
+pub mod v2_protobuf;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, OnceLock};
@@ -42,6 +44,8 @@ pub struct Document {
     pub body: Vec<u8>,
     /// Upper-case hex of a hash of `body`: the `hash` of its `/openapi/v3` URL and its ETag.
     pub hash: String,
+    /// The protobuf encoding (of a Swagger 2.0 document), made on first request.
+    protobuf: OnceLock<Vec<u8>>,
 }
 
 impl Document {
@@ -49,7 +53,18 @@ impl Document {
         let mut body = crate::go_json::to_vec(&value);
         body.push(b'\n');
         let hash = format!("{:016X}", fnv1a(&body));
-        Document { value, body, hash }
+        Document {
+            value,
+            body,
+            hash,
+            protobuf: OnceLock::new(),
+        }
+    }
+
+    /// The document as gnostic's `openapi.v2.Document` message.
+    pub fn protobuf(&self) -> &[u8] {
+        self.protobuf
+            .get_or_init(|| v2_protobuf::encode(&self.value))
     }
 
     fn schemas(&self) -> Option<&Map<String, Value>> {
