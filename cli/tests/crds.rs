@@ -160,6 +160,9 @@ async fn custom_resources_with_kubectl() -> anyhow::Result<()> {
         explained.contains("color") && explained.contains("<string>"),
         "{explained}"
     );
+    // Its metadata is the ObjectMeta of every kind.
+    let explained = c.ok(&["explain", "widgets.metadata.labels"]);
+    assert!(explained.contains("<map[string]string>"), "{explained}");
     let explained = c.ok(&["explain", "widgets.spec"]);
     assert!(
         explained.contains("replicas") && explained.contains("<integer>"),

@@ -146,6 +146,18 @@ pub fn add(
             "log" => {
                 operations.insert("get".into(), log_operation(&sub_names));
             }
+            // A namespace's finalizers are only ever replaced.
+            "finalize" => {
+                operations.insert(
+                    "put".into(),
+                    replace_operation(
+                        &sub_names,
+                        sub.definition,
+                        &suffix,
+                        "replace finalize of the specified",
+                    ),
+                );
+            }
             _ => {
                 let what = format!("{} of the specified", sub.name);
                 operations.insert(
@@ -161,19 +173,15 @@ pub fn add(
                         &format!("replace {what}"),
                     ),
                 );
-                if sub.name != "finalize" {
-                    operations.insert(
-                        "patch".into(),
-                        patch_operation(
-                            &sub_names,
-                            sub.definition,
-                            &suffix,
-                            &format!("partially update {what}"),
-                        ),
-                    );
-                } else {
-                    operations.remove("get");
-                }
+                operations.insert(
+                    "patch".into(),
+                    patch_operation(
+                        &sub_names,
+                        sub.definition,
+                        &suffix,
+                        &format!("partially update {what}"),
+                    ),
+                );
             }
         }
         operations.insert("parameters".into(), item_parameters(&scope_parameters, r));

@@ -117,6 +117,18 @@ fn operations_are_kube_apiservers() {
         paths["/api/v1/nodes/{name}"]["get"]["operationId"],
         "readCoreV1Node"
     );
+    let finalize = paths["/api/v1/namespaces/{name}/finalize"]
+        .as_object()
+        .unwrap();
+    assert_eq!(
+        finalize["put"]["operationId"],
+        "replaceCoreV1NamespaceFinalize"
+    );
+    assert!(!finalize.contains_key("get") && !finalize.contains_key("patch"));
+    assert_eq!(
+        paths["/api/v1/namespaces/{namespace}/pods/{name}/eviction"]["post"]["operationId"],
+        "createCoreV1NamespacedPodEviction"
+    );
     let patch = patch_of(&core.value, "", "v1", "Pod");
     assert!(takes_field_validation(patch));
     assert!(patch["requestBody"]["content"]["application/strategic-merge-patch+json"].is_object());
