@@ -1,6 +1,7 @@
 //! The kube-rs client (kube 5, k8s-openapi 0.29 / v1_37) against a real kemu API server over a
-//! three-member store: typed `Api<K>` calls and kube-runtime's watcher and event recorder, the
-//! way a Rust controller talks to Kubernetes. Every answer is decoded into k8s-openapi's types
+//! three-member store: discovery (aggregated, and group-version by group-version), typed
+//! `Api<K>` calls and kube-runtime's watcher and event recorder, the way a Rust controller talks
+//! to Kubernetes. Every answer is decoded into k8s-openapi's types
 //! by kube itself, so a shape the server gets wrong fails the call.
 
 mod common;
@@ -134,11 +135,54 @@ fn running_status(pod: &Pod) -> Value {
 async fn kube_rs_round_trips_pods_nodes_and_events() -> anyhow::Result<()> {
     let cluster = Cluster::start(3).await?;
     let client = client_for(&cluster).await?;
+    discovery(&client).await?;
     nodes(&client).await?;
     pods(&client).await?;
     events(&client).await?;
     cluster.api.stop().await;
     cluster.store.stop().await;
+    Ok(())
+}
+
+/// Aggregated discovery (`/api` and `/apis` as `apidiscovery.k8s.io/v2` lists) finds what
+/// discovery group-version by group-version finds.
+async fn discovery(client: &Client) -> anyhow::Result<()> {
+    use kube::discovery::{verbs, Discovery};
+    let resources = |d: &Discovery| {
+        let mut all: Vec<String> = d
+            .groups()
+            .flat_map(|g| g.recommended_resources())
+            .map(|(ar, caps)| {
+                let mut subresources: Vec<String> = caps
+                    .subresources
+                    .iter()
+                    .map(|(s, _)| s.plural.clone())
+                    .collect();
+                subresources.sort();
+                format!(
+                    "{} {} {} {:?} {:?} {subresources:?}",
+                    ar.api_version, ar.kind, ar.plural, caps.scope, caps.operations
+                )
+            })
+            .collect();
+        all.sort();
+        all
+    };
+    let aggregated = Discovery::new(client.clone()).run_aggregated().await?;
+    let classic = Discovery::new(client.clone()).run().await?;
+    assert_eq!(resources(&aggregated), resources(&classic));
+    let (deployments, caps) = aggregated
+        .get("apps")
+        .and_then(|apps| apps.recommended_kind("Deployment"))
+        .expect("apps/v1 Deployment discovered");
+    assert_eq!(deployments.plural, "deployments");
+    assert!(caps.supports_operation(verbs::WATCH));
+    assert!(caps.subresources.iter().any(|(s, _)| s.plural == "scale"));
+    let (pods, _) = aggregated
+        .get("")
+        .and_then(|core| core.recommended_kind("Pod"))
+        .expect("v1 Pod discovered");
+    assert_eq!(pods.plural, "pods");
     Ok(())
 }
 
