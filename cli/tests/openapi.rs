@@ -85,6 +85,21 @@ async fn kubectl_explain_reads_complete_schemas() -> anyhow::Result<()> {
     assert!(v2.contains("FIELD:    image <string>"), "{v2}");
     assert!(v2.contains("Container image name"), "{v2}");
 
+    // Every served resource explains, with all its fields.
+    let resources = c.ok(&["api-resources", "--no-headers"]);
+    for line in resources.lines() {
+        let columns: Vec<&str> = line.split_whitespace().collect();
+        let Some(api_version) = columns
+            .iter()
+            .find(|c| **c == "v1" || c.contains('/'))
+            .map(|v| format!("--api-version={v}"))
+        else {
+            panic!("no API version in {line:?}");
+        };
+        let explained = c.ok(&["explain", columns[0], &api_version, "--recursive"]);
+        assert!(explained.contains("FIELDS:"), "{line}:\n{explained}");
+    }
+
     let unknown = c.fails(&["explain", "pods.status.nope"]);
     assert!(unknown.contains("nope"), "{unknown}");
     Ok(())
