@@ -24,6 +24,8 @@ spec:
       containers:
       - name: app
         image: nginx:IMAGE
+        ports:
+        - containerPort: 80
 "#;
 
 fn deployment(image: &str) -> String {
@@ -168,6 +170,25 @@ async fn apply_diff_and_server_side_apply_use_the_schemas() -> anyhow::Result<()
     ]);
     assert!(server_side.contains("serverside-applied"), "{server_side}");
     assert!(containers(&c).contains(&("app".to_string(), "nginx:1.29".to_string())));
+    // Managed fields name a port by every list-map key, its protocol defaulted.
+    let d: Value = serde_json::from_str(&c.ok(&[
+        "get",
+        "deploy",
+        "web",
+        "-o",
+        "json",
+        "--show-managed-fields",
+    ]))?;
+    let applied = d["metadata"]["managedFields"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["operation"] == "Apply"))
+        .expect("an Apply entry");
+    let ports = &applied["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"app"}"#]
+        ["f:ports"];
+    assert!(
+        ports[r#"k:{"containerPort":80,"protocol":"TCP"}"#].is_object(),
+        "{applied}"
+    );
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::patch::list_strategy::{list_strategy, ListStrategy};
+use crate::patch::list_strategy::{element_id, list_strategy, ListStrategy};
 
 /// A set of paths, as a tree: a node is in the set itself when `member` is true.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -186,14 +186,6 @@ fn always_present(path: &[String]) -> bool {
     )
 }
 
-/// The path element of a keyed list element (`k:{"name":"nginx"}`), if it has its key.
-fn key_element(item: &Value, key: &str) -> Option<String> {
-    let value = item.get(key)?;
-    let mut id = Map::new();
-    id.insert(key.to_string(), value.clone());
-    Some(format!("k:{}", Value::Object(id)))
-}
-
 /// The set of every field of `value`, found at `path` (field names from the root) in an object
 /// of `kind`. The node itself is a member unless it is a list or an always-present struct.
 pub fn value_set(kind: &str, value: &Value, path: &mut Vec<String>) -> FieldSet {
@@ -219,7 +211,7 @@ pub fn value_set(kind: &str, value: &Value, path: &mut Vec<String>) -> FieldSet 
             }
             ListStrategy::MergeByKey(key) => {
                 for item in items {
-                    let Some(element) = key_element(item, key) else {
+                    let Some(element) = element_id(kind, path, key, item) else {
                         continue;
                     };
                     let mut node = value_set(kind, item, path);
@@ -298,7 +290,7 @@ pub fn compare(kind: &str, old: &Value, new: &Value, path: &mut Vec<String>) -> 
                 let keyed = |items: &Vec<Value>| -> BTreeMap<String, Value> {
                     items
                         .iter()
-                        .filter_map(|item| Some((key_element(item, key)?, item.clone())))
+                        .filter_map(|item| Some((element_id(kind, path, key, item)?, item.clone())))
                         .collect()
                 };
                 let (old_items, new_items) = (keyed(a), keyed(b));

@@ -225,6 +225,15 @@ pub static LIST_FIELDS: &[ListField] = &[
     ),
 ];
 
+/// The default of a list-map key an element may leave out (a port's `protocol` is `TCP`), which
+/// the element is then identified by.
+pub fn map_key_default(key: &str) -> Option<&'static str> {
+    match key {
+        "protocol" => Some("TCP"),
+        _ => None,
+    }
+}
+
 /// The entry for `field` of `definition`.
 pub fn find(definition: &str, field: &str) -> Option<&'static ListField> {
     LIST_FIELDS

@@ -3,7 +3,9 @@
 //! tags of its types; kemu reads the same facts from the list metadata its OpenAPI schemas
 //! publish ([`crate::openapi::list_fields`]).
 
-use crate::openapi::list_fields::ListType;
+use serde_json::{Map, Value};
+
+use crate::openapi::list_fields::{self, ListType};
 
 /// How a list field merges, as Kubernetes' `patchStrategy`/`patchMergeKey` struct tags say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +31,36 @@ pub fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
         (true, Some(key), _) => ListStrategy::MergeByKey(key),
         (true, None, ListType::Set | ListType::Atomic) => ListStrategy::PrimitiveSet,
         _ => ListStrategy::Atomic,
+    }
+}
+
+/// The managed-fields path element of `item`, an element of the keyed list at `path` whose
+/// merge key is `merge_key`: `k:{"name":"nginx"}`, or with every key the schema's
+/// `x-kubernetes-list-map-keys` names (`k:{"containerPort":80,"protocol":"TCP"}`), a key the
+/// element leaves out taking its default. `None` when the element lacks a key.
+pub fn element_id(kind: &str, path: &[String], merge_key: &str, item: &Value) -> Option<String> {
+    let keys = match crate::openapi::list_field(kind, path).map(|f| f.list_type) {
+        Some(ListType::Map(keys)) => keys,
+        _ => std::slice::from_ref(&merge_key),
+    };
+    let mut id = Map::new();
+    for key in keys {
+        id.insert(key.to_string(), key_value(item, key)?);
+    }
+    Some(format!("k:{}", Value::Object(id)))
+}
+
+/// Whether `item` is the element a `k:` path element's keys (`id`) identify.
+pub fn is_element(item: &Value, id: &Map<String, Value>) -> bool {
+    id.iter()
+        .all(|(key, value)| key_value(item, key).as_ref() == Some(value))
+}
+
+/// An element's value of a list-map key, or the key's default.
+fn key_value(item: &Value, key: &str) -> Option<Value> {
+    match item.get(key) {
+        Some(value) if !value.is_null() => Some(value.clone()),
+        _ => list_fields::map_key_default(key).map(Value::from),
     }
 }
 
@@ -86,5 +118,25 @@ mod tests {
         // A custom kind: only its metadata's lists are known.
         assert_eq!(strategy("Widget", "metadata.finalizers"), PrimitiveSet);
         assert_eq!(strategy("Widget", "spec.items"), Atomic);
+    }
+
+    #[test]
+    fn element_ids_use_every_map_key() {
+        let path = |p: &str| -> Vec<String> { p.split('.').map(str::to_string).collect() };
+        let ports = path("spec.containers.ports");
+        let port = serde_json::json!({"containerPort": 80});
+        assert_eq!(
+            element_id("Pod", &ports, "containerPort", &port).as_deref(),
+            Some(r#"k:{"containerPort":80,"protocol":"TCP"}"#)
+        );
+        let containers = path("spec.containers");
+        let container = serde_json::json!({"name": "app", "image": "x"});
+        assert_eq!(
+            element_id("Pod", &containers, "name", &container).as_deref(),
+            Some(r#"k:{"name":"app"}"#)
+        );
+        let spread = path("spec.topologySpreadConstraints");
+        let constraint = serde_json::json!({"topologyKey": "zone"});
+        assert_eq!(element_id("Pod", &spread, "topologyKey", &constraint), None);
     }
 }

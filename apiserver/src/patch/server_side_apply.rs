@@ -5,7 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
 use super::error::{malformed, PatchError};
-use super::list_strategy::{list_strategy, ListStrategy};
+use super::list_strategy::{element_id, is_element, list_strategy, ListStrategy};
 use super::strategic_merge::StrategicMerger;
 use crate::field_manager::{self, FieldSet, Writer};
 
@@ -14,8 +14,9 @@ use crate::field_manager::{self, FieldSet, Writer};
 /// Changing a field another manager owns is a conflict unless `force` is set (see
 /// [`field_manager::apply_ownership`]). Simplifications, compared with Kubernetes'
 /// structured-merge-diff:
-/// - Lists use the strategic-merge keys of [`list_strategy`] rather than the OpenAPI list-map keys
-///   (so container ports are keyed by `containerPort` alone, not `containerPort`+`protocol`).
+/// - Lists merge by the strategic-merge key of [`list_strategy`] (container ports by
+///   `containerPort` alone), though their managed fields name every list-map key
+///   (`k:{"containerPort":80,"protocol":"TCP"}`).
 /// - Fields the manager applied before and omits now are removed unless another manager's
 ///   `managedFields` entry covers them.
 pub(super) fn server_side_apply(
@@ -171,14 +172,14 @@ fn value_field_set(kind: &str, value: &Value, path: &mut Vec<String>) -> Map<Str
             ListStrategy::MergeByKey(key) => {
                 let mut set = Map::new();
                 for item in items {
-                    let (Some(object), Some(key_value)) = (item.as_object(), item.get(key)) else {
+                    let (Some(object), Some(id)) =
+                        (item.as_object(), element_id(kind, path, key, item))
+                    else {
                         continue;
                     };
-                    let mut id = Map::new();
-                    id.insert(key.to_string(), key_value.clone());
                     let mut element = object_field_set(kind, object, path);
                     element.insert(".".to_string(), Value::Object(Map::new()));
-                    set.insert(format!("k:{}", Value::Object(id)), Value::Object(element));
+                    set.insert(id, Value::Object(element));
                 }
                 set
             }
@@ -260,7 +261,7 @@ fn slot_of(value: &Value, path_element: &str) -> Option<Slot> {
         let key: Map<String, Value> = serde_json::from_str(key).ok()?;
         return items
             .iter()
-            .position(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)))
+            .position(|item| is_element(item, &key))
             .map(Slot::Index);
     }
     if let Some(element) = path_element.strip_prefix("v:") {
@@ -345,7 +346,7 @@ spec:
                     "f:metadata": {"f:labels": {"f:app": {}}},
                     "f:spec": {"f:containers": {"k:{\"name\":\"nginx\"}": {
                         ".": {}, "f:name": {}, "f:image": {},
-                        "f:ports": {"k:{\"containerPort\":80}": {".": {}, "f:containerPort": {}}}
+                        "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}
                     }}}
                 }
             }])
