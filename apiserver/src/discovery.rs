@@ -146,6 +146,9 @@ fn subresource(r: &ResourceInfo, sub: &str) -> APIResource {
     let (kind, verbs, group_version): (&str, &[&str], Option<(&str, &str)>) = match sub {
         "binding" => ("Binding", &["create"], None),
         "log" => ("Pod", &["get"], None),
+        "attach" => ("PodAttachOptions", &["create", "get"], None),
+        "exec" => ("PodExecOptions", &["create", "get"], None),
+        "portforward" => ("PodPortForwardOptions", &["create", "get"], None),
         "eviction" => ("Eviction", &["create"], Some(("policy", "v1"))),
         "token" => (
             "TokenRequest",

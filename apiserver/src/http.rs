@@ -475,7 +475,11 @@ async fn authorized_resource_request(
     authz_time: &mut Duration,
 ) -> Result<Response, ApiError> {
     let watch = target.watch_path || is_true(query.get("watch"));
-    let verb = authz::resource_verb(method.as_str(), target.name.is_some(), watch);
+    // A WebSocket's GET to exec, attach or port-forward is authorized as the create it is.
+    let verb = match target.subresource.as_deref() {
+        Some("exec" | "attach" | "portforward") => "create",
+        _ => authz::resource_verb(method.as_str(), target.name.is_some(), watch),
+    };
     let resource = target.resource;
     let node_host = user.in_group(authn::NODES);
     // The object a node host creates or replaces, decoded up front.
@@ -669,6 +673,14 @@ async fn resource_request(
         (&Method::GET, Some(name), Some("log")) => {
             let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;
             crate::logs::pod_log(registry, ns, name, query).await
+        }
+        (
+            &Method::GET | &Method::POST,
+            Some(name),
+            Some(sub @ ("exec" | "attach" | "portforward")),
+        ) => {
+            let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;
+            crate::remote::serve(registry, ns, name, sub, request).await
         }
         (&Method::POST, None, None) => {
             let body = field_warnings::read_object(resource, request, &mut write).await?;

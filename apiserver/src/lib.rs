@@ -9,6 +9,8 @@
 //!   limits and the request timeout.
 //! - [`http`]: the HTTP front (routing, discovery, Table, watch streams, `Status` errors).
 //! - [`logs`]: `pods/log`, streamed from the node host that runs the pod.
+//! - [`remote`]: `pods/exec`, `pods/attach` and `pods/portforward` over WebSocket channel
+//!   protocols, with an emulated container's commands and listeners.
 //! - [`eviction`]: `pods/eviction`, which honours PodDisruptionBudgets.
 //! - [`registry`]: the verbs on every resource, shared by both fronts.
 //! - [`crd`]: CustomResourceDefinitions and the custom resources they define (schemas,
@@ -68,6 +70,7 @@ pub mod printers;
 pub mod protobuf;
 pub mod quic;
 pub mod registry;
+pub mod remote;
 pub mod reviews;
 pub mod scale;
 pub mod server;

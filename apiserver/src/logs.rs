@@ -15,6 +15,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use bytes::Bytes;
+use futures::{Stream, StreamExt};
 use parking_lot::Mutex;
 use serde_json::Value;
 use transport::rpc::{Connection, RpcClient};
@@ -78,26 +79,6 @@ pub async fn pod_log(
     let pods = api::resources::pods();
     let pod = registry.get(pods, Some(namespace), name).await?;
     let container = container_of(&pod, name, query.get("container").map(String::as_str))?;
-    let node = pod
-        .pointer("/spec/nodeName")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| {
-            ApiError::bad_request(format!("pod {name} does not have a host assigned"))
-        })?;
-    let nodes = api::resources::find("", "v1", "nodes")
-        .ok_or_else(|| ApiError::internal("nodes are not served"))?;
-    let node_object = registry.get(nodes, None, node).await?;
-    let addr: SocketAddr = node_object
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(NODE_HOST_LOGS_ANNOTATION))
-        .and_then(Value::as_str)
-        .and_then(|a| a.parse().ok())
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "node {node} is not run by a node host that serves logs"
-            ))
-        })?;
     let number = |key: &str| -> Result<Option<i64>, ApiError> {
         query
             .get(key)
@@ -118,9 +99,47 @@ pub async fn pod_log(
         timestamps: flag("timestamps"),
         limit_bytes: number("limitBytes")?,
     };
+    let body = stream_log(registry, &pod, &request)
+        .await?
+        .map(Ok::<_, Infallible>);
+    let mut response = Response::new(Body::from_stream(body));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(response)
+}
+
+/// A container's log as the node host running `pod` streams it: errors the node host answers
+/// first come back as errors, then the log's chunks until it ends.
+pub(crate) async fn stream_log(
+    registry: &Registry,
+    pod: &Value,
+    request: &LogRequest,
+) -> Result<impl Stream<Item = Bytes> + Send + 'static, ApiError> {
+    let name = request.pod.as_str();
+    let node = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!("pod {name} does not have a host assigned"))
+        })?;
+    let nodes = api::resources::find("", "v1", "nodes")
+        .ok_or_else(|| ApiError::internal("nodes are not served"))?;
+    let node_object = registry.get(nodes, None, node).await?;
+    let addr: SocketAddr = node_object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(NODE_HOST_LOGS_ANNOTATION))
+        .and_then(Value::as_str)
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "node {node} is not run by a node host that serves logs"
+            ))
+        })?;
     let connection = connect(addr).await?;
     let mut stream = connection
-        .server_stream::<LogRequest, LogResponse>(&request)
+        .server_stream::<LogRequest, LogResponse>(request)
         .await
         .map_err(|e| ApiError::internal(format!("log request to {addr} failed: {e}")))?;
     // The first frame decides between an error status and a 200 stream.
@@ -138,20 +157,21 @@ pub async fn pod_log(
     let rest = futures::stream::unfold(Some(stream), |stream| async move {
         let mut stream = stream?;
         match stream.next().await {
-            Some(Ok(LogResponse::Chunk(bytes))) => Some((Ok::<_, Infallible>(bytes), Some(stream))),
+            Some(Ok(LogResponse::Chunk(bytes))) => Some((bytes, Some(stream))),
             _ => None,
         }
     });
-    let body = futures::StreamExt::chain(futures::stream::iter([Ok::<_, Infallible>(first)]), rest);
-    let mut response = Response::new(Body::from_stream(body));
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    Ok(response)
+    Ok(futures::stream::iter([first])
+        .filter(|b| futures::future::ready(!b.is_empty()))
+        .chain(rest))
 }
 
 /// The container a log request is about: the one named, or the pod's only container.
-fn container_of(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, ApiError> {
+pub(crate) fn container_of(
+    pod: &Value,
+    name: &str,
+    asked: Option<&str>,
+) -> Result<String, ApiError> {
     let names: Vec<&str> = [
         "/spec/initContainers",
         "/spec/containers",

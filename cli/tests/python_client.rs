@@ -2,30 +2,65 @@
 //! by `scripts/setup`) against a real kemu API server over a three-member store. The script
 //! tests/python/test_client.py creates, lists, watches, reads, patches and deletes pods, nodes
 //! and events, validating every answer against the client's models; tests/python/test_crd.py
-//! drives a CustomResourceDefinition's objects through the dynamic client. Each exits 0 when all
-//! its checks hold.
+//! drives a CustomResourceDefinition's objects through the dynamic client;
+//! tests/python/test_stream.py execs in and port-forwards to a pod a node host runs. Each exits
+//! 0 when all its checks hold.
 
 mod common;
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use common::control_plane::start_node_host;
 use common::{python_path, workspace, Cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_python_client_round_trips_pods_nodes_and_events() -> anyhow::Result<()> {
-    run_script(3, "test_client.py", "python client: all checks passed").await
+    run_script(
+        3,
+        "test_client.py",
+        "python client: all checks passed",
+        false,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_python_dynamic_client_serves_a_custom_resource() -> anyhow::Result<()> {
-    run_script(1, "test_crd.py", "python dynamic client: all checks passed").await
+    run_script(
+        1,
+        "test_crd.py",
+        "python dynamic client: all checks passed",
+        false,
+    )
+    .await
 }
 
-/// Runs tests/python/`script` against a fresh cluster of `members` store members; it must exit
-/// 0 and print `passed`.
-async fn run_script(members: usize, script: &str, passed: &str) -> anyhow::Result<()> {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_client_execs_and_port_forwards() -> anyhow::Result<()> {
+    run_script(
+        1,
+        "test_stream.py",
+        "python streams: all checks passed",
+        true,
+    )
+    .await
+}
+
+/// Runs tests/python/`script` against a fresh cluster of `members` store members (with a node
+/// host running `node-0` when `node_host`); it must exit 0 and print `passed`.
+async fn run_script(
+    members: usize,
+    script: &str,
+    passed: &str,
+    node_host: bool,
+) -> anyhow::Result<()> {
     let cluster = Cluster::start(members).await?;
+    let _host = if node_host {
+        Some(start_node_host(&cluster, 1, 1, "node-")?)
+    } else {
+        None
+    };
     let script = workspace().join("tests/python").join(script);
     let child = tokio::process::Command::new(python_path())
         .arg(&script)

@@ -1,0 +1,170 @@
+//! `kubectl exec` and `kubectl attach` (kubectl 1.37.1, WebSocket `v5.channel.k8s.io`) against
+//! a store, an API server and a node host running the pods: output and exit codes of the
+//! emulated shell, an executable the image lacks, stdin with `-i`, a mounted ConfigMap key,
+//! the container's environment, and Kubernetes' errors for a missing pod, a wrong container
+//! and a container that is not running.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::time::Duration;
+
+use common::control_plane::start_node_host;
+use common::{wait_until, Cluster};
+
+const PODS: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+data:
+  greeting: hello from a configmap
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  nodeName: node-0
+  containers:
+  - name: app
+    image: registry.k8s.io/pause:3.10
+    env:
+    - name: MODE
+      value: testing
+    - name: POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    volumeMounts:
+    - name: settings
+      mountPath: /etc/settings
+  volumes:
+  - name: settings
+    configMap:
+      name: settings
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ticker
+spec:
+  nodeName: node-0
+  containers:
+  - name: main
+    image: busybox:1.36
+    command: [sh, -c, 'while true; do echo tick; sleep 1; done']
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: stranded
+spec:
+  nodeName: no-such-node
+  containers:
+  - name: app
+    image: registry.k8s.io/pause:3.10
+";
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_exec_and_attach_reach_emulated_containers() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _host = start_node_host(&c, 1, 1, "node-")?;
+    c.ok_stdin(&["apply", "-f", "-"], PODS);
+    wait_until("web and ticker run", Duration::from_secs(60), || async {
+        let out = c.kubectl(&["get", "pods", "web", "ticker", "--no-headers"]);
+        text(&out.stdout).matches(" Running ").count() == 2
+    })
+    .await?;
+
+    // Output, then the exit code kubectl takes from the error channel.
+    let out = c.kubectl(&[
+        "exec",
+        "web",
+        "--",
+        "sh",
+        "-c",
+        "echo hi; echo oops >&2; exit 3",
+    ]);
+    assert_eq!(text(&out.stdout), "hi\n");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("oops\n"), "{stderr}");
+    assert!(
+        stderr.contains("command terminated with exit code 3"),
+        "{stderr}"
+    );
+
+    // An executable the image does not have fails as containerd's exec does.
+    let stderr = c.fails(&["exec", "web", "--", "foo"]);
+    assert!(
+        stderr.contains("Internal error occurred: error executing command in container: failed to exec in container: failed to start exec")
+            && stderr.contains("exec: \"foo\": executable file not found in $PATH: unknown"),
+        "{stderr}"
+    );
+    let out = c.kubectl(&["exec", "web", "--", "sh", "-c", "foo"]);
+    assert_eq!(out.status.code(), Some(127));
+    assert!(text(&out.stderr).contains("sh: foo: not found"));
+
+    // A mounted ConfigMap key, the environment and the hostname.
+    assert_eq!(
+        c.ok(&["exec", "web", "--", "cat", "/etc/settings/greeting"]),
+        "hello from a configmap"
+    );
+    let env = c.ok(&["exec", "web", "-c", "app", "--", "env"]);
+    assert!(env.starts_with("PATH=/usr/local/sbin:"), "{env}");
+    for line in [
+        "HOSTNAME=web\n",
+        "MODE=testing\n",
+        "POD_NAME=web\n",
+        "HOME=/root\n",
+    ] {
+        assert!(env.contains(line), "{line} in {env}");
+    }
+    assert_eq!(c.ok(&["exec", "web", "--", "hostname"]), "web\n");
+
+    // stdin with -i: cat copies it until kubectl closes stdin (v5's close signal).
+    let copied = c.ok_stdin(&["exec", "-i", "web", "--", "cat"], "line one\nline two\n");
+    assert_eq!(copied, "line one\nline two\n");
+
+    // Kubernetes' errors before the upgrade.
+    let stderr = c.fails(&["exec", "missing", "--", "true"]);
+    assert!(
+        stderr.contains("Error from server (NotFound): pods \"missing\" not found"),
+        "{stderr}"
+    );
+    let stderr = c.fails(&["exec", "web", "-c", "nope", "--", "true"]);
+    assert!(
+        stderr.contains("container nope is not valid for pod web"),
+        "{stderr}"
+    );
+    let stderr = c.fails(&["exec", "stranded", "--", "true"]);
+    assert!(
+        stderr.contains("error: unable to upgrade connection: container not found (\"app\")"),
+        "{stderr}"
+    );
+
+    // Attach: the main process's output from now on.
+    let mut attach = c.spawn(&["attach", "ticker"]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(stdout) = attach.stdout.take() {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    let first = rx.recv_timeout(Duration::from_secs(20));
+    let _ = attach.kill();
+    let _ = attach.wait();
+    assert_eq!(first.ok().as_deref(), Some("tick"));
+
+    c.api.stop().await;
+    c.store.stop().await;
+    Ok(())
+}
