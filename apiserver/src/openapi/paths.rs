@@ -158,6 +158,14 @@ pub fn add(
                     ),
                 );
             }
+            "attach" | "exec" | "portforward" => {
+                for method in ["get", "post"] {
+                    operations.insert(
+                        method.into(),
+                        connect_operation(&sub_names, method, sub.name),
+                    );
+                }
+            }
             _ => {
                 let what = format!("{} of the specified", sub.name);
                 operations.insert(
@@ -490,6 +498,74 @@ fn log_operation(names: &Names<'_>) -> Value {
     );
     // The log is not the kind's body.
     op.remove("x-kubernetes-group-version-kind");
+    Value::Object(op)
+}
+
+/// `connect` by GET or POST to `exec`, `attach` or `portforward`: a stream, whose options are
+/// query parameters (`PodExecOptions`, `PodAttachOptions`, `PodPortForwardOptions`).
+fn connect_operation(names: &Names<'_>, method: &str, sub: &str) -> Value {
+    let r = names.resource;
+    let scope = if r.namespaced { "Namespaced" } else { "" };
+    let (kind, parameters) = match sub {
+        "portforward" => (
+            "PodPortForwardOptions",
+            vec![query_integer(
+                "ports",
+                "List of ports to forward Required when using WebSockets",
+            )],
+        ),
+        _ => {
+            let mut parameters = Vec::new();
+            if sub == "exec" {
+                parameters.push(query("command", "Command is the remote command to execute. argv array. Not executed within a shell."));
+            }
+            parameters.extend([
+                query("container", &format!("Container in which to {} the command. Defaults to only container if there is only one container in the pod.", if sub == "exec" { "execute" } else { "attach to" })),
+                query_bool("stderr", "Redirect the standard error stream of the pod for this call."),
+                query_bool("stdin", "Redirect the standard input stream of the pod for this call. Defaults to false."),
+                query_bool("stdout", "Redirect the standard output stream of the pod for this call."),
+                query_bool("tty", "TTY if true indicates that a tty will be allocated for the call. Defaults to false."),
+            ]);
+            (
+                if sub == "exec" {
+                    "PodExecOptions"
+                } else {
+                    "PodAttachOptions"
+                },
+                parameters,
+            )
+        }
+    };
+    let mut op = Map::new();
+    op.insert("tags".into(), json!([names.tag]));
+    op.insert(
+        "description".into(),
+        json!(format!("connect {method} requests to {sub} of {}", r.kind)),
+    );
+    op.insert(
+        "operationId".into(),
+        json!(format!(
+            "connect{}{}{}{scope}{}{}",
+            camel_group(r.group),
+            camel(r.version),
+            camel(method),
+            r.kind,
+            camel(sub)
+        )),
+    );
+    op.insert("parameters".into(), Value::Array(parameters));
+    op.insert(
+        "responses".into(),
+        json!({
+            "200": {"description": "OK", "content": content(&json!({"type": "string"}), &["*/*"])},
+            "401": {"description": "Unauthorized"},
+        }),
+    );
+    op.insert("x-kubernetes-action".into(), json!("connect"));
+    op.insert(
+        "x-kubernetes-group-version-kind".into(),
+        json!({"group": r.group, "version": r.version, "kind": kind}),
+    );
     Value::Object(op)
 }
 
