@@ -19,8 +19,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
 use super::channel::{Inbound, Protocol, PORT_FORWARD_PROTOCOLS};
-use super::session::{self, Socket};
+use super::session::{self, Transport};
 use crate::errors::ApiError;
+use tokio_tungstenite::WebSocketStream;
 
 /// The ports of a request: `ports` (repeated, or comma-separated as Kubernetes converts them).
 pub fn parse_ports(pairs: &[(String, String)]) -> Result<Vec<u16>, String> {
@@ -77,41 +78,46 @@ pub fn serve(
         Ok(h) => h,
         Err(refused) => return Ok(refused.response()),
     };
-    let text = |p: &str| {
-        pod.pointer(p)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let (name, namespace, uid) = (
-        text("/metadata/name"),
+    let forwards = forwards_for(pod, &ports);
+    let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let what = format!(
+        "portforward {}/{} {ports:?}",
         text("/metadata/namespace"),
-        text("/metadata/uid"),
+        text("/metadata/name")
     );
-    let forwards: Vec<Forward> = ports
-        .iter()
-        .map(|&port| match declared_by(pod, port) {
-            Some(container) => Forward::Open(Listener::new(&name, &namespace, &container, port)),
-            None => Forward::Refused(format!(
-                "error forwarding port {port} to pod {name}_{namespace}, uid {uid}: failed to connect to localhost:{port} inside namespace \"{name}_{namespace}\": connect: connection refused"
-            )),
-        })
-        .collect();
-    let what = format!("portforward {namespace}/{name} {ports:?}");
     session::spawn_session(request, what, move |socket| {
         forward(socket, protocol, ports, forwards)
     });
     Ok(session::switching(&accept, &protocol))
 }
 
-enum Forward {
+/// What is behind each requested port of the pod.
+pub(super) fn forwards_for(pod: &Value, ports: &[u16]) -> Vec<Forward> {
+    let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let (name, namespace, uid) = (
+        text("/metadata/name"),
+        text("/metadata/namespace"),
+        text("/metadata/uid"),
+    );
+    ports
+        .iter()
+        .map(|&port| match declared_by(pod, port) {
+            Some(container) => Forward::Open(Listener::new(name, namespace, &container, port)),
+            None => Forward::Refused(format!(
+                "error forwarding port {port} to pod {name}_{namespace}, uid {uid}: failed to connect to localhost:{port} inside namespace \"{name}_{namespace}\": connect: connection refused"
+            )),
+        })
+        .collect()
+}
+
+pub(super) enum Forward {
     Open(Listener),
     Refused(String),
     Closed,
 }
 
-async fn forward(
-    mut socket: Socket,
+pub(super) async fn forward<T: Transport>(
+    mut socket: WebSocketStream<T>,
     protocol: Protocol,
     ports: Vec<u16>,
     mut forwards: Vec<Forward>,

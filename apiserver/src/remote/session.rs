@@ -13,6 +13,7 @@ use bytes::Bytes;
 use futures::{SinkExt, Stream, StreamExt};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -31,6 +32,11 @@ use crate::registry::Registry;
 
 /// The WebSocket over an upgraded HTTP connection.
 pub type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+
+/// What a session's WebSocket runs over: the upgraded connection, or an in-memory pipe in tests.
+pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Transport for T {}
 
 /// How long a finished session waits for the client to answer its close.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -295,7 +301,11 @@ pub async fn serve(
 
 /// Ends a session: the outcome on the error channel (when the protocol writes one), then the
 /// close handshake.
-async fn finish(socket: &mut Socket, protocol: Protocol, outcome: Option<(Outcome, &[String])>) {
+async fn finish<T: Transport>(
+    socket: &mut WebSocketStream<T>,
+    protocol: Protocol,
+    outcome: Option<(Outcome, &[String])>,
+) {
     if let Some((outcome, command)) = outcome {
         if let Some(status) = outcome.status(protocol.status, command) {
             let _ = socket.send(protocol.encode(ERROR, status.as_bytes())).await;
@@ -305,7 +315,7 @@ async fn finish(socket: &mut Socket, protocol: Protocol, outcome: Option<(Outcom
 }
 
 /// Sends a close and waits (briefly) for the client's.
-pub async fn close(socket: &mut Socket, code: CloseCode, reason: &str) {
+pub async fn close<T: Transport>(socket: &mut WebSocketStream<T>, code: CloseCode, reason: &str) {
     let frame = CloseFrame {
         code,
         reason: reason.to_string().into(),
@@ -358,8 +368,8 @@ fn read_step(
     }
 }
 
-async fn exec(
-    mut socket: Socket,
+pub(super) async fn exec<T: Transport>(
+    mut socket: WebSocketStream<T>,
     protocol: Protocol,
     options: StreamOptions,
     container: Container,
@@ -415,8 +425,8 @@ async fn exec(
 
 /// Attach: what the container's main process prints from now on (its log) on stdout, until it
 /// exits or the client leaves; stdin is read and dropped, since an emulated process reads none.
-async fn attach(
-    mut socket: Socket,
+async fn attach<T: Transport>(
+    mut socket: WebSocketStream<T>,
     protocol: Protocol,
     options: StreamOptions,
     log: impl Stream<Item = Bytes> + Send + 'static,
@@ -445,6 +455,10 @@ async fn attach(
     let outcome = ended.then_some((Outcome::Exited(0), &[][..]));
     finish(&mut socket, protocol, outcome).await;
 }
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod session_tests;
 
 #[cfg(test)]
 mod tests {
