@@ -381,10 +381,22 @@ impl Client {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<T, ClientError> {
+        self.get_subresource(resource, namespace, name, None).await
+    }
+
+    /// Reads a subresource (`scale`, `status`) of an object.
+    pub async fn get_subresource<T: DeserializeOwned>(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+    ) -> Result<T, ClientError> {
         let request = ApiRequest::Get {
             resource: ResourceRef::from_info(resource),
             namespace: namespace.map(str::to_string),
             name: name.to_string(),
+            subresource: subresource.map(str::to_string),
         };
         self.object(&request).await
     }
@@ -545,6 +557,18 @@ impl Client {
         patch: &Patch,
     ) -> Result<T, ClientError> {
         self.patch_subresource(resource, namespace, name, Some("status"), patch)
+            .await
+    }
+
+    /// Patches the object's Scale (PATCH `/scale`), as `kubectl scale` and the autoscaler do.
+    pub async fn patch_scale<T: DeserializeOwned>(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<T, ClientError> {
+        self.patch_subresource(resource, namespace, name, Some("scale"), patch)
             .await
     }
 

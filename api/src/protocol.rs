@@ -63,6 +63,8 @@ pub enum ApiRequest {
         resource: ResourceRef,
         namespace: Option<String>,
         name: String,
+        /// `status` or `scale`; None for the object itself.
+        subresource: Option<String>,
     },
     /// Answered with [`ApiResponse::List`].
     List {

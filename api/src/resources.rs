@@ -40,6 +40,9 @@ const CLUSTER_VERBS: &[&str] = &[
 /// Resources that are only ever created (reviews answered on the spot).
 const CREATE_ONLY: &[&str] = &["create"];
 
+/// Resources computed on each read (resource metrics), as metrics-server serves them.
+const READ_ONLY: &[&str] = &["get", "list"];
+
 /// Every served resource. Order is the order of discovery documents.
 pub static RESOURCES: &[ResourceInfo] = &[
     ResourceInfo {
@@ -285,6 +288,33 @@ pub static RESOURCES: &[ResourceInfo] = &[
         storage: "statefulsets",
     },
     ResourceInfo {
+        group: "autoscaling",
+        version: "v2",
+        kind: "HorizontalPodAutoscaler",
+        plural: "horizontalpodautoscalers",
+        singular: "horizontalpodautoscaler",
+        namespaced: true,
+        short_names: &["hpa"],
+        verbs: ALL_VERBS,
+        subresources: &["status"],
+        categories: &["all"],
+        storage: "horizontalpodautoscalers",
+    },
+    // The same objects in the autoscaling/v1 shape (stored as v2, converted on the way).
+    ResourceInfo {
+        group: "autoscaling",
+        version: "v1",
+        kind: "HorizontalPodAutoscaler",
+        plural: "horizontalpodautoscalers",
+        singular: "horizontalpodautoscaler",
+        namespaced: true,
+        short_names: &["hpa"],
+        verbs: ALL_VERBS,
+        subresources: &["status"],
+        categories: &["all"],
+        storage: "horizontalpodautoscalers",
+    },
+    ResourceInfo {
         group: "batch",
         version: "v1",
         kind: "CronJob",
@@ -493,6 +523,33 @@ pub static RESOURCES: &[ResourceInfo] = &[
         categories: &[],
         storage: "selfsubjectreviews",
     },
+    // Resource metrics: computed from the pods and nodes on each read, never stored.
+    ResourceInfo {
+        group: "metrics.k8s.io",
+        version: "v1beta1",
+        kind: "NodeMetrics",
+        plural: "nodes",
+        singular: "",
+        namespaced: false,
+        short_names: &[],
+        verbs: READ_ONLY,
+        subresources: &[],
+        categories: &[],
+        storage: "metrics.k8s.io/nodes",
+    },
+    ResourceInfo {
+        group: "metrics.k8s.io",
+        version: "v1beta1",
+        kind: "PodMetrics",
+        plural: "pods",
+        singular: "",
+        namespaced: true,
+        short_names: &[],
+        verbs: READ_ONLY,
+        subresources: &[],
+        categories: &[],
+        storage: "metrics.k8s.io/pods",
+    },
 ];
 
 impl ResourceInfo {
@@ -543,9 +600,10 @@ impl ResourceInfo {
         }
     }
 
-    /// Whether objects of this resource are kept in the store (reviews are not).
+    /// Whether objects of this resource are kept in the store (reviews and resource metrics
+    /// are not: they are answered on the spot).
     pub fn is_stored(&self) -> bool {
-        self.verbs.contains(&"get")
+        self.verbs.contains(&"watch")
     }
 
     pub fn has_subresource(&self, name: &str) -> bool {

@@ -23,6 +23,10 @@ use serde_json::{json, Map, Value};
 pub fn apply(resource: &ResourceInfo, object: &mut Value) {
     match (resource.group, resource.kind) {
         ("", "Secret") => merge_string_data(object),
+        ("autoscaling", "HorizontalPodAutoscaler") if crate::autoscaling::is_v1(resource) => {
+            crate::autoscaling::default_v1(object)
+        }
+        ("autoscaling", "HorizontalPodAutoscaler") => crate::autoscaling::default_v2(object),
         ("", "Pod") => {
             if let Some(spec) = object.get_mut("spec") {
                 pod_spec(spec);

@@ -11,6 +11,7 @@
 //! Objects are written to the store in this form too, so the watch cache serves lists and
 //! watches from the stored bytes without reordering them per request.
 
+mod autoscaling;
 mod types;
 
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
@@ -104,6 +105,12 @@ fn kind_type(api_version: &str, kind: &str) -> Option<&'static Ty> {
         ("batch", "Job") => &JOB,
         ("batch", "CronJob") => &CRON_JOB,
         ("autoscaling", "Scale") => &SCALE,
+        ("autoscaling", "HorizontalPodAutoscaler") if api_version == "autoscaling/v1" => {
+            &autoscaling::HPA_V1
+        }
+        ("autoscaling", "HorizontalPodAutoscaler") => &autoscaling::HPA_V2,
+        ("metrics.k8s.io", "NodeMetrics") => &autoscaling::NODE_METRICS,
+        ("metrics.k8s.io", "PodMetrics") => &autoscaling::POD_METRICS,
         ("policy", "PodDisruptionBudget") => &POD_DISRUPTION_BUDGET,
         ("policy", "Eviction") => &EVICTION,
         ("coordination.k8s.io", "Lease") => &LEASE,

@@ -549,6 +549,13 @@ async fn authorized_resource_request(
         )?;
         return Ok(json_response(StatusCode::CREATED, &answered));
     }
+    if crate::resource_metrics::is_metrics(resource) && !resource.verbs.contains(&verb) {
+        return Err(ApiError::MethodNotAllowed {
+            message: format!(
+                "the server does not allow this method on the requested resource ({method})"
+            ),
+        });
+    }
     let warnings = Warnings::default();
     let response = resource_request(
         state,
@@ -885,17 +892,17 @@ pub(crate) async fn finalize_namespace(
     Ok(patched)
 }
 
-/// A cached object's JSON, with apiVersion/kind rewritten when the resource is another view
-/// of the stored objects (events.k8s.io/v1 events are stored as core/v1).
+/// A cached object's JSON, converted when the resource is another view of the stored objects
+/// (events.k8s.io/v1 events are stored as core/v1, autoscaling/v1 autoscalers as v2).
 fn object_json<'a>(resource: &ResourceInfo, object: &'a CachedObject) -> Cow<'a, [u8]> {
     if crate::crd::is_custom(resource) {
         return Cow::Owned(crate::crd::output::view_json(resource, &object.json).to_vec());
     }
-    if resource.group.is_empty() || resource.storage != "events" {
+    if !crate::registry::is_converted_view(resource) {
         return Cow::Borrowed(&object.json);
     }
     let value = object.value().unwrap_or(Value::Null);
-    let converted = crate::event_view::to_events_v1(&value);
+    let converted = crate::registry::view(resource, value);
     Cow::Owned(crate::go_json::to_vec(&converted))
 }
 

@@ -26,6 +26,9 @@
 //!   [`openapi`]: `/openapi/v3` and `/openapi/v2` with every kind's schema (generated from
 //!   k8s-openapi) and the list metadata that strategic merge and server-side apply read.
 //! - [`scale`]: the `scale` subresource (`kubectl scale`).
+//! - [`resource_metrics`]: `metrics.k8s.io` (NodeMetrics, PodMetrics) from the declared usage
+//!   model, what `kubectl top` and the HorizontalPodAutoscaler controller read.
+//! - [`autoscaling`]: HorizontalPodAutoscalers: autoscaling/v1 ⇄ v2 conversion, defaults.
 //! - [`defaults`]: Kubernetes' defaulting on every write (Secret `stringData`, pod volumes and
 //!   field selectors, EndpointSlice ports).
 //! - [`strategy`]: per-resource create/update behaviour (server-owned fields, defaults, status).
@@ -46,6 +49,7 @@ pub mod admission;
 pub mod aggregated_discovery;
 pub mod authn;
 pub mod authz;
+pub mod autoscaling;
 pub mod connection_clock;
 pub mod crd;
 pub mod defaults;
@@ -71,6 +75,7 @@ pub mod protobuf;
 pub mod quic;
 pub mod registry;
 pub mod remote;
+pub mod resource_metrics;
 pub mod reviews;
 pub mod scale;
 pub mod server;

@@ -185,10 +185,26 @@ impl ComponentFront {
                 resource,
                 namespace,
                 name,
+                subresource,
             } => {
                 let resource = resolve(&resource)?;
                 let ns = named_scope(resource, namespace.as_deref())?;
-                self.authorize(user, "get", resource, None, ns, &name, None, None)?;
+                let sub = match subresource.as_deref() {
+                    None => None,
+                    Some(sub)
+                        if resource.has_subresource(sub) && matches!(sub, "status" | "scale") =>
+                    {
+                        Some(sub)
+                    }
+                    Some(_) => return Err(not_found_path()),
+                };
+                self.authorize(user, "get", resource, sub, ns, &name, None, None)?;
+                if sub == Some("scale") {
+                    let write = as_requester(user, resource);
+                    return object(
+                        &crate::scale::serve(registry, resource, ns, &name, None, &write).await?,
+                    );
+                }
                 object(&registry.get(resource, ns, &name).await?)
             }
             ApiRequest::List {
@@ -311,6 +327,11 @@ impl ComponentFront {
                     return object(&finalized);
                 }
                 let sub = writable_subresource(resource, subresource.as_deref())?;
+                if sub == Some("scale") {
+                    return Err(ApiError::MethodNotAllowed {
+                        message: "the component front patches scale; it does not replace it".into(),
+                    });
+                }
                 let updated = registry
                     .update(
                         resource,
@@ -350,6 +371,12 @@ impl ComponentFront {
                     field_manager,
                     ..as_requester(user, resource)
                 };
+                if sub == Some("scale") {
+                    let change = Some((patch_type, patch.as_ref()));
+                    let scale =
+                        crate::scale::serve(registry, resource, ns, &name, change, &write).await?;
+                    return object(&scale);
+                }
                 let patched = registry
                     .patch(resource, ns, &name, sub, patch_type, &patch, force, &write)
                     .await?;
@@ -690,7 +717,7 @@ async fn tick(timer: &mut Option<tokio::time::Interval>) {
 /// A cached object's JSON as `resource` shows it: the cached bytes themselves, except for the
 /// events.k8s.io view of (core) events.
 fn object_json(resource: &ResourceInfo, object: &CachedObject) -> Result<Bytes, ApiError> {
-    if resource.group != "events.k8s.io" {
+    if !registry::is_converted_view(resource) {
         return Ok(object.json.clone());
     }
     let shown = registry::view(resource, object.value()?);
@@ -754,7 +781,8 @@ fn named_scope<'n>(
     Ok(namespace)
 }
 
-/// The subresources PUT and PATCH accept here: the object itself and `status` (and PUT
+/// The subresources PUT and PATCH accept here: the object itself, `status` and (PATCH only)
+/// `scale` (and PUT
 /// `namespaces/{name}/finalize`, handled before this).
 fn writable_subresource<'s>(
     resource: &ResourceInfo,
@@ -763,6 +791,7 @@ fn writable_subresource<'s>(
     match subresource {
         None => Ok(None),
         Some("status") if resource.has_subresource("status") => Ok(Some("status")),
+        Some("scale") if resource.has_subresource("scale") => Ok(Some("scale")),
         Some(other) if resource.has_subresource(other) => Err(ApiError::MethodNotAllowed {
             message: format!(
                 "the component front does not write {}/{other}; use the HTTP API",

@@ -146,6 +146,14 @@ pub fn prepare_create(
                 default_pod_spec_fields(template);
             }
         }
+        "HorizontalPodAutoscaler" => {
+            // The controller fills the status in; Go writes the counts v1 and v2 do not omit.
+            object["status"] = if crate::autoscaling::is_v1(resource) {
+                json!({"currentReplicas": 0, "desiredReplicas": 0})
+            } else {
+                json!({"desiredReplicas": 0})
+            };
+        }
         "PodDisruptionBudget" => {
             // The disruption controller fills the status in; until then nothing may be evicted.
             object["status"] = json!({

@@ -765,6 +765,7 @@ impl WatchCache {
     pub async fn start(client: Client, window: usize) -> Result<Arc<WatchCache>, ApiError> {
         let mut storages: Vec<&'static str> = api::RESOURCES
             .iter()
+            .filter(|r| r.is_stored())
             .map(|r| r.storage)
             .filter(|s| !crate::uncached::STORAGES.contains(s))
             .collect();

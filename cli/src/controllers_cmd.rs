@@ -38,6 +38,12 @@ pub struct ControllersArgs {
     /// one as well).
     #[arg(long, default_value_t = 300)]
     resource_quota_sync_period_secs: u64,
+    /// Seconds between looks at every HorizontalPodAutoscaler.
+    #[arg(long, default_value_t = 15)]
+    horizontal_pod_autoscaler_sync_period_secs: u64,
+    /// The scale-down stabilization window of autoscalers without a `behavior`, in seconds.
+    #[arg(long, default_value_t = 300)]
+    horizontal_pod_autoscaler_downscale_stabilization_secs: u64,
     /// Run without leader election (a single controller manager).
     #[arg(long)]
     no_leader_elect: bool,
@@ -52,6 +58,10 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<ExitCode> {
     config.node_lifecycle.grace_period = Duration::from_secs(args.node_monitor_grace_secs);
     config.node_lifecycle.monitor_period = Duration::from_secs(args.node_monitor_period_secs);
     config.quota_resync = Duration::from_secs(args.resource_quota_sync_period_secs);
+    config.horizontal.sync_period =
+        Duration::from_secs(args.horizontal_pod_autoscaler_sync_period_secs);
+    config.horizontal.downscale_window =
+        Duration::from_secs(args.horizontal_pod_autoscaler_downscale_stabilization_secs);
     controllers::manager::run(config, cluster::shutdown::signal())
         .await
         .context("controller manager")?;

@@ -3,8 +3,9 @@
 //! tests/python/test_client.py creates, lists, watches, reads, patches and deletes pods, nodes
 //! and events, validating every answer against the client's models; tests/python/test_crd.py
 //! drives a CustomResourceDefinition's objects through the dynamic client;
-//! tests/python/test_stream.py execs in and port-forwards to a pod a node host runs. Each exits
-//! 0 when all its checks hold.
+//! tests/python/test_stream.py execs in and port-forwards to a pod a node host runs;
+//! tests/python/test_autoscaling.py drives HorizontalPodAutoscalers (v1 and v2) and
+//! metrics.k8s.io. Each exits 0 when all its checks hold.
 
 mod common;
 
@@ -43,6 +44,17 @@ async fn official_python_client_execs_and_port_forwards() -> anyhow::Result<()> 
         "test_stream.py",
         "python streams: all checks passed",
         true,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_client_drives_autoscalers_and_resource_metrics() -> anyhow::Result<()> {
+    run_script(
+        1,
+        "test_autoscaling.py",
+        "python autoscaling: all checks passed",
+        false,
     )
     .await
 }

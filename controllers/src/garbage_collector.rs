@@ -230,11 +230,13 @@ pub fn resource_of_ref(owner: &OwnerReference) -> Option<&'static ResourceInfo> 
 }
 
 /// The resources the collector follows: everything but events (which own nothing and are
-/// owned by nothing, and are the bulk of the writes).
+/// owned by nothing, and are the bulk of the writes), each stored resource once (the
+/// autoscaling/v1 view of HorizontalPodAutoscalers is the v2 objects again).
 pub fn followed() -> impl Iterator<Item = &'static ResourceInfo> {
-    RESOURCES
-        .iter()
-        .filter(|r| r.kind != "Event" && r.verbs.contains(&"watch"))
+    RESOURCES.iter().enumerate().filter_map(|(at, r)| {
+        let first_view = !RESOURCES[..at].iter().any(|o| o.storage == r.storage);
+        (first_view && r.kind != "Event" && r.verbs.contains(&"watch")).then_some(r)
+    })
 }
 
 /// The collector's informer transform: the metadata a [`GraphNode`] and the informer itself

@@ -12,7 +12,8 @@
 //!   (pods with stable names, ControllerRevisions), [`job`], [`cronjob`], [`disruption`]
 //!   (PodDisruptionBudgets), [`node_lifecycle`], [`endpoints`], [`namespace`],
 //!   [`garbage_collector`], [`resource_quota`], [`service_accounts`] (the `default`
-//!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace).
+//!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
+//!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`).
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
 
 pub mod cronjob;
@@ -22,6 +23,8 @@ pub mod disruption;
 pub mod endpoints;
 pub mod expectations;
 pub mod garbage_collector;
+pub mod hpa;
+pub mod hpa_controller;
 pub mod job;
 pub mod manager;
 pub mod metrics;

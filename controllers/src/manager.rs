@@ -8,12 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::client::{Client, ClientConfig, ClientError, ListParams};
+use api::event_sink::{EventSink, EventSinkStats};
 use api::informer::Informer;
 use api::leader_election::{LeaderElectionConfig, LeaderElector};
 use api::resources;
 use k8s_openapi::api::apps::v1::{
     ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
 };
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
@@ -34,6 +36,7 @@ use crate::deployment::DeploymentController;
 use crate::disruption::DisruptionController;
 use crate::endpoints::EndpointsController;
 use crate::garbage_collector::GarbageCollector;
+use crate::hpa_controller::{HorizontalConfig, HorizontalController};
 use crate::job::JobController;
 use crate::metrics::Metrics;
 use crate::namespace::NamespaceController;
@@ -60,6 +63,8 @@ pub struct ControllerManagerConfig {
     /// How often every ResourceQuota's usage is recomputed even without an event
     /// (Kubernetes' `--resource-quota-sync-period`).
     pub quota_resync: Duration,
+    /// The HorizontalPodAutoscaler controller's sync period and default scale-down window.
+    pub horizontal: HorizontalConfig,
 }
 
 /// Why the manager stopped.
@@ -96,6 +101,7 @@ impl ControllerManagerConfig {
             node_lifecycle: NodeLifecycleConfig::default(),
             metrics_addr: None,
             quota_resync: resource_quota::DEFAULT_RESYNC,
+            horizontal: HorizontalConfig::default(),
         }
     }
 
@@ -109,6 +115,12 @@ impl ControllerManagerConfig {
         if self.quota_resync.is_zero() {
             return Err(ManagerError::Config {
                 field: "quota_resync",
+                reason: "must be longer than 0".into(),
+            });
+        }
+        if self.horizontal.sync_period.is_zero() {
+            return Err(ManagerError::Config {
+                field: "horizontal.sync_period",
                 reason: "must be longer than 0".into(),
             });
         }
@@ -307,6 +319,12 @@ fn start_controllers(
         None,
         all.clone(),
     );
+    let mut autoscalers = Informer::<HorizontalPodAutoscaler>::new(
+        client.clone(),
+        resources::find("autoscaling", "v2", "horizontalpodautoscalers").expect("served resource"),
+        None,
+        all.clone(),
+    );
     let mut nodes = Informer::<Node>::new(client.clone(), find("", "nodes"), None, all.clone());
     let mut node_leases = Informer::<Lease>::new(
         client.clone(),
@@ -414,6 +432,15 @@ fn start_controllers(
         stop.clone(),
     );
     start("resourcequota", rq, q);
+    let events = EventSink::start(client.clone(), Arc::new(EventSinkStats::default()));
+    let (hpa, q) = HorizontalController::new(
+        client.clone(),
+        &mut autoscalers,
+        &mut pods,
+        events,
+        config.horizontal.clone(),
+    );
+    start("horizontalpodautoscaling", hpa, q);
     let (gc, q) = GarbageCollector::new(client.clone(), stop.clone(), &mut pods);
     start("garbagecollector", gc, q);
 
@@ -428,6 +455,7 @@ fn start_controllers(
         spawn_informer(revisions, stop.clone()),
         spawn_informer(replication_controllers, stop.clone()),
         spawn_informer(budgets, stop.clone()),
+        spawn_informer(autoscalers, stop.clone()),
         spawn_informer(nodes, stop.clone()),
         spawn_informer(node_leases, stop.clone()),
         spawn_informer(services, stop.clone()),

@@ -33,7 +33,10 @@ pub fn deletion_order() -> Vec<&'static ResourceInfo> {
                 .filter(|r| r.namespaced && r.plural == plural),
         );
     }
-    for r in RESOURCES.iter().filter(|r| r.namespaced) {
+    for r in RESOURCES
+        .iter()
+        .filter(|r| r.namespaced && r.verbs.contains(&"deletecollection"))
+    {
         if !out.iter().any(|o| o.storage == r.storage) {
             out.push(r);
         }

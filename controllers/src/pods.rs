@@ -104,6 +104,8 @@ pub fn keep_controller_fields(pod: &mut Pod) {
             .collect();
         *status = PodStatus {
             phase: status.phase.take(),
+            // The autoscaler tells a starting pod's CPU samples apart by it.
+            start_time: status.start_time.take(),
             conditions: (!ready.is_empty()).then_some(ready),
             pod_ip: status.pod_ip.take(),
             container_statuses: (!restarted.is_empty()).then_some(restarted),

@@ -130,10 +130,19 @@ fn viewable() -> Vec<Value> {
             READ,
         ),
         rule(
+            &["autoscaling"],
+            &[
+                "horizontalpodautoscalers",
+                "horizontalpodautoscalers/status",
+            ],
+            READ,
+        ),
+        rule(
             &["policy"],
             &["poddisruptionbudgets", "poddisruptionbudgets/status"],
             READ,
         ),
+        rule(&["metrics.k8s.io"], &["pods", "nodes"], READ),
         rule(&["discovery.k8s.io"], &["endpointslices"], READ),
         rule(&["events.k8s.io"], &["events"], READ),
         rule(&["coordination.k8s.io"], &["leases"], READ),
@@ -178,6 +187,7 @@ fn editable() -> Vec<Value> {
             WRITE,
         ),
         rule(&["batch"], &["jobs", "cronjobs"], WRITE),
+        rule(&["autoscaling"], &["horizontalpodautoscalers"], WRITE),
         rule(&["policy"], &["poddisruptionbudgets"], WRITE),
         rule(&["discovery.k8s.io"], &["endpointslices"], WRITE),
         rule(&["events.k8s.io"], &["events"], WRITE),

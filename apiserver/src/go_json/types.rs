@@ -47,7 +47,7 @@ pub static LIST_META: Ty = Ty(&[
     f("continue"),
     f("remainingItemCount"),
 ]);
-static LABEL_SELECTOR: Ty = Ty(&[
+pub(super) static LABEL_SELECTOR: Ty = Ty(&[
     f("matchLabels"),
     t("matchExpressions", &SELECTOR_REQUIREMENT),
 ]);

@@ -13,6 +13,7 @@
 //! live with their neighbours in `pods`, `cluster` (nodes, namespaces, events), `workloads`,
 //! `network` (services, endpoints), `config` and `rbac`.
 
+mod autoscaling;
 mod cluster;
 mod config;
 mod network;
@@ -554,6 +555,9 @@ impl Printer {
                 (REPLICATION_CONTROLLER_COLUMNS, replication_controller_cells)
             }
             ("", "podtemplates") => (POD_TEMPLATE_COLUMNS, pod_template_cells),
+            ("autoscaling", "horizontalpodautoscalers") => {
+                (autoscaling::HPA_COLUMNS, autoscaling::hpa_cells)
+            }
             ("policy", "poddisruptionbudgets") => {
                 (POD_DISRUPTION_BUDGET_COLUMNS, pod_disruption_budget_cells)
             }

@@ -4,6 +4,9 @@
 
 use super::{Field, Kind, Msg, Pres};
 
+#[path = "autoscaling_schemas.rs"]
+mod autoscaling;
+
 const fn fld(num: u32, name: &'static str, kind: Kind, pres: Pres, repeated: bool) -> Field {
     Field {
         num,
@@ -1172,6 +1175,8 @@ pub(super) fn schema_for(group: &str, version: &str, kind: &str) -> Option<&'sta
         ("scheduling.k8s.io", "v1", "PriorityClass") => &PRIORITY_CLASS,
         ("coordination.k8s.io", "v1", "Lease") => &LEASE,
         ("policy", "v1", "Eviction") => &EVICTION,
+        ("autoscaling", "v2", "HorizontalPodAutoscaler") => &autoscaling::HPA_V2,
+        ("autoscaling", "v1", "HorizontalPodAutoscaler") => &autoscaling::HPA_V1,
         _ => return None,
     };
     Some(msg)

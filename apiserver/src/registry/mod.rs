@@ -379,6 +379,9 @@ pub fn view(resource: &ResourceInfo, mut object: Value) -> Value {
     if resource.group == "events.k8s.io" {
         return crate::event_view::to_events_v1(&object);
     }
+    if crate::autoscaling::is_v1(resource) && !crate::autoscaling::is_v1_object(&object) {
+        return crate::autoscaling::to_v1(&object);
+    }
     if let Some(map) = object.as_object_mut() {
         map.insert("apiVersion".into(), json!(resource.api_version()));
         map.insert("kind".into(), json!(resource.kind));
@@ -420,7 +423,7 @@ fn same_except(
 /// [`view`] of a borrowed object, copied only when the view differs from it (a stored object
 /// normally has its resource's apiVersion and kind already).
 fn view_of<'a>(resource: &ResourceInfo, object: &'a Value) -> Cow<'a, Value> {
-    if resource.group != "events.k8s.io"
+    if !is_converted_view(resource)
         && object.get("kind").and_then(Value::as_str) == Some(resource.kind)
         && object.get("apiVersion").and_then(Value::as_str) == Some(resource.api_version().as_str())
     {
@@ -430,10 +433,20 @@ fn view_of<'a>(resource: &ResourceInfo, object: &'a Value) -> Cow<'a, Value> {
     }
 }
 
-/// The stored (core) shape of an object given in this resource's view.
+/// Whether this resource shows its stored objects converted to another version (the
+/// events.k8s.io view of core events, the autoscaling/v1 view of v2 autoscalers).
+pub fn is_converted_view(resource: &ResourceInfo) -> bool {
+    resource.group == "events.k8s.io" || crate::autoscaling::is_v1(resource)
+}
+
+/// The stored shape of an object given in this resource's view.
 fn from_view(resource: &ResourceInfo, object: Value) -> Value {
     if resource.group == "events.k8s.io" {
         crate::event_view::to_core(&object)
+    } else if crate::autoscaling::is_v1(resource) && crate::autoscaling::is_v1_object(&object) {
+        let mut stored = crate::autoscaling::to_v2(&object);
+        crate::autoscaling::default_v2(&mut stored);
+        stored
     } else {
         object
     }

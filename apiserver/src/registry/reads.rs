@@ -18,6 +18,12 @@ impl Registry {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Value, ApiError> {
+        if crate::resource_metrics::is_metrics(resource) {
+            return Box::pin(crate::resource_metrics::get(
+                self, resource, namespace, name,
+            ))
+            .await;
+        }
         let key = Self::key(resource, namespace, name);
         if self.cache.resource(resource).is_none() {
             return match self.storage.get(&key).await? {
@@ -51,6 +57,12 @@ impl Registry {
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> Result<ListResult, ApiError> {
+        if crate::resource_metrics::is_metrics(resource) {
+            return Box::pin(crate::resource_metrics::list(
+                self, resource, namespace, options,
+            ))
+            .await;
+        }
         let filter = self.filter(resource, namespace, options)?;
         let Some(cache) = self.cache.resource(resource) else {
             let continued = match &options.continue_token {

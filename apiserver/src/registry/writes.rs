@@ -243,13 +243,13 @@ impl Registry {
         } else {
             self.event_lease(resource).await?
         };
-        let converted;
-        let stored = if resource.group == "events.k8s.io" || crate::crd::is_custom(resource) {
-            converted = self.stored_form(resource, object.clone());
-            &converted
-        } else {
-            &object
-        };
+        let converted = (super::is_converted_view(resource) || crate::crd::is_custom(resource))
+            .then(|| self.stored_form(resource, object.clone()));
+        // A v1 autoscaler reads back as its stored v2 object converted (with v2's defaults).
+        if let (true, Some(stored)) = (crate::autoscaling::is_v1(resource), &converted) {
+            object = view(resource, stored.clone());
+        }
+        let stored = converted.as_ref().unwrap_or(&object);
         match self
             .store_new(
                 resource,

@@ -12,6 +12,7 @@
 //! kinds' own rules live in `pod` (pod specs and their updates), `workloads` (Deployments,
 //! ReplicaSets, Jobs) and `objects` (Services, ConfigMaps, Secrets, Nodes, Endpoints).
 
+mod autoscaling;
 mod cron_job;
 mod objects;
 mod pod;
@@ -359,6 +360,9 @@ pub fn validate_status_update(resource: &ResourceInfo, old: &Value, new: &Value)
     let mut out = Vec::new();
     validate_object_meta(resource, new, &mut out);
     validate_meta_update(old, new, &mut out);
+    if resource.group == "autoscaling" && resource.kind == "HorizontalPodAutoscaler" {
+        autoscaling::validate_hpa_status(new, &mut out);
+    }
     out
 }
 
@@ -467,6 +471,7 @@ fn validate_kind(resource: &ResourceInfo, object: &Value, out: &mut Vec<Cause>) 
         ("policy", "PodDisruptionBudget") => {
             policy::validate_pdb(spec.unwrap_or(&Value::Null), out)
         }
+        ("autoscaling", "HorizontalPodAutoscaler") => autoscaling::validate_hpa(object, out),
         ("", "Service") => validate_service(spec.unwrap_or(&Value::Null), out),
         ("", "ConfigMap") => validate_data(object, false, out),
         ("", "Secret") => validate_secret(object, out),

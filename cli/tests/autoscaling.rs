@@ -1,0 +1,346 @@
+//! End to end with the real kubectl against a whole control plane: `kubectl top nodes/pods`
+//! from the declared usage model, `kubectl autoscale`, a HorizontalPodAutoscaler scaling a
+//! Deployment up when the declared usage crosses its target and back down after a short
+//! stabilization window, its status, conditions, events and Table, the autoscaling/v1 view, and
+//! the 422s of invalid specs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::control_plane::{
+    common_args, exactly_running, issue, spawn, start_node_host, start_scheduler,
+};
+use common::{wait_until, Cluster};
+use serde_json::Value;
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+      annotations:
+        kemu.dev/usage: cpu=40m,memory=32Mi
+    spec:
+      containers:
+      - name: app
+        image: nginx
+        resources:
+          requests:
+            cpu: 100m
+            memory: 64Mi
+";
+
+fn json(c: &Cluster, args: &[&str]) -> Value {
+    serde_json::from_str(&c.ok(args)).unwrap_or(Value::Null)
+}
+
+fn replicas(c: &Cluster) -> i64 {
+    json(c, &["get", "deployment", "web", "-o", "json"])["spec"]["replicas"]
+        .as_i64()
+        .unwrap_or(-1)
+}
+
+fn rescale_events(c: &Cluster) -> Vec<String> {
+    json(c, &["get", "events", "-o", "json"])["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| {
+            e["involvedObject"]["kind"] == "HorizontalPodAutoscaler"
+                && e["reason"] == "SuccessfulRescale"
+        })
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_and_an_autoscaler_follow_the_declared_usage() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 2, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    issue(&c, "controllers", "system:kube-controller-manager")?;
+    let mut args = common_args(&c, "controllers", "controllers");
+    args.extend(["--horizontal-pod-autoscaler-sync-period-secs", "1"].map(String::from));
+    let controllers = spawn(&c, "controllers", &args)?;
+
+    c.ok_stdin(&["apply", "-f", "-"], DEPLOYMENT);
+    wait_until("2 web pods run", Duration::from_secs(60), || async {
+        exactly_running(&c, "app=web", 2, &[])
+    })
+    .await?;
+
+    // kubectl top reads metrics.k8s.io: 40m and 32Mi per pod, nodes with their pods' sum.
+    let top = c.ok(&["top", "pods", "-l", "app=web"]);
+    let mut lines = top.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "CPU(cores)", "MEMORY(bytes)"], "{top}");
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows.len(), 2, "{top}");
+    assert!(rows.iter().all(|r| r[1..] == ["40m", "32Mi"]), "{top}");
+    let containers = c.ok(&["top", "pods", "-l", "app=web", "--containers"]);
+    assert!(containers.starts_with("POD"), "{containers}");
+    assert!(containers.contains(" app "), "{containers}");
+    let nodes = c.ok(&["top", "nodes"]);
+    assert!(nodes.starts_with("NAME"), "{nodes}");
+    assert!(nodes.contains("CPU(%)"), "{nodes}");
+    assert!(nodes.contains("node-"), "{nodes}");
+    // A node's usage: 50m of overhead plus its pods'.
+    let node_total: i64 = json(&c, &["get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes"])
+        ["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| {
+            n["usage"]["cpu"]
+                .as_str()?
+                .strip_suffix('n')?
+                .parse::<i64>()
+                .ok()
+        })
+        .sum();
+    assert_eq!(node_total, 2 * 50_000_000 + 2 * 40_000_000);
+    let missing = c.fails(&["top", "pod", "nope"]);
+    assert!(
+        missing.contains("podmetrics.metrics.k8s.io \"default/nope\" not found"),
+        "{missing}"
+    );
+
+    // kubectl autoscale; a short scale-down window through the behavior.
+    c.ok(&[
+        "autoscale",
+        "deployment",
+        "web",
+        "--min=2",
+        "--max=6",
+        "--cpu-percent=50",
+    ]);
+    c.ok(&[
+        "patch",
+        "hpa",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"behavior":{"scaleDown":{"stabilizationWindowSeconds":3}}}}"#,
+    ]);
+    let measured = wait_until(
+        "the autoscaler measures 40%",
+        Duration::from_secs(60),
+        || async {
+            let hpa = json(&c, &["get", "hpa", "web", "-o", "json"]);
+            hpa["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"] == 40
+        },
+    )
+    .await;
+    if measured.is_err() {
+        eprintln!("{}", controllers.log());
+    }
+    measured?;
+    let hpa = json(&c, &["get", "hpa", "web", "-o", "json"]);
+    let conditions = hpa["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let reason = |kind: &str| {
+        conditions
+            .iter()
+            .find(|c| c["type"] == kind)
+            .map(|c| c["reason"].as_str().unwrap_or("").to_string())
+    };
+    assert_eq!(
+        reason("AbleToScale").as_deref(),
+        Some("ReadyForNewScale"),
+        "{hpa}"
+    );
+    assert_eq!(
+        reason("ScalingActive").as_deref(),
+        Some("ValidMetricFound"),
+        "{hpa}"
+    );
+    assert_eq!(
+        reason("ScalingLimited").as_deref(),
+        Some("DesiredWithinRange"),
+        "{hpa}"
+    );
+    assert_eq!(
+        hpa["spec"]["behavior"]["scaleDown"]["policies"][0]["type"],
+        "Percent"
+    );
+    let table = c.ok(&["get", "hpa"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "REFERENCE",
+            "TARGETS",
+            "MINPODS",
+            "MAXPODS",
+            "REPLICAS",
+            "AGE"
+        ],
+        "{table}"
+    );
+    assert!(table.contains("Deployment/web"), "{table}");
+    assert!(table.contains("cpu: 40%/50%"), "{table}");
+    assert!(c
+        .ok(&["get", "all"])
+        .contains("horizontalpodautoscaler.autoscaling/web"));
+    // The autoscaling/v1 view of the same object.
+    let v1 = json(
+        &c,
+        &[
+            "get",
+            "horizontalpodautoscalers.v1.autoscaling",
+            "web",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(v1["apiVersion"], "autoscaling/v1");
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 50);
+    assert_eq!(v1["status"]["currentCPUUtilizationPercentage"], 40);
+    assert!(
+        v1["metadata"]["annotations"]["autoscaling.alpha.kubernetes.io/behavior"]
+            .as_str()
+            .is_some_and(|b| b.contains("\"StabilizationWindowSeconds\":3"))
+    );
+
+    // Usage above the target: the Deployment grows to the maximum.
+    c.ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"metadata":{"annotations":{"kemu.dev/usage":"cpu=90m"}}}}}"#,
+    ]);
+    wait_until(
+        "the autoscaler scales up to 6",
+        Duration::from_secs(120),
+        || async { replicas(&c) == 6 },
+    )
+    .await?;
+    let events = rescale_events(&c);
+    assert!(
+        events.iter().any(|m| m.starts_with("New size: ")
+            && m.ends_with(
+                "; reason: cpu resource utilization (percentage of request) above target"
+            )),
+        "{events:?}"
+    );
+
+    // Usage far below: back to the minimum once the 3 s window has passed.
+    c.ok(&[
+        "patch",
+        "deployment",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"metadata":{"annotations":{"kemu.dev/usage":"cpu=10m"}}}}}"#,
+    ]);
+    wait_until(
+        "the autoscaler scales down to 2",
+        Duration::from_secs(120),
+        || async { replicas(&c) == 2 },
+    )
+    .await?;
+    let events = rescale_events(&c);
+    assert!(
+        events
+            .iter()
+            .any(|m| m == "New size: 2; reason: All metrics below target"),
+        "{events:?}"
+    );
+    let hpa = json(&c, &["get", "hpa", "web", "-o", "json"]);
+    assert!(hpa["status"]["lastScaleTime"].is_string(), "{hpa}");
+    assert_eq!(hpa["status"]["desiredReplicas"], 2, "{hpa}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_autoscalers_get_kubernetes_422s() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let cases = [
+        (
+            "autoscaling/v2",
+            "minReplicas: 0\n  maxReplicas: 3",
+            "spec.minReplicas: Invalid value: 0: must be greater than or equal to 1",
+        ),
+        (
+            "autoscaling/v2",
+            "minReplicas: 5\n  maxReplicas: 3",
+            "spec.maxReplicas: Invalid value: 3: must be greater than or equal to `minReplicas`",
+        ),
+        (
+            "autoscaling/v1",
+            "maxReplicas: 3\n  targetCPUUtilizationPercentage: 0",
+            "spec.metrics[0].resource.target.averageUtilization: Invalid value: 0: must be greater than 0",
+        ),
+        (
+            "autoscaling/v2",
+            "maxReplicas: 3\n  behavior:\n    scaleDown:\n      stabilizationWindowSeconds: 4000",
+            "spec.behavior.scaleDown.stabilizationWindowSeconds: Invalid value: 4000: must be less than or equal to 3600",
+        ),
+    ];
+    for (i, (version, spec, want)) in cases.iter().enumerate() {
+        let manifest = format!(
+            "apiVersion: {version}\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: bad\nspec:\n  scaleTargetRef:\n    apiVersion: apps/v1\n    kind: Deployment\n    name: web\n  {spec}\n"
+        );
+        let file = c.file(&format!("bad-{i}.yaml"), &manifest);
+        let err = c.fails(&["create", "-f", &file]);
+        assert!(
+            err.contains("The HorizontalPodAutoscaler \"bad\" is invalid") && err.contains(want),
+            "{manifest}\n{err}"
+        );
+    }
+    // A v1 object reads back with the v2 defaults applied and converted.
+    let ok = c.file(
+        "ok.yaml",
+        "apiVersion: autoscaling/v1\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: ok\nspec:\n  scaleTargetRef:\n    kind: Deployment\n    name: web\n  maxReplicas: 3\n",
+    );
+    c.ok(&["create", "-f", &ok]);
+    let v2 = json(
+        &c,
+        &[
+            "get",
+            "horizontalpodautoscalers.v2.autoscaling",
+            "ok",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(v2["spec"]["minReplicas"], 1, "{v2}");
+    assert_eq!(
+        v2["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"], 80,
+        "{v2}"
+    );
+    let v1 = json(
+        &c,
+        &[
+            "get",
+            "horizontalpodautoscalers.v1.autoscaling",
+            "ok",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(v1["spec"]["targetCPUUtilizationPercentage"], 80, "{v1}");
+    assert!(c
+        .ok(&["api-resources", "--api-group=autoscaling"])
+        .contains("hpa"));
+    let metrics_group = c.ok(&["api-resources", "--api-group=metrics.k8s.io"]);
+    assert!(metrics_group.contains("PodMetrics"), "{metrics_group}");
+    Ok(())
+}
