@@ -194,6 +194,10 @@ fn build_v3(resources: &[&ResourceInfo], published: Published<'_>) -> Value {
             name
         } else {
             definitions::kind(&mut generator, r.group, r.version, r.kind).unwrap_or_else(|| {
+                if let Some((name, schema)) = crate::resource_metrics::openapi_schema(r.kind) {
+                    extra.insert(name.to_string(), custom_schema(Some(schema)));
+                    return name.to_string();
+                }
                 let name = format!("io.k8s.api.{}.{}.{}", package(r.group), r.version, r.kind);
                 extra.insert(name.clone(), custom_schema(None));
                 name

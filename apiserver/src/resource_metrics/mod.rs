@@ -138,6 +138,60 @@ fn not_found(resource: &ResourceInfo, namespace: Option<&str>, name: &str) -> Ap
     }
 }
 
+/// The OpenAPI schema of NodeMetrics or PodMetrics under metrics-server's definition name
+/// (`kubectl explain` reads it); apiVersion, kind and metadata are added by the caller.
+pub fn openapi_schema(kind: &str) -> Option<(&'static str, Value)> {
+    let usage = json!({
+        "description": "The memory usage is the memory working set.",
+        "type": "object",
+        "additionalProperties": {"type": "string"},
+    });
+    let timestamp = json!({
+        "description": "The following fields define time interval from which metrics were collected from the interval [Timestamp-Window, Timestamp].",
+        "type": "string",
+        "format": "date-time",
+    });
+    let window = json!({"type": "string"});
+    match kind {
+        "NodeMetrics" => Some((
+            "io.k8s.metrics.pkg.apis.metrics.v1beta1.NodeMetrics",
+            json!({
+                "description": "NodeMetrics sets resource usage metrics of a node.",
+                "type": "object",
+                "required": ["timestamp", "window", "usage"],
+                "properties": {"timestamp": timestamp, "window": window, "usage": usage},
+            }),
+        )),
+        "PodMetrics" => Some((
+            "io.k8s.metrics.pkg.apis.metrics.v1beta1.PodMetrics",
+            json!({
+                "description": "PodMetrics sets resource usage metrics of a pod.",
+                "type": "object",
+                "required": ["timestamp", "window", "containers"],
+                "properties": {
+                    "timestamp": timestamp,
+                    "window": window,
+                    "containers": {
+                        "description": "Metrics for all containers are collected within the same time window.",
+                        "type": "array",
+                        "x-kubernetes-list-type": "atomic",
+                        "items": {
+                            "description": "ContainerMetrics sets resource usage metrics of a container.",
+                            "type": "object",
+                            "required": ["name", "usage"],
+                            "properties": {
+                                "name": {"description": "Container name corresponding to the one from pod.spec.containers.", "type": "string"},
+                                "usage": usage,
+                            },
+                        },
+                    },
+                },
+            }),
+        )),
+        _ => None,
+    }
+}
+
 /// GET of one NodeMetrics or PodMetrics.
 pub async fn get(
     registry: &Registry,
