@@ -65,7 +65,7 @@ pub fn to_v1(v2: &Value) -> Value {
             Some(target) => {
                 out_spec.insert("targetCPUUtilizationPercentage".into(), target.clone());
             }
-            None => others.push(v1::MetricSpec::from_v2(metric)),
+            None => others.push(v1::Metric::from_v2(metric, v1::Side::Target)),
         }
     }
     let mut out_status = Map::new();
@@ -102,8 +102,10 @@ pub fn to_v1(v2: &Value) -> Value {
         annotations.insert(METRICS_ANNOTATION.into(), json!(encode(&others)));
     }
     if !current.is_empty() {
-        let statuses: Vec<v1::MetricStatus> =
-            current.iter().map(v1::MetricStatus::from_v2).collect();
+        let statuses: Vec<v1::Metric> = current
+            .iter()
+            .map(|m| v1::Metric::from_v2(m, v1::Side::Current))
+            .collect();
         annotations.insert(CURRENT_METRICS_ANNOTATION.into(), json!(encode(&statuses)));
     }
     if let Some(behavior) = spec.get("behavior").filter(|b| b.is_object()) {
@@ -146,8 +148,8 @@ pub fn to_v2(v1: &Value) -> Value {
     set(&mut out_spec, "minReplicas", spec.get("minReplicas"));
     set(&mut out_spec, "maxReplicas", spec.get("maxReplicas"));
     let mut metrics: Vec<Value> = annotation(METRICS_ANNOTATION)
-        .and_then(|text| serde_json::from_str::<Vec<v1::MetricSpec>>(&text).ok())
-        .map(|others| others.iter().map(v1::MetricSpec::to_v2).collect())
+        .and_then(|text| serde_json::from_str::<Vec<v1::Metric>>(&text).ok())
+        .map(|others| others.iter().map(|m| m.to_v2(v1::Side::Target)).collect())
         .unwrap_or_default();
     if let Some(cpu) = spec
         .get("targetCPUUtilizationPercentage")
@@ -198,9 +200,9 @@ pub fn to_v2(v1: &Value) -> Value {
         );
     }
     if let Some(current) = annotation(CURRENT_METRICS_ANNOTATION)
-        .and_then(|text| serde_json::from_str::<Vec<v1::MetricStatus>>(&text).ok())
+        .and_then(|text| serde_json::from_str::<Vec<v1::Metric>>(&text).ok())
     {
-        let current: Vec<Value> = current.iter().map(v1::MetricStatus::to_v2).collect();
+        let current: Vec<Value> = current.iter().map(|m| m.to_v2(v1::Side::Current)).collect();
         out_status.insert("currentMetrics".into(), Value::Array(current));
     }
     if let Some(conditions) = annotation(CONDITIONS_ANNOTATION)
@@ -325,9 +327,27 @@ mod v1 {
         (!value.is_null()).then(|| value.clone())
     }
 
+    /// Which half of a metric: a spec's target or a status's current reading.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    pub enum Side {
+        Target,
+        Current,
+    }
+
+    impl Side {
+        /// The v2 member holding the numbers.
+        fn key(self) -> &'static str {
+            match self {
+                Side::Target => "target",
+                Side::Current => "current",
+            }
+        }
+    }
+
+    /// A v1 MetricSpec or MetricStatus (the two have the same members).
     #[derive(Serialize, Deserialize, Default)]
     #[serde(rename_all = "camelCase")]
-    pub struct MetricSpec {
+    pub struct Metric {
         #[serde(rename = "type")]
         pub kind: String,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -342,7 +362,8 @@ mod v1 {
         pub external: Option<Source>,
     }
 
-    /// Every v1 metric source's fields; each kind sets its own.
+    /// Every v1 metric source's and status's fields, in the order each Go struct declares
+    /// those it has; each kind sets its own.
     #[derive(Serialize, Deserialize, Default)]
     #[serde(rename_all = "camelCase")]
     pub struct Source {
@@ -374,97 +395,145 @@ mod v1 {
         pub container: Option<Value>,
     }
 
-    impl MetricSpec {
-        pub fn from_v2(m: &Value) -> MetricSpec {
+    /// The numbers of one side: value, average value, average utilization.
+    type Numbers = (Option<Value>, Option<Value>, Option<Value>);
+
+    impl Source {
+        fn set(&mut self, side: Side, (value, average, utilization): Numbers) {
+            let slots = match side {
+                Side::Target => (
+                    &mut self.target_value,
+                    &mut self.target_average_value,
+                    &mut self.target_average_utilization,
+                ),
+                Side::Current => (
+                    &mut self.current_value,
+                    &mut self.current_average_value,
+                    &mut self.current_average_utilization,
+                ),
+            };
+            (*slots.0, *slots.1, *slots.2) = (value, average, utilization);
+        }
+
+        fn get(&self, side: Side) -> Numbers {
+            match side {
+                Side::Target => (
+                    self.target_value.clone(),
+                    self.target_average_value.clone(),
+                    self.target_average_utilization.clone(),
+                ),
+                Side::Current => (
+                    self.current_value.clone(),
+                    self.current_average_value.clone(),
+                    self.current_average_utilization.clone(),
+                ),
+            }
+        }
+    }
+
+    fn metric_identifier(name: &Option<Value>, selector: &Option<Value>) -> Value {
+        let mut m = json!({"name": name.clone().unwrap_or(json!(""))});
+        if let Some(s) = selector {
+            m["selector"] = s.clone();
+        }
+        m
+    }
+
+    /// The v2 numbers object (`target` with its type, or `current`).
+    fn numbers(side: Side, kind: &str, (value, average, utilization): Numbers) -> Value {
+        let mut out = match side {
+            Side::Target => json!({"type": kind}),
+            Side::Current => json!({}),
+        };
+        for (key, v) in [
+            ("value", value),
+            ("averageValue", average),
+            ("averageUtilization", utilization),
+        ] {
+            if let Some(v) = v {
+                out[key] = v;
+            }
+        }
+        out
+    }
+
+    impl Metric {
+        /// A v2 MetricSpec (`Side::Target`) or MetricStatus (`Side::Current`) in v1's shape.
+        pub fn from_v2(m: &Value, side: Side) -> Metric {
             let kind = m["type"].as_str().unwrap_or_default().to_string();
-            let target = |s: &Value, k: &str| some(&s["target"][k]);
-            let mut out = MetricSpec {
+            let mut out = Metric {
                 kind: kind.clone(),
                 ..Default::default()
             };
-            match kind.as_str() {
-                "Resource" | "ContainerResource" => {
-                    let key = if kind == "Resource" {
-                        "resource"
-                    } else {
-                        "containerResource"
+            let key = match kind.as_str() {
+                "Resource" => "resource",
+                "ContainerResource" => "containerResource",
+                "Pods" => "pods",
+                "Object" => "object",
+                "External" => "external",
+                _ => return out,
+            };
+            let s = &m[key];
+            let n = &s[side.key()];
+            let (value, average, utilization) = (
+                some(&n["value"]),
+                some(&n["averageValue"]),
+                some(&n["averageUtilization"]),
+            );
+            let mut source = Source::default();
+            match key {
+                "resource" | "containerResource" => {
+                    source.name = some(&s["name"]);
+                    source.container = some(&s["container"]);
+                    // A status's raw value is not optional in v1.
+                    let average = match side {
+                        Side::Current => Some(average.unwrap_or(json!("0"))),
+                        Side::Target => average,
                     };
-                    let s = &m[key];
-                    let source = Source {
-                        name: some(&s["name"]),
-                        target_average_utilization: target(s, "averageUtilization"),
-                        target_average_value: target(s, "averageValue"),
-                        container: some(&s["container"]),
-                        ..Default::default()
-                    };
-                    if kind == "Resource" {
-                        out.resource = Some(source);
-                    } else {
-                        out.container_resource = Some(source);
-                    }
+                    source.set(side, (None, average, utilization));
                 }
-                "Pods" => {
-                    let s = &m["pods"];
-                    out.pods = Some(Source {
-                        metric_name: some(&s["metric"]["name"]),
-                        target_average_value: target(s, "averageValue"),
-                        selector: some(&s["metric"]["selector"]),
-                        ..Default::default()
-                    });
+                "pods" => {
+                    source.metric_name = some(&s["metric"]["name"]);
+                    source.selector = some(&s["metric"]["selector"]);
+                    source.set(side, (None, average, None));
                 }
-                "Object" => {
-                    let s = &m["object"];
-                    out.object = Some(Source {
-                        target: some(&s["describedObject"]),
-                        metric_name: some(&s["metric"]["name"]),
-                        target_value: target(s, "value"),
-                        selector: some(&s["metric"]["selector"]),
-                        average_value: target(s, "averageValue"),
-                        ..Default::default()
-                    });
+                "object" => {
+                    source.target = some(&s["describedObject"]);
+                    source.metric_name = some(&s["metric"]["name"]);
+                    source.selector = some(&s["metric"]["selector"]);
+                    source.average_value = average;
+                    source.set(side, (value, None, None));
                 }
-                "External" => {
-                    let s = &m["external"];
-                    out.external = Some(Source {
-                        metric_name: some(&s["metric"]["name"]),
-                        metric_selector: some(&s["metric"]["selector"]),
-                        target_value: target(s, "value"),
-                        target_average_value: target(s, "averageValue"),
-                        ..Default::default()
-                    });
+                _ => {
+                    source.metric_name = some(&s["metric"]["name"]);
+                    source.metric_selector = some(&s["metric"]["selector"]);
+                    source.set(side, (value, average, None));
                 }
-                _ => {}
             }
+            let slot = match key {
+                "resource" => &mut out.resource,
+                "containerResource" => &mut out.container_resource,
+                "pods" => &mut out.pods,
+                "object" => &mut out.object,
+                _ => &mut out.external,
+            };
+            *slot = Some(source);
             out
         }
 
-        pub fn to_v2(&self) -> Value {
-            let metric = |name: &Option<Value>, selector: &Option<Value>| {
-                let mut m = json!({"name": name.clone().unwrap_or(json!(""))});
-                if let Some(s) = selector {
-                    m["selector"] = s.clone();
-                }
-                m
-            };
+        /// Back to the v2 MetricSpec or MetricStatus.
+        pub fn to_v2(&self, side: Side) -> Value {
             let mut out = json!({"type": self.kind});
-            let target = |kind: &str, pairs: &[(&str, &Option<Value>)]| {
-                let mut t = json!({"type": kind});
-                for (k, v) in pairs {
-                    if let Some(v) = v {
-                        t[*k] = v.clone();
-                    }
-                }
-                t
-            };
+            let key = side.key();
             if let Some(s) = self.resource.as_ref().or(self.container_resource.as_ref()) {
-                let kind = if s.target_average_utilization.is_some() {
+                let n = s.get(side);
+                let kind = if n.2.is_some() {
                     "Utilization"
                 } else {
                     "AverageValue"
                 };
-                let mut source = json!({"name": s.name.clone().unwrap_or(json!("")),
-                    "target": target(kind, &[("averageUtilization", &s.target_average_utilization),
-                        ("averageValue", &s.target_average_value)])});
+                let mut source = json!({"name": s.name.clone().unwrap_or(json!(""))});
+                source[key] = numbers(side, kind, n);
                 if self.resource.is_some() {
                     out["resource"] = source;
                 } else {
@@ -472,151 +541,33 @@ mod v1 {
                     out["containerResource"] = source;
                 }
             } else if let Some(s) = &self.pods {
-                out["pods"] = json!({"metric": metric(&s.metric_name, &s.selector),
-                    "target": target("AverageValue", &[("averageValue", &s.target_average_value)])});
+                let mut source = json!({"metric": metric_identifier(&s.metric_name, &s.selector)});
+                source[key] = numbers(side, "AverageValue", s.get(side));
+                out["pods"] = source;
             } else if let Some(s) = &self.object {
+                let (value, _, _) = s.get(side);
                 let kind = if s.average_value.is_some() {
                     "AverageValue"
                 } else {
                     "Value"
                 };
-                out["object"] = json!({"describedObject": s.target.clone().unwrap_or(json!({})),
-                    "target": target(kind, &[("value", &s.target_value), ("averageValue", &s.average_value)]),
-                    "metric": metric(&s.metric_name, &s.selector)});
+                let mut source = json!({
+                    "describedObject": s.target.clone().unwrap_or(json!({})),
+                    "metric": metric_identifier(&s.metric_name, &s.selector),
+                });
+                source[key] = numbers(side, kind, (value, s.average_value.clone(), None));
+                out["object"] = source;
             } else if let Some(s) = &self.external {
-                let kind = if s.target_average_value.is_some() {
+                let n = s.get(side);
+                let kind = if n.1.is_some() {
                     "AverageValue"
                 } else {
                     "Value"
                 };
-                out["external"] = json!({"metric": metric(&s.metric_name, &s.metric_selector),
-                    "target": target(kind, &[("value", &s.target_value), ("averageValue", &s.target_average_value)])});
-            }
-            out
-        }
-    }
-
-    #[derive(Serialize, Deserialize, Default)]
-    #[serde(rename_all = "camelCase")]
-    pub struct MetricStatus {
-        #[serde(rename = "type")]
-        pub kind: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub object: Option<Source>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub pods: Option<Source>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub resource: Option<Source>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub container_resource: Option<Source>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub external: Option<Source>,
-    }
-
-    impl MetricStatus {
-        pub fn from_v2(m: &Value) -> MetricStatus {
-            let kind = m["type"].as_str().unwrap_or_default().to_string();
-            let current = |s: &Value, k: &str| some(&s["current"][k]);
-            let mut out = MetricStatus {
-                kind: kind.clone(),
-                ..Default::default()
-            };
-            match kind.as_str() {
-                "Resource" | "ContainerResource" => {
-                    let key = if kind == "Resource" {
-                        "resource"
-                    } else {
-                        "containerResource"
-                    };
-                    let s = &m[key];
-                    let source = Source {
-                        name: some(&s["name"]),
-                        current_average_utilization: current(s, "averageUtilization"),
-                        current_average_value: Some(
-                            current(s, "averageValue").unwrap_or(json!("0")),
-                        ),
-                        container: some(&s["container"]),
-                        ..Default::default()
-                    };
-                    if kind == "Resource" {
-                        out.resource = Some(source);
-                    } else {
-                        out.container_resource = Some(source);
-                    }
-                }
-                "Pods" => {
-                    let s = &m["pods"];
-                    out.pods = Some(Source {
-                        metric_name: some(&s["metric"]["name"]),
-                        current_average_value: current(s, "averageValue"),
-                        selector: some(&s["metric"]["selector"]),
-                        ..Default::default()
-                    });
-                }
-                "Object" => {
-                    let s = &m["object"];
-                    out.object = Some(Source {
-                        target: some(&s["describedObject"]),
-                        metric_name: some(&s["metric"]["name"]),
-                        current_value: current(s, "value"),
-                        selector: some(&s["metric"]["selector"]),
-                        average_value: current(s, "averageValue"),
-                        ..Default::default()
-                    });
-                }
-                "External" => {
-                    let s = &m["external"];
-                    out.external = Some(Source {
-                        metric_name: some(&s["metric"]["name"]),
-                        metric_selector: some(&s["metric"]["selector"]),
-                        current_value: current(s, "value"),
-                        current_average_value: current(s, "averageValue"),
-                        ..Default::default()
-                    });
-                }
-                _ => {}
-            }
-            out
-        }
-
-        pub fn to_v2(&self) -> Value {
-            let current = |pairs: &[(&str, &Option<Value>)]| {
-                let mut c = json!({});
-                for (k, v) in pairs {
-                    if let Some(v) = v {
-                        c[*k] = v.clone();
-                    }
-                }
-                c
-            };
-            let metric = |name: &Option<Value>, selector: &Option<Value>| {
-                let mut m = json!({"name": name.clone().unwrap_or(json!(""))});
-                if let Some(s) = selector {
-                    m["selector"] = s.clone();
-                }
-                m
-            };
-            let mut out = json!({"type": self.kind});
-            if let Some(s) = self.resource.as_ref().or(self.container_resource.as_ref()) {
-                let mut status = json!({"name": s.name.clone().unwrap_or(json!("")),
-                    "current": current(&[("averageUtilization", &s.current_average_utilization),
-                        ("averageValue", &s.current_average_value)])});
-                if self.resource.is_some() {
-                    out["resource"] = status;
-                } else {
-                    status["container"] = s.container.clone().unwrap_or(json!(""));
-                    out["containerResource"] = status;
-                }
-            } else if let Some(s) = &self.pods {
-                out["pods"] = json!({"metric": metric(&s.metric_name, &s.selector),
-                    "current": current(&[("averageValue", &s.current_average_value)])});
-            } else if let Some(s) = &self.object {
-                out["object"] = json!({"metric": metric(&s.metric_name, &s.selector),
-                    "current": current(&[("value", &s.current_value), ("averageValue", &s.average_value)]),
-                    "describedObject": s.target.clone().unwrap_or(json!({}))});
-            } else if let Some(s) = &self.external {
-                out["external"] = json!({"metric": metric(&s.metric_name, &s.metric_selector),
-                    "current": current(&[("value", &s.current_value), ("averageValue", &s.current_average_value)])});
+                let mut source =
+                    json!({"metric": metric_identifier(&s.metric_name, &s.metric_selector)});
+                source[key] = numbers(side, kind, n);
+                out["external"] = source;
             }
             out
         }

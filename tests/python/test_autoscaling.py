@@ -14,39 +14,12 @@ import traceback
 import uuid
 
 from kubernetes import client, config, watch
-from kubernetes.client.rest import ApiException
+
+# The shared helpers: steps, checks, expected errors and strict model validation.
+from test_client import check, expect_api_error, step, strict
 
 NS = "default"
 SUFFIX = uuid.uuid4().hex[:6]
-
-
-def step(name):
-    print(f"== {name}", flush=True)
-
-
-def check(condition, what):
-    if not condition:
-        raise AssertionError(what)
-
-
-def expect_api_error(code, call, *args, **kwargs):
-    try:
-        call(*args, **kwargs)
-    except ApiException as e:
-        check(e.status == code, f"expected {code}, got {e.status}: {e.body}")
-        return e
-    raise AssertionError(f"expected an error {code}, the call succeeded")
-
-
-def strict(model, call, *args, **kwargs):
-    """Calls for raw JSON and validates it as `model` (no field the model lacks)."""
-    response = call(*args, _preload_content=False, **kwargs)
-    raw = json.loads(response.data)
-    obj = model.from_dict(raw)
-    known = obj.to_dict(serialize=True)
-    extra = [k for k in raw if k not in known]
-    check(not extra, f"{model.__name__} has fields the client does not know: {extra}")
-    return obj
 
 
 def hpa_manifest(name, min_replicas=2, max_replicas=5):

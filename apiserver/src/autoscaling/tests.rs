@@ -93,3 +93,31 @@ fn a_given_behavior_is_filled_in_with_the_default_rules() {
         json!({"type": "Pods", "value": 4, "periodSeconds": 15})
     );
 }
+
+#[test]
+fn every_metric_source_survives_the_v1_annotations() {
+    let selector = json!({"matchLabels": {"queue": "q1"}});
+    let mut hpa = v2();
+    hpa["spec"]["metrics"] = json!([
+        {"type": "Pods", "pods": {"metric": {"name": "rps", "selector": selector},
+            "target": {"type": "AverageValue", "averageValue": "10"}}},
+        {"type": "Object", "object": {"describedObject": {"kind": "Ingress", "name": "main", "apiVersion": "networking.k8s.io/v1"},
+            "metric": {"name": "hits"}, "target": {"type": "Value", "value": "2k"}}},
+        {"type": "External", "external": {"metric": {"name": "queue", "selector": selector},
+            "target": {"type": "AverageValue", "averageValue": "30"}}},
+        {"type": "ContainerResource", "containerResource": {"name": "cpu", "container": "app",
+            "target": {"type": "Utilization", "averageUtilization": 60}}},
+    ]);
+    hpa["status"]["currentMetrics"] = json!([
+        {"type": "Pods", "pods": {"metric": {"name": "rps"}, "current": {"averageValue": "12"}}},
+        {"type": "External", "external": {"metric": {"name": "queue"}, "current": {"value": "3", "averageValue": "1"}}},
+    ]);
+    let v1 = to_v1(&hpa);
+    assert!(v1["spec"].get("targetCPUUtilizationPercentage").is_none());
+    let back = to_v2(&v1);
+    assert_eq!(back["spec"]["metrics"], hpa["spec"]["metrics"]);
+    assert_eq!(
+        back["status"]["currentMetrics"],
+        hpa["status"]["currentMetrics"]
+    );
+}
