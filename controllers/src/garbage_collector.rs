@@ -442,8 +442,12 @@ impl GarbageCollector {
         owner: &OwnerReference,
     ) -> Result<bool, ReconcileError> {
         let Some(resource) = resource_of_ref(owner) else {
-            // A kind this server does not serve cannot exist.
-            return Ok(true);
+            // A kind outside the table is a custom resource (or one this server does not
+            // know): the collector follows no such kind, so it cannot tell that the owner is
+            // gone, and a dependent it cannot prove orphaned is kept, as Kubernetes keeps one
+            // whose owner's kind it cannot resolve.
+            debug!(kind = %owner.kind, api_version = %owner.api_version, "owner of an unfollowed kind; keeping dependent");
+            return Ok(false);
         };
         let namespace = if resource.namespaced {
             node.namespace.as_deref()

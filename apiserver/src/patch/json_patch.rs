@@ -2,7 +2,8 @@
 //! kube-apiserver's words for what goes wrong.
 //!
 //! Two things stay here: the `test` operation compares numbers by value (`1` equals `1.0`), as
-//! Go's decoder reads every number as a float and the crate compares them exactly; and the
+//! Go's decoder reads every number as a float and the crate compares them exactly, and finds
+//! a missing member equal to `null`, as kube-apiserver's library does; and the
 //! errors, which the crate reports by kind and kemu words as kube-apiserver's JSON patch
 //! library does (`replace operation does not apply: doc is missing key: /spec/x: missing
 //! value`), telling a missing parent from a missing member.
@@ -41,8 +42,14 @@ fn apply_operation(doc: &mut Value, index: usize, op: &Value) -> Result<(), Patc
             .get("value")
             .ok_or_else(|| invalid("missing member \"value\"".into()))?;
         let tokens = pointer_tokens(path).ok_or_else(|| invalid(bad_pointer(path)))?;
+        // As kube-apiserver's library: a member missing from an existing parent tests
+        // equal to null (kube-rs adds the first finalizer after testing for it so).
+        let parent_exists = tokens
+            .split_last()
+            .is_some_and(|(_, parent)| resolve(doc, parent).is_some());
         return match resolve(doc, &tokens) {
             Some(actual) if json_equal(actual, expected) => Ok(()),
+            None if expected.is_null() && parent_exists => Ok(()),
             _ => Err(PatchError::JsonPatch {
                 message: format!("testing value {path} failed: test failed"),
             }),
@@ -292,6 +299,22 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.to_string(), "testing value /baz failed: test failed");
         assert_eq!(err.http_code(), 422);
+        // A missing member tests equal to null (what kube-rs's finalizer helper sends), a
+        // missing parent does not.
+        let added = patched(
+            json!({"metadata": {"name": "a"}}),
+            json!([
+                {"op":"test","path":"/metadata/finalizers","value":null},
+                {"op":"add","path":"/metadata/finalizers","value":["x"]}
+            ]),
+        )
+        .unwrap();
+        assert_eq!(added["metadata"]["finalizers"], json!(["x"]));
+        assert!(patched(
+            json!({}),
+            json!([{"op":"test","path":"/metadata/finalizers","value":null}])
+        )
+        .is_err());
         // A.12 adding to a nonexistent target
         let err = patched(
             json!({"foo":"bar"}),
