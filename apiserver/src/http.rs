@@ -34,7 +34,10 @@ use crate::watch_cache::CachedObject;
 
 mod documents;
 mod field_warnings;
+mod negotiate;
 mod watch;
+
+use negotiate::Form;
 
 /// Largest accepted request body, as kube-apiserver's 3 MiB limit.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -586,7 +589,13 @@ async fn resource_request(
         return Err(not_found_path());
     }
     let headers = request.headers().clone();
-    let table = wants_table(&headers);
+    // Only reads are answered in another form; a write answers with the object.
+    let form = if method == Method::GET {
+        negotiate::negotiate(&headers)?
+    } else {
+        Form::Object
+    };
+    let table = form == Form::Table;
     let custom = registry.custom().of(resource);
     let mut write = write_options(&method, query)?;
     write.requester = Some(user.clone());
@@ -610,11 +619,30 @@ async fn resource_request(
                     _ => by_name,
                 });
             }
-            watch::watch(state, resource, ns, options, query, table, custom).await
+            if form == Form::MetadataList {
+                return Err(negotiate::not_a_list(resource, custom.is_some()));
+            }
+            watch::watch(state, resource, ns, options, query, form, custom).await
         }
         (&Method::GET, None, None) => {
+            if form == Form::Metadata {
+                return Err(negotiate::is_a_list(resource, custom.is_some()));
+            }
             let options = list_options(query)?;
             let listed = registry.list(resource, ns, &options).await?;
+            if form == Form::MetadataList {
+                let objects = listed
+                    .items
+                    .iter()
+                    .map(|o| o.value())
+                    .collect::<Result<Vec<_>, _>>()?;
+                let body = negotiate::partial_list(
+                    &objects,
+                    listed.resource_version,
+                    listed.continue_token.as_deref(),
+                );
+                return Ok(json_response(StatusCode::OK, &body));
+            }
             if table {
                 let objects = listed
                     .items
@@ -656,7 +684,13 @@ async fn resource_request(
         }
         // `status` is read as the object itself, and printed with the same columns.
         (&Method::GET, Some(name), None | Some("status")) => {
+            if form == Form::MetadataList {
+                return Err(negotiate::not_a_list(resource, custom.is_some()));
+            }
             let object = registry.get(resource, ns, name).await?;
+            if form == Form::Metadata {
+                return Ok(json_response(StatusCode::OK, &negotiate::partial(&object)));
+            }
             if table {
                 let include = IncludeObject::parse(
                     query
@@ -985,17 +1019,6 @@ pub fn error_response(e: &ApiError) -> Response {
         StatusCode::from_u16(e.code()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         &e.status(),
     )
-}
-
-/// kubectl asks for `application/json;as=Table;v=v1;g=meta.k8s.io` first.
-fn wants_table(headers: &HeaderMap) -> bool {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
-        return false;
-    };
-    let Some(first) = accept.split(',').next() else {
-        return false;
-    };
-    first.contains("as=Table")
 }
 
 async fn read_body(request: Request) -> Result<Bytes, ApiError> {

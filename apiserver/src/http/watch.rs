@@ -1,5 +1,5 @@
-//! Watches over HTTP: the stream of JSON lines (or Table rows) from the watch cache, its
-//! bookmarks, and how long it lasts.
+//! Watches over HTTP: the stream of JSON lines (Table rows, or each object's metadata as a
+//! `PartialObjectMetadata`) from the watch cache, its bookmarks, and how long it lasts.
 
 use std::convert::Infallible;
 
@@ -19,7 +19,7 @@ pub(super) async fn watch(
     namespace: Option<&str>,
     options: ListOptions,
     query: &HashMap<String, String>,
-    table: bool,
+    form: Form,
     custom: Option<Arc<crate::crd::ServedVersion>>,
 ) -> Result<Response, ApiError> {
     let send_initial = is_true(query.get("sendInitialEvents"));
@@ -64,7 +64,7 @@ pub(super) async fn watch(
         for item in initial {
             last_rv = last_rv.max(item.object.rv);
             if tx
-                .send(watch_line(resource, custom.as_deref(), &item, table))
+                .send(watch_line(resource, custom.as_deref(), &item, form))
                 .await
                 .is_err()
             {
@@ -72,7 +72,7 @@ pub(super) async fn watch(
             }
         }
         if send_initial {
-            let line = bookmark_line(resource, revision.max(last_rv), true);
+            let line = bookmark_line(resource, revision.max(last_rv), true, form);
             if tx.send(line).await.is_err() {
                 return;
             }
@@ -87,7 +87,7 @@ pub(super) async fn watch(
                 item = subscription.live.recv() => match item {
                     Some(item) => {
                         last_rv = last_rv.max(item.object.rv);
-                        let line = watch_line(resource, custom.as_deref(), &item, table);
+                        let line = watch_line(resource, custom.as_deref(), &item, form);
                         if tx.send(line).await.is_err() {
                             return;
                         }
@@ -96,7 +96,7 @@ pub(super) async fn watch(
                     None => return,
                 },
                 _ = bookmark_timer.tick(), if bookmarks => {
-                    if tx.send(bookmark_line(resource, last_rv, false)).await.is_err() {
+                    if tx.send(bookmark_line(resource, last_rv, false, form)).await.is_err() {
                         return;
                     }
                 }
@@ -122,13 +122,16 @@ fn watch_line(
     resource: &ResourceInfo,
     custom: Option<&crate::crd::ServedVersion>,
     item: &WatchItem,
-    table: bool,
+    form: Form,
 ) -> Bytes {
     let mut line = BytesMut::with_capacity(item.object.json.len() + 40);
     line.put_slice(b"{\"type\":\"");
     line.put_slice(item.kind.as_str().as_bytes());
     line.put_slice(b"\",\"object\":");
-    if table {
+    if form == Form::Metadata {
+        let object = item.object.value().unwrap_or(Value::Null);
+        line.put_slice(&crate::go_json::to_vec(&super::negotiate::partial(&object)));
+    } else if form == Form::Table {
         let object = item.object.value().unwrap_or(Value::Null);
         let rv = item.object.rv.to_string();
         let t = super::custom_or_kemu_table(
@@ -147,13 +150,16 @@ fn watch_line(
     line.freeze()
 }
 
-fn bookmark_line(resource: &ResourceInfo, rv: i64, initial_end: bool) -> Bytes {
+fn bookmark_line(resource: &ResourceInfo, rv: i64, initial_end: bool, form: Form) -> Bytes {
     let mut metadata = json!({"resourceVersion": rv.to_string()});
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    let object =
+    let mut object =
         json!({"kind": resource.kind, "apiVersion": resource.api_version(), "metadata": metadata});
+    if form == Form::Metadata {
+        object = super::negotiate::partial(&object);
+    }
     let mut line = BytesMut::with_capacity(160);
     line.put_slice(b"{\"type\":\"BOOKMARK\",\"object\":");
     line.put_slice(&crate::go_json::to_vec(&object));
