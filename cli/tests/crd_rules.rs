@@ -68,21 +68,6 @@ fn widget(name: &str, spec: &str) -> String {
     )
 }
 
-/// Applies `manifest`, which must be refused; returns what kubectl printed.
-fn refused(c: &Cluster, manifest: &str) -> String {
-    let path = c.file("refused.yaml", manifest);
-    let out = c.kubectl(&["apply", "-f", &path]);
-    assert!(
-        !out.status.success(),
-        "applying should have failed:\n{manifest}"
-    );
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validation_rules_with_kubectl() -> anyhow::Result<()> {
     let c = Cluster::start(1).await?;
@@ -95,10 +80,10 @@ async fn validation_rules_with_kubectl() -> anyhow::Result<()> {
     ]);
 
     // A rule on spec, with its message.
-    let out = refused(
-        &c,
-        &widget("w1", "  replicas: 5\n  maxReplicas: 3\n  owner: ann\n"),
-    );
+    let out = c.apply_refused(&widget(
+        "w1",
+        "  replicas: 5\n  maxReplicas: 3\n  owner: ann\n",
+    ));
     assert!(
         out.contains(
             "The Widget \"w1\" is invalid: spec: Invalid value: \"object\": replicas must be <= maxReplicas"
@@ -106,13 +91,10 @@ async fn validation_rules_with_kubectl() -> anyhow::Result<()> {
         "{out}"
     );
     // A root rule has no field path; a messageExpression at a fieldPath; a reason.
-    let out = refused(
-        &c,
-        &widget(
-            "x1",
-            "  replicas: 1\n  maxReplicas: 3\n  tier: bronze\n  tags: [Red]\n",
-        ),
-    );
+    let out = c.apply_refused(&widget(
+        "x1",
+        "  replicas: 1\n  maxReplicas: 3\n  tier: bronze\n  tags: [Red]\n",
+    ));
     for expected in [
         "<nil>: Invalid value: \"object\": widget names start with w",
         "spec.tier: Invalid value: \"object\": tier bronze is not offered",
@@ -130,13 +112,10 @@ async fn validation_rules_with_kubectl() -> anyhow::Result<()> {
         ),
     );
     // It runs on update.
-    let out = refused(
-        &c,
-        &widget(
-            "w1",
-            "  replicas: 2\n  maxReplicas: 3\n  owner: bob\n  tier: gold\n",
-        ),
-    );
+    let out = c.apply_refused(&widget(
+        "w1",
+        "  replicas: 2\n  maxReplicas: 3\n  owner: bob\n  tier: gold\n",
+    ));
     assert!(
         out.contains("spec.owner: Invalid value: \"string\": owner is immutable"),
         "{out}"
@@ -182,7 +161,7 @@ async fn validation_rules_with_kubectl() -> anyhow::Result<()> {
             "plural: gizmos, singular: gizmo, kind: Gizmo",
         )
         .replace("self.replicas <= self.maxReplicas", "self.replicas <=");
-    let out = refused(&c, &bad_syntax);
+    let out = c.apply_refused(&bad_syntax);
     assert!(
         out.contains("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.replicas <=\""),
         "{out}"
@@ -201,7 +180,7 @@ async fn validation_rules_with_kubectl() -> anyhow::Result<()> {
             "self.replicas <= self.maxReplicas",
             "self.replicas <= self.maximum",
         );
-    let out = refused(&c, &undefined);
+    let out = c.apply_refused(&undefined);
     assert!(out.contains("undefined field 'maximum'"), "{out}");
     let costly = CRD
         .replace("widgets.rules", "gizmos.rules")
@@ -214,7 +193,7 @@ async fn validation_rules_with_kubectl() -> anyhow::Result<()> {
             "self.all(t, t == t.lowerAscii())",
             "self.all(a, self.all(b, self.all(d, a + b != d)))",
         );
-    let out = refused(&c, &costly);
+    let out = c.apply_refused(&costly);
     assert!(
         out.contains("estimated rule cost exceeds budget by factor of more than 100x"),
         "{out}"

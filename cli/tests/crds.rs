@@ -107,21 +107,6 @@ spec:
     anything: [1, 2]
 ";
 
-/// Applies `manifest`, which must be refused; returns what kubectl printed.
-fn attempt(c: &Cluster, manifest: &str) -> String {
-    let path = c.file("attempt.yaml", manifest);
-    let out = c.kubectl(&["apply", "-f", &path]);
-    assert!(
-        !out.status.success(),
-        "applying should have failed:\n{manifest}"
-    );
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn widget(c: &Cluster, name: &str) -> Value {
     let out = c.ok(&["get", "widget", name, "-o", "json", "--show-managed-fields"]);
     serde_json::from_str(&out).unwrap_or(Value::Null)
@@ -227,29 +212,29 @@ async fn custom_resources_with_kubectl() -> anyhow::Result<()> {
 
     // Schema violations are 422s naming the field.
     let bad = WIDGET.replace("replicas: 2", "replicas: two");
-    let out = attempt(&c, &bad);
+    let out = c.apply_refused(&bad);
     assert!(
         out.contains(r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#),
         "{out}"
     );
-    let out = attempt(&c, &WIDGET.replace("color: red", "color: pink"));
+    let out = c.apply_refused(&WIDGET.replace("color: red", "color: pink"));
     assert!(
         out.contains(
             r#"spec.color: Unsupported value: "pink": supported values: "red", "green", "blue""#
         ),
         "{out}"
     );
-    let out = attempt(&c, &WIDGET.replace("replicas: 2", "replicas: -1"));
+    let out = c.apply_refused(&WIDGET.replace("replicas: 2", "replicas: -1"));
     assert!(
         out.contains("spec.replicas in body should be greater than or equal to 0"),
         "{out}"
     );
     let duplicate = WIDGET.replace("name: admin", "name: http");
-    let out = attempt(&c, &duplicate);
+    let out = c.apply_refused(&duplicate);
     assert!(out.contains("spec.ports[1]: Duplicate value"), "{out}");
     // Unknown fields: refused by kubectl's strict validation, pruned without it.
     let unknown = WIDGET.replace("color: red", "color: red\n  bogus: 1");
-    let out = attempt(&c, &unknown);
+    let out = c.apply_refused(&unknown);
     assert!(out.contains(r#"unknown field "spec.bogus""#), "{out}");
     c.ok_stdin(&["apply", "--validate=false", "-f", "-"], &unknown);
     assert!(widget(&c, "w1")["spec"].get("bogus").is_none());
@@ -380,7 +365,7 @@ async fn custom_resources_with_kubectl() -> anyhow::Result<()> {
 
     // Invalid definitions are refused with Kubernetes' messages.
     let two_storage = CRD.replace("storage: false", "storage: true");
-    let out = attempt(&c, &two_storage);
+    let out = c.apply_refused(&two_storage);
     assert!(
         out.contains("must have exactly one version marked as storage version"),
         "{out}"
@@ -389,13 +374,13 @@ async fn custom_resources_with_kubectl() -> anyhow::Result<()> {
         "              selector: {type: string}",
         "              selector: {}",
     );
-    let out = attempt(&c, &untyped);
+    let out = c.apply_refused(&untyped);
     assert!(
         out.contains("properties[status].properties[selector].type: Required value: must not be empty for specified object fields"),
         "{out}"
     );
     let misnamed = CRD.replace("name: widgets.example.com", "name: gizmos.example.com");
-    let out = attempt(&c, &misnamed);
+    let out = c.apply_refused(&misnamed);
     assert!(out.contains(r#"metadata.name: Invalid value: "gizmos.example.com": must be spec.names.plural+"."+spec.group"#), "{out}");
 
     // Deleting the definition deletes its objects.

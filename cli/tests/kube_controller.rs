@@ -20,7 +20,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
 use kube::runtime::watcher;
-use kube::{Client, Config, CustomResource, CustomResourceExt, KubeSchema, Resource, ResourceExt};
+use kube::{Client, CustomResource, CustomResourceExt, KubeSchema, Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -143,14 +143,6 @@ fn error_policy(
     Action::requeue(Duration::from_millis(500))
 }
 
-async fn client_for(cluster: &Cluster) -> anyhow::Result<Client> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&cluster.kubeconfig)?;
-    let config =
-        Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(Client::try_from(config)?)
-}
-
 fn greeting(name: &str, message: &str, copies: i32) -> Greeting {
     let mut g = Greeting::new(
         name,
@@ -172,7 +164,7 @@ async fn config_map_text(api: &Api<ConfigMap>, name: &str) -> Option<String> {
 async fn a_kube_rs_controller_reconciles_custom_resources() -> anyhow::Result<()> {
     let cluster = Cluster::start(1).await?;
     let _controllers = start_controllers(&cluster, 40)?;
-    let client = client_for(&cluster).await?;
+    let client = cluster.kube_client().await?;
 
     // The CRD kube-derive generates, CEL rule included, is accepted and established.
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

@@ -18,20 +18,12 @@ use kube::api::{
 use kube::core::Status;
 use kube::runtime::events::{Event as RecordedEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, watcher};
-use kube::{Client, Config, Resource, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 const NS: &str = "default";
 const WAIT: Duration = Duration::from_secs(15);
-
-async fn client_for(cluster: &Cluster) -> anyhow::Result<Client> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&cluster.kubeconfig)?;
-    let config =
-        Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(Client::try_from(config)?)
-}
 
 /// A k8s-openapi object from JSON (which must fit the type).
 fn typed<K: DeserializeOwned>(value: Value) -> K {
@@ -134,7 +126,7 @@ fn running_status(pod: &Pod) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_round_trips_pods_nodes_and_events() -> anyhow::Result<()> {
     let cluster = Cluster::start(3).await?;
-    let client = client_for(&cluster).await?;
+    let client = cluster.kube_client().await?;
     discovery(&client).await?;
     nodes(&client).await?;
     pods(&client).await?;

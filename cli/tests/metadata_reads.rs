@@ -15,21 +15,13 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
-use kube::{Client, Config, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 
 const NS: &str = "default";
 const WAIT: Duration = Duration::from_secs(30);
 const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-
-async fn client_for(cluster: &Cluster) -> anyhow::Result<Client> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&cluster.kubeconfig)?;
-    let config =
-        Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(Client::try_from(config)?)
-}
 
 /// GETs `path` with `accept`: the JSON body, or the failure's code and message.
 async fn raw(client: &Client, path: &str, accept: &str) -> Result<Value, (u16, String)> {
@@ -55,7 +47,7 @@ fn config_map(name: &str) -> ConfigMap {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metadata_only_reads_of_built_in_and_custom_resources() -> anyhow::Result<()> {
     let cluster = Cluster::start(1).await?;
-    let client = client_for(&cluster).await?;
+    let client = cluster.kube_client().await?;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     config_maps
         .create(&PostParams::default(), &config_map("first"))

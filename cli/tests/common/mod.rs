@@ -229,6 +229,29 @@ impl Cluster {
         std::fs::write(&path, content).expect("writes");
         path.display().to_string()
     }
+
+    /// `kubectl apply` of `manifest`, which must be refused; what kubectl printed.
+    pub fn apply_refused(&self, manifest: &str) -> String {
+        let path = self.file("refused.yaml", manifest);
+        let out = self.kubectl(&["apply", "-f", &path]);
+        assert!(
+            !out.status.success(),
+            "applying should have failed:\n{manifest}"
+        );
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
+    /// A kube-rs client for the cluster's admin, from its kubeconfig.
+    pub async fn kube_client(&self) -> anyhow::Result<kube::Client> {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
+        let options = kube::config::KubeConfigOptions::default();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?;
+        Ok(kube::Client::try_from(config)?)
+    }
 }
 
 /// A kemu process run to be stopped by a signal: its output collected, its log (stderr)

@@ -96,8 +96,22 @@ impl Checker {
         cardinality: f64,
         uncorrelatable: Option<&str>,
     ) {
-        for (i, rule) in schema.validations.iter().enumerate() {
-            let rule_path = format!("{path}.x-kubernetes-validations[{i}]");
+        // The node's own rules, then those of its allOf entries (which see the same value).
+        let all_of = schema.all_of.iter().enumerate().flat_map(|(i, entry)| {
+            let at = format!("{path}.allOf[{i}]");
+            entry
+                .validations
+                .iter()
+                .enumerate()
+                .map(move |(r, rule)| (at.clone(), r, rule))
+        });
+        let own = schema
+            .validations
+            .iter()
+            .enumerate()
+            .map(|(r, rule)| (path.to_string(), r, rule));
+        for (at, r, rule) in own.chain(all_of) {
+            let rule_path = format!("{at}.x-kubernetes-validations[{r}]");
             self.rule(
                 rule,
                 &rule_path,
@@ -141,19 +155,6 @@ impl Checker {
                 cardinality * max_elements(schema.max_items, items),
                 within,
             );
-        }
-        for (i, all_of) in schema.all_of.iter().enumerate() {
-            for (r, rule) in all_of.validations.iter().enumerate() {
-                let rule_path = format!("{path}.allOf[{i}].x-kubernetes-validations[{r}]");
-                self.rule(
-                    rule,
-                    &rule_path,
-                    schema,
-                    resource,
-                    cardinality,
-                    uncorrelatable,
-                );
-            }
         }
     }
 
