@@ -179,10 +179,15 @@ async fn apply_diff_and_server_side_apply_use_the_schemas() -> anyhow::Result<()
         "json",
         "--show-managed-fields",
     ]))?;
+    // Entries sort by operation, then by the second they were written: kubectl's own entry may
+    // come before or after the one kept for the last-applied annotation.
     let applied = d["metadata"]["managedFields"]
         .as_array()
-        .and_then(|e| e.iter().find(|e| e["operation"] == "Apply"))
-        .expect("an Apply entry");
+        .and_then(|e| {
+            e.iter()
+                .find(|e| e["operation"] == "Apply" && e["manager"] == "kubectl")
+        })
+        .expect("kubectl's Apply entry");
     let ports = &applied["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"][r#"k:{"name":"app"}"#]
         ["f:ports"];
     assert!(
