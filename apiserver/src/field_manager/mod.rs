@@ -14,8 +14,10 @@
 //!
 //! Simplifications: Go's non-pointer structs (always present in an object, never owned as a
 //! whole) are recognised by field name (`spec`, `template`, `strategy`…) rather than by schema;
-//! lists follow the strategic-merge keys of [`crate::patch::list_strategy`]; Kubernetes' cap of
-//! ten `Update` entries is not applied.
+//! Kubernetes' cap of ten `Update` entries is not applied. As in Kubernetes, an element of a keyed
+//! list is identified by every `x-kubernetes-list-map-keys` key, with key defaults
+//! ([`crate::patch::list_strategy::element_id`]), so ownership of container port 80/TCP and of
+//! 80/UDP is separate.
 
 pub mod set;
 #[cfg(test)]

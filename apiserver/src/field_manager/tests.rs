@@ -392,3 +392,88 @@ fn kubectl_takes_over_its_client_side_applied_fields() {
     let recorded: Value = serde_json::from_str(annotation).unwrap();
     assert_eq!(recorded["spec"]["replicas"], 2);
 }
+
+/// Applies container `app` of Pod `web` with `ports` as `manager`.
+fn apply_ports(
+    live: &Value,
+    ports: Value,
+    manager: &str,
+    force: bool,
+) -> Result<Value, PatchError> {
+    let config = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"containers": [{"name": "app", "ports": ports}]}
+    });
+    apply_at(
+        "Pod",
+        live,
+        config.to_string().as_bytes(),
+        PatchType::Apply,
+        manager,
+        force,
+        at(9),
+    )
+}
+
+#[test]
+fn ports_of_one_number_and_two_protocols_are_owned_apart() {
+    let live = apply_ports(
+        &Value::Null,
+        json!([{"containerPort": 80, "protocol": "TCP", "name": "web"},
+               {"containerPort": 80, "protocol": "UDP", "name": "quic"}]),
+        "a",
+        false,
+    )
+    .unwrap();
+    // Another applier renaming 80/UDP conflicts on that element's name only.
+    let quic = json!([{"containerPort": 80, "protocol": "UDP", "name": "h3"}]);
+    let Err(PatchError::Conflict { message, .. }) = apply_ports(&live, quic.clone(), "b", false)
+    else {
+        panic!("expected a conflict");
+    };
+    assert_eq!(
+        message,
+        "Apply failed with 1 conflict: conflict with \"a\": .spec.containers[name=\"app\"].ports[containerPort=80,protocol=\"UDP\"].name"
+    );
+    // The same for 80/TCP named by its default protocol.
+    let web = json!([{"containerPort": 80, "name": "www"}]);
+    let Err(PatchError::Conflict { message, .. }) = apply_ports(&live, web, "b", false) else {
+        panic!("expected a conflict");
+    };
+    assert!(
+        message.ends_with(".ports[containerPort=80,protocol=\"TCP\"].name"),
+        "{message}"
+    );
+
+    // Forced, the name of 80/UDP moves to "b"; "a" keeps everything of 80/TCP.
+    let forced = apply_ports(&live, quic, "b", true).unwrap();
+    assert_eq!(
+        forced["spec"]["containers"][0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP", "name": "web"},
+               {"containerPort": 80, "protocol": "UDP", "name": "h3"}])
+    );
+    let entries = decode(&forced);
+    let ports = |manager: &str| {
+        let entry = entries.iter().find(|e| e.manager == manager).unwrap();
+        let container = entry
+            .fields
+            .child("f:spec")
+            .unwrap()
+            .child("f:containers")
+            .unwrap();
+        container
+            .child("k:{\"name\":\"app\"}")
+            .unwrap()
+            .child("f:ports")
+            .unwrap()
+            .clone()
+    };
+    let tcp = "k:{\"containerPort\":80,\"protocol\":\"TCP\"}";
+    let udp = "k:{\"containerPort\":80,\"protocol\":\"UDP\"}";
+    assert!(ports("a").child(tcp).unwrap().child("f:name").is_some());
+    assert!(ports("a").child(udp).unwrap().child("f:name").is_none());
+    assert!(ports("a").child(udp).unwrap().child("f:protocol").is_some());
+    assert!(ports("b").child(tcp).is_none());
+    assert!(ports("b").child(udp).unwrap().child("f:name").is_some());
+}

@@ -38,27 +38,47 @@ pub fn list_strategy(kind: &str, path: &[String]) -> ListStrategy {
 /// merge key is `merge_key`: `k:{"name":"nginx"}`, or with every key the schema's
 /// `x-kubernetes-list-map-keys` names (`k:{"containerPort":80,"protocol":"TCP"}`), a key the
 /// element leaves out taking its default. `None` when the element lacks a key.
-pub fn element_id(kind: &str, path: &[String], merge_key: &str, item: &Value) -> Option<String> {
+pub fn element_id(
+    kind: &str,
+    path: &[String],
+    merge_key: &'static str,
+    item: &Value,
+) -> Option<String> {
+    let id = element_key(kind, path, merge_key, item.as_object()?).ok()?;
+    Some(format!("k:{}", Value::Object(id)))
+}
+
+/// What identifies `item` in the keyed list at `path` under server-side apply, as
+/// structured-merge-diff keys a map-type list: its value of every `x-kubernetes-list-map-keys`
+/// key (just `merge_key` for a list without them), a key it leaves out taking its default. The
+/// error is the first key it lacks that has no default.
+pub fn element_key(
+    kind: &str,
+    path: &[String],
+    merge_key: &'static str,
+    item: &Map<String, Value>,
+) -> Result<Map<String, Value>, &'static str> {
     let keys = match crate::openapi::list_field(kind, path).map(|f| f.list_type) {
         Some(ListType::Map(keys)) => keys,
         _ => std::slice::from_ref(&merge_key),
     };
     let mut id = Map::new();
     for key in keys {
-        id.insert(key.to_string(), key_value(item, key)?);
+        let value = key_value(item.get(*key), key).ok_or(*key)?;
+        id.insert(key.to_string(), value);
     }
-    Some(format!("k:{}", Value::Object(id)))
+    Ok(id)
 }
 
 /// Whether `item` is the element a `k:` path element's keys (`id`) identify.
 pub fn is_element(item: &Value, id: &Map<String, Value>) -> bool {
     id.iter()
-        .all(|(key, value)| key_value(item, key).as_ref() == Some(value))
+        .all(|(key, value)| key_value(item.get(key), key).as_ref() == Some(value))
 }
 
-/// An element's value of a list-map key, or the key's default.
-fn key_value(item: &Value, key: &str) -> Option<Value> {
-    match item.get(key) {
+/// An element's value of a list-map key (`value`), or the key's default.
+fn key_value(value: Option<&Value>, key: &str) -> Option<Value> {
+    match value {
         Some(value) if !value.is_null() => Some(value.clone()),
         _ => list_fields::map_key_default(key).map(Value::from),
     }

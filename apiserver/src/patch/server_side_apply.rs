@@ -12,11 +12,11 @@ use crate::field_manager::{self, FieldSet, Writer};
 /// Server-side apply of `config` to `original` (`null` when the object doesn't exist yet).
 ///
 /// Changing a field another manager owns is a conflict unless `force` is set (see
-/// [`field_manager::apply_ownership`]). Simplifications, compared with Kubernetes'
-/// structured-merge-diff:
-/// - Lists merge by the strategic-merge key of [`list_strategy`] (container ports by
-///   `containerPort` alone), though their managed fields name every list-map key
-///   (`k:{"containerPort":80,"protocol":"TCP"}`).
+/// [`field_manager::apply_ownership`]). Keyed lists merge as structured-merge-diff merges
+/// them: an element is identified by every `x-kubernetes-list-map-keys` key, a key it leaves out
+/// taking its default (container ports by `containerPort` and `protocol`, `TCP` when absent), both
+/// when merging and in managed fields (`k:{"containerPort":80,"protocol":"TCP"}`). An element
+/// lacking a key without a default is an error. Simplification, compared with Kubernetes:
 /// - Fields the manager applied before and omits now are removed unless another manager's
 ///   `managedFields` entry covers them.
 pub(super) fn server_side_apply(
@@ -82,6 +82,7 @@ pub(super) fn server_side_apply(
     let merger = StrategicMerger {
         kind,
         directives: false,
+        list_map_keys: true,
     };
     let mut merged = Value::Object(merger.merge_map(base, &config, &mut Vec::new())?);
     if let Some(previous) = &previous {
@@ -446,6 +447,117 @@ spec:
         assert_eq!(
             out["metadata"]["managedFields"][0]["fieldsV1"],
             json!({"f:data": {"f:k": {}}, "f:metadata": {"f:finalizers": {"v:\"x\"": {}}}})
+        );
+    }
+
+    /// Applies the ports of one container `app` of Pod `web` as `manager`.
+    fn apply_ports(live: &Value, ports: Value, manager: &str) -> Result<Value, PatchError> {
+        let config = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"containers": [{"name": "app", "image": "x", "ports": ports}]}
+        });
+        apply_at(
+            "Pod",
+            live,
+            config.to_string().as_bytes(),
+            PatchType::Apply,
+            manager,
+            false,
+            at(5),
+        )
+    }
+
+    fn port_ids(object: &Value) -> Vec<String> {
+        let fields = &object["metadata"]["managedFields"][0]["fieldsV1"];
+        let ports = &fields["f:spec"]["f:containers"]["k:{\"name\":\"app\"}"]["f:ports"];
+        ports.as_object().unwrap().keys().cloned().collect()
+    }
+
+    #[test]
+    fn ssa_keys_ports_by_port_and_protocol() {
+        let both = json!([
+            {"containerPort": 80, "protocol": "TCP", "name": "web"},
+            {"containerPort": 80, "protocol": "UDP", "name": "quic"}
+        ]);
+        let out = apply_ports(&Value::Null, both.clone(), "a").unwrap();
+        assert_eq!(out["spec"]["containers"][0]["ports"], both);
+        assert_eq!(
+            port_ids(&out),
+            [
+                r#"k:{"containerPort":80,"protocol":"TCP"}"#,
+                r#"k:{"containerPort":80,"protocol":"UDP"}"#
+            ]
+        );
+        // Onto an object holding only 80/TCP, 80/UDP is a second element.
+        let tcp = apply_ports(&Value::Null, json!([both[0]]), "a").unwrap();
+        let out = apply_ports(&tcp, both.clone(), "a").unwrap();
+        assert_eq!(out["spec"]["containers"][0]["ports"], both);
+        // Dropping 80/UDP from the configuration removes that element only.
+        let out = apply_ports(&out, json!([both[0]]), "a").unwrap();
+        assert_eq!(out["spec"]["containers"][0]["ports"], json!([both[0]]));
+    }
+
+    #[test]
+    fn ssa_port_without_protocol_is_tcp() {
+        let udp = apply_ports(
+            &Value::Null,
+            json!([{"containerPort": 80, "protocol": "UDP"}]),
+            "a",
+        )
+        .unwrap();
+        // No protocol: 80/TCP, a new element beside 80/UDP.
+        let out = apply_ports(
+            &udp,
+            json!([{"containerPort": 80, "protocol": "UDP"}, {"containerPort": 80, "name": "web"}]),
+            "a",
+        )
+        .unwrap();
+        assert_eq!(
+            out["spec"]["containers"][0]["ports"],
+            json!([{"containerPort": 80, "protocol": "UDP"}, {"containerPort": 80, "name": "web"}])
+        );
+        assert_eq!(
+            port_ids(&out),
+            [
+                r#"k:{"containerPort":80,"protocol":"TCP"}"#,
+                r#"k:{"containerPort":80,"protocol":"UDP"}"#
+            ]
+        );
+        // An explicit TCP is the same element as the one without a protocol.
+        let out = apply_ports(
+            &out,
+            json!([{"containerPort": 80, "protocol": "UDP"},
+                   {"containerPort": 80, "protocol": "TCP", "name": "http"}]),
+            "a",
+        )
+        .unwrap();
+        assert_eq!(
+            out["spec"]["containers"][0]["ports"],
+            json!([{"containerPort": 80, "protocol": "UDP"},
+                   {"containerPort": 80, "name": "http", "protocol": "TCP"}])
+        );
+    }
+
+    #[test]
+    fn ssa_element_without_a_key_lacking_a_default_is_refused() {
+        let config = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web"},
+            "spec": {"topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 1}]}
+        });
+        let err = apply(
+            "Pod",
+            &Value::Null,
+            config.to_string().as_bytes(),
+            PatchType::Apply,
+            "a",
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, PatchError::MissingMergeKey { ref key, .. } if key == "whenUnsatisfiable"),
+            "{err:?}"
         );
     }
 }

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use serde_json::{Map, Value};
 
 use super::error::{malformed, PatchError};
-use super::list_strategy::{list_strategy, ListStrategy};
+use super::list_strategy::{element_key, is_element, list_strategy, ListStrategy};
 
 /// `$patch: replace|delete|merge`.
 const PATCH_DIRECTIVE: &str = "$patch";
@@ -34,6 +34,7 @@ pub fn strategic_merge(kind: &str, original: &Value, patch: &Value) -> Result<Va
     let merger = StrategicMerger {
         kind,
         directives: true,
+        list_map_keys: false,
     };
     Ok(Value::Object(merger.merge_map(
         base,
@@ -49,6 +50,11 @@ pub(super) struct StrategicMerger<'k> {
     /// Whether `$`-keys are directives. Server-side apply configurations carry none, so there they
     /// are ordinary (if unlikely) field names.
     pub(super) directives: bool,
+    /// Whether elements of a keyed list match by every `x-kubernetes-list-map-keys` key, key
+    /// defaults included (server-side apply, as structured-merge-diff does: container ports
+    /// 80/TCP and 80/UDP are two elements), rather than by the patch merge key alone (strategic
+    /// merge patch, as Kubernetes' `strategicpatch` does).
+    pub(super) list_map_keys: bool,
 }
 
 impl StrategicMerger<'_> {
@@ -223,10 +229,10 @@ impl StrategicMerger<'_> {
         &self,
         mut original: Vec<Value>,
         patch: &[Value],
-        key: &str,
+        key: &'static str,
         path: &mut Vec<String>,
     ) -> Result<Vec<Value>, PatchError> {
-        let missing_key = |path: &[String]| PatchError::MissingMergeKey {
+        let missing_key = |path: &[String], key: &str| PatchError::MissingMergeKey {
             path: display_path(path),
             key: key.to_string(),
         };
@@ -241,7 +247,7 @@ impl StrategicMerger<'_> {
             };
             match self.element_directive(item, path)? {
                 Some("delete") => {
-                    let value = element.get(key).ok_or_else(|| missing_key(path))?;
+                    let value = element.get(key).ok_or_else(|| missing_key(path, key))?;
                     original.retain(|o| o.get(key) != Some(value));
                 }
                 Some("replace") => replace = true,
@@ -262,8 +268,15 @@ impl StrategicMerger<'_> {
                 .collect();
         }
         for element in updates {
-            let value = element.get(key).ok_or_else(|| missing_key(path))?;
-            match original.iter().position(|o| o.get(key) == Some(value)) {
+            let position = if self.list_map_keys {
+                let id = element_key(self.kind, path, key, element)
+                    .map_err(|missing| missing_key(path, missing))?;
+                original.iter().position(|o| is_element(o, &id))
+            } else {
+                let value = element.get(key).ok_or_else(|| missing_key(path, key))?;
+                original.iter().position(|o| o.get(key) == Some(value))
+            };
+            match position {
                 Some(i) => {
                     let base = match std::mem::take(&mut original[i]) {
                         Value::Object(map) => map,
@@ -647,6 +660,20 @@ mod tests {
                           {"port": 443, "targetPort": 8443}],
                 "selector": {"app": "x"}
             })
+        );
+    }
+
+    #[test]
+    fn smp_matches_ports_by_merge_key_only() {
+        // As Kubernetes' strategic merge: `containerPort` alone, so 80/UDP lands on 80/TCP.
+        let patch = json!({"spec": {"containers": [{
+            "name": "nginx",
+            "ports": [{"containerPort": 80, "protocol": "UDP"}]
+        }]}});
+        let out = strategic_merge("Pod", &two_container_pod(), &patch).unwrap();
+        assert_eq!(
+            out["spec"]["containers"][0]["ports"],
+            json!([{"containerPort": 80, "protocol": "UDP"}])
         );
     }
 }
