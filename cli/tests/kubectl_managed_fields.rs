@@ -1,6 +1,7 @@
 //! Field management as kubectl sees it: `--show-managed-fields` after create, label and
 //! client-side apply; server-side apply conflicts with kubectl's fields (409) and
-//! `--force-conflicts`; and moving an object from client-side to server-side apply.
+//! `--force-conflicts`; list elements keyed by every list-map key (container port 80 over TCP
+//! and UDP); and moving an object from client-side to server-side apply.
 //! The real kubectl against a real kemu API server over a real kemu store.
 
 mod common;
@@ -254,6 +255,105 @@ async fn server_side_apply_conflicts_and_forces() -> anyhow::Result<()> {
             "code": 409
         })
     );
+    Ok(())
+}
+
+/// A Deployment `dual` whose container serves port 80 over `TCP` and `UDP`, with these names.
+fn dual_stack(tcp_name: &str, udp_name: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: dual
+  namespace: default
+spec:
+  selector:
+    matchLabels:
+      app: dual
+  template:
+    metadata:
+      labels:
+        app: dual
+    spec:
+      containers:
+      - name: dns
+        image: coredns:1.11
+        ports:
+        - containerPort: 80
+          protocol: TCP
+          name: {tcp_name}
+        - containerPort: 80
+          protocol: UDP
+          name: {udp_name}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_keys_ports_by_port_and_protocol() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let both = c.file("both.yaml", &dual_stack("web", "quic"));
+    c.ok(&["apply", "--server-side", "--field-manager=a", "-f", &both]);
+    let ports = || -> Value {
+        let text = c.ok(&[
+            "get",
+            "deployment",
+            "dual",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].ports}",
+        ]);
+        serde_json::from_str(&text).expect("kubectl prints the ports as JSON")
+    };
+    // (protocol, name) of each port, in order.
+    let names = |ports: &Value| -> Value {
+        let ports = ports.as_array().cloned().unwrap_or_default();
+        ports
+            .iter()
+            .map(|p| json!([p["protocol"], p["name"]]))
+            .collect()
+    };
+    let got = ports();
+    assert_eq!(
+        names(&got),
+        json!([["TCP", "web"], ["UDP", "quic"]]),
+        "{got}"
+    );
+    let entries = managed_fields(&c, &["deployment", "dual"]);
+    let owned = &entry(&entries, "a")["fieldsV1"]["f:spec"]["f:template"]["f:spec"]["f:containers"]
+        ["k:{\"name\":\"dns\"}"]["f:ports"];
+    for key in [
+        r#"k:{"containerPort":80,"protocol":"TCP"}"#,
+        r#"k:{"containerPort":80,"protocol":"UDP"}"#,
+    ] {
+        assert_eq!(owned[key]["f:name"], json!({}), "{owned}");
+    }
+
+    // Another applier renaming the UDP port conflicts on that port's name alone...
+    let renamed = c.file("renamed.yaml", &dual_stack("web", "h3"));
+    let err = c.fails(&[
+        "apply",
+        "--server-side",
+        "--field-manager=b",
+        "-f",
+        &renamed,
+    ]);
+    assert!(
+        err.contains(
+            "Apply failed with 1 conflict: conflict with \"a\": .spec.template.spec.containers[name=\"dns\"].ports[containerPort=80,protocol=\"UDP\"].name"
+        ),
+        "{err}"
+    );
+    // ...and forced, changes that port only.
+    c.ok(&[
+        "apply",
+        "--server-side",
+        "--field-manager=b",
+        "--force-conflicts",
+        "-f",
+        &renamed,
+    ]);
+    let got = ports();
+    assert_eq!(names(&got), json!([["TCP", "web"], ["UDP", "h3"]]), "{got}");
     Ok(())
 }
 
