@@ -2,7 +2,8 @@
 //! a store, an API server and a node host running the pods: output and exit codes of the
 //! emulated shell, an executable the image lacks, stdin with `-i`, a mounted ConfigMap key,
 //! the container's environment, and Kubernetes' errors for a missing pod, a wrong container
-//! and a container that is not running.
+//! and a container that is not running; `kubectl port-forward` (SPDY/3.1 tunnelled in a
+//! WebSocket) to a declared port and to one nothing listens on.
 
 mod common;
 
@@ -28,6 +29,8 @@ spec:
   containers:
   - name: app
     image: registry.k8s.io/pause:3.10
+    ports:
+    - containerPort: 8080
     env:
     - name: MODE
       value: testing
@@ -147,18 +150,40 @@ async fn kubectl_exec_and_attach_reach_emulated_containers() -> anyhow::Result<(
         "{stderr}"
     );
 
+    // port-forward: kubectl's SPDY tunnel to the emulated server behind the declared port.
+    let mut forward = c.spawn(&["port-forward", "pod/web", ":8080", ":9999"]);
+    let lines = stdout_lines(&mut forward);
+    let replies = forwarded_ports(&lines).and_then(|local| {
+        Ok([
+            http_get(local["8080"])?,
+            http_get(local["8080"])?,
+            http_get(local["9999"])?,
+        ])
+    });
+    let _ = forward.kill();
+    let out = forward.wait_with_output()?;
+    let [first, second, refused] = replies?;
+    for reply in [first, second] {
+        assert!(reply.starts_with("HTTP/1.1 200 OK\r\n"), "{reply}");
+        assert!(
+            reply.ends_with(
+                "pod web in namespace default, container app, port 8080: GET /hello HTTP/1.1\n"
+            ),
+            "{reply}"
+        );
+    }
+    // Nothing listens on 9999: the connection ends with nothing, kubectl reports the refusal.
+    assert_eq!(refused, "");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("error forwarding port 9999 to pod web_default")
+            && stderr.contains("connect: connection refused"),
+        "{stderr}"
+    );
+
     // Attach: the main process's output from now on.
     let mut attach = c.spawn(&["attach", "ticker"]);
-    let (tx, rx) = std::sync::mpsc::channel();
-    if let Some(stdout) = attach.stdout.take() {
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-    }
+    let rx = stdout_lines(&mut attach);
     let first = rx.recv_timeout(Duration::from_secs(20));
     let _ = attach.kill();
     let _ = attach.wait();
@@ -167,4 +192,50 @@ async fn kubectl_exec_and_attach_reach_emulated_containers() -> anyhow::Result<(
     c.api.stop().await;
     c.store.stop().await;
     Ok(())
+}
+
+/// A child's stdout, line by line, from a thread.
+fn stdout_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    if let Some(stdout) = child.stdout.take() {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    rx
+}
+
+/// The local port of each remote port, from kubectl port-forward's
+/// "Forwarding from 127.0.0.1:LOCAL -> REMOTE" lines.
+fn forwarded_ports(
+    lines: &std::sync::mpsc::Receiver<String>,
+) -> anyhow::Result<std::collections::HashMap<String, u16>> {
+    let mut local = std::collections::HashMap::new();
+    while local.len() < 2 {
+        let line = lines
+            .recv_timeout(Duration::from_secs(20))
+            .map_err(|_| anyhow::anyhow!("kubectl port-forward printed no forwarding lines"))?;
+        if let Some((port, remote)) = line
+            .strip_prefix("Forwarding from 127.0.0.1:")
+            .and_then(|rest| rest.split_once(" -> "))
+        {
+            local.insert(remote.to_string(), port.parse::<u16>()?);
+        }
+    }
+    Ok(local)
+}
+
+/// An HTTP/1.1 GET with `Connection: close` to a local port; everything read until EOF.
+fn http_get(port: u16) -> anyhow::Result<String> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    conn.set_read_timeout(Some(Duration::from_secs(20)))?;
+    conn.write_all(b"GET /hello HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n")?;
+    let mut reply = String::new();
+    let _ = conn.read_to_string(&mut reply);
+    Ok(reply)
 }

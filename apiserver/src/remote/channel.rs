@@ -69,8 +69,13 @@ pub const STREAM_PROTOCOLS: &[Protocol] = &[
     protocol("base64.channel.k8s.io", true, false, false),
 ];
 
-/// The protocols port-forward is served over (the kubelet's WebSocket port-forward).
+/// kubectl's port-forward: SPDY/3.1 carried in the WebSocket's binary messages.
+pub const SPDY_TUNNEL: &str = "SPDY/3.1+portforward.k8s.io";
+
+/// The protocols port-forward is served over: kubectl's SPDY tunnel, and the kubelet's
+/// WebSocket port-forward.
 pub const PORT_FORWARD_PROTOCOLS: &[Protocol] = &[
+    protocol(SPDY_TUNNEL, false, false, false),
     protocol("v4.channel.k8s.io", false, true, false),
     protocol("v4.base64.channel.k8s.io", true, true, false),
     protocol("channel.k8s.io", false, false, false),

@@ -13,7 +13,8 @@
 //! - [`script`] and [`shell`]: the commands an emulated container runs; [`container`]: its
 //!   environment and files.
 //! - [`session`]: the checks, the WebSocket upgrade and the exec and attach sessions;
-//!   [`port_forward`]: the emulated listeners behind declared container ports.
+//!   [`port_forward`]: the emulated listeners behind declared container ports, over the
+//!   channel protocols or kubectl's SPDY tunnel ([`spdy`]).
 
 pub mod channel;
 pub mod container;
@@ -21,6 +22,7 @@ pub mod port_forward;
 pub mod script;
 pub mod session;
 pub mod shell;
+pub mod spdy;
 pub mod stdio;
 
 pub use session::serve;

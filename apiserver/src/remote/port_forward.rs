@@ -18,9 +18,12 @@ use serde_json::Value;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::debug;
 
-use super::channel::{Inbound, Protocol, PORT_FORWARD_PROTOCOLS};
+use super::channel::{Inbound, Protocol, PORT_FORWARD_PROTOCOLS, SPDY_TUNNEL};
 use super::session::{self, Transport};
+use super::spdy;
 use crate::errors::ApiError;
+use std::collections::HashMap;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
 /// The ports of a request: `ports` (repeated, or comma-separated as Kubernetes converts them).
@@ -70,13 +73,29 @@ pub fn serve(
     pairs: &[(String, String)],
     request: Request,
 ) -> Result<Response, ApiError> {
-    let ports = match parse_ports(pairs) {
-        Ok(p) => p,
-        Err(why) => return Ok(session::kubelet_error(StatusCode::BAD_REQUEST, &why)),
-    };
     let (accept, protocol) = match session::handshake(request.headers(), PORT_FORWARD_PROTOCOLS) {
         Ok(h) => h,
         Err(refused) => return Ok(refused.response()),
+    };
+    if protocol.name == SPDY_TUNNEL {
+        let pod = pod.clone();
+        let text = |p: &str| {
+            pod.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let what = format!(
+            "portforward {}/{} (SPDY)",
+            text("/metadata/namespace"),
+            text("/metadata/name")
+        );
+        session::spawn_session(request, what, move |socket| tunnel(socket, pod));
+        return Ok(session::switching(&accept, &protocol));
+    }
+    let ports = match parse_ports(pairs) {
+        Ok(p) => p,
+        Err(why) => return Ok(session::kubelet_error(StatusCode::BAD_REQUEST, &why)),
     };
     let forwards = forwards_for(pod, &ports);
     let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or("");
@@ -103,11 +122,16 @@ pub(super) fn forwards_for(pod: &Value, ports: &[u16]) -> Vec<Forward> {
         .iter()
         .map(|&port| match declared_by(pod, port) {
             Some(container) => Forward::Open(Listener::new(name, namespace, &container, port)),
-            None => Forward::Refused(format!(
-                "error forwarding port {port} to pod {name}_{namespace}, uid {uid}: failed to connect to localhost:{port} inside namespace \"{name}_{namespace}\": connect: connection refused"
-            )),
+            None => Forward::Refused(refusal(name, namespace, uid, port)),
         })
         .collect()
+}
+
+/// The runtime's words for a port nothing listens on.
+fn refusal(name: &str, namespace: &str, uid: &str, port: u16) -> String {
+    format!(
+        "error forwarding port {port} to pod {name}_{namespace}, uid {uid}: failed to connect to localhost:{port} inside namespace \"{name}_{namespace}\": connect: connection refused"
+    )
 }
 
 pub(super) enum Forward {
@@ -186,6 +210,119 @@ pub(super) async fn forward<T: Transport>(
         }
     }
     session::close(&mut socket, CloseCode::Normal, "").await;
+}
+
+/// kubectl's port-forward: SPDY streams in pairs (`streamtype: error` and `data`, sharing a
+/// `requestid`, naming the `port`), one pair per local connection, as the kubelet serves them.
+pub(super) async fn tunnel<T: Transport>(mut socket: WebSocketStream<T>, pod: Value) {
+    let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let (name, namespace, uid) = (
+        text("/metadata/name"),
+        text("/metadata/namespace"),
+        text("/metadata/uid"),
+    );
+    let mut reader = spdy::Reader::default();
+    let mut writer = spdy::Writer::default();
+    // Data stream → its listener and request; error stream of each request.
+    let mut open: HashMap<u32, (Listener, String)> = HashMap::new();
+    let mut errors: HashMap<String, u32> = HashMap::new();
+    // A refusal for a request whose error stream has not come yet.
+    let mut refused: HashMap<String, String> = HashMap::new();
+    loop {
+        let bytes = match socket.next().await {
+            Some(Ok(Message::Binary(b))) => b,
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+            Some(Ok(_)) => continue,
+        };
+        reader.push(&bytes);
+        loop {
+            let frame = match reader.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(error = %e, "a malformed SPDY frame ends the session");
+                    session::close(&mut socket, CloseCode::Invalid, "malformed SPDY frame").await;
+                    return;
+                }
+            };
+            let mut out: Vec<Vec<u8>> = Vec::new();
+            match frame {
+                spdy::Frame::Stream {
+                    id,
+                    headers,
+                    new: true,
+                    ..
+                } => {
+                    out.push(writer.syn_reply(id));
+                    let get = |k: &str| headers.get(k).cloned().unwrap_or_default();
+                    let request = get("requestid");
+                    match get("streamtype").as_str() {
+                        "error" => {
+                            if let Some(why) = refused.remove(&request) {
+                                out.push(spdy::data(id, why.as_bytes(), true));
+                            } else {
+                                errors.insert(request, id);
+                            }
+                        }
+                        "data" => {
+                            let port = get("port").parse::<u16>().unwrap_or(0);
+                            match declared_by(&pod, port) {
+                                Some(container) => {
+                                    let listener = Listener::new(name, namespace, &container, port);
+                                    open.insert(id, (listener, request));
+                                }
+                                None => {
+                                    let why = refusal(name, namespace, uid, port);
+                                    match errors.remove(&request) {
+                                        Some(error) => {
+                                            out.push(spdy::data(error, why.as_bytes(), true))
+                                        }
+                                        None => {
+                                            refused.insert(request, why);
+                                        }
+                                    }
+                                    out.push(spdy::data(id, &[], true));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                spdy::Frame::Data { id, data, fin } => {
+                    if let Some((listener, _)) = open.get_mut(&id) {
+                        let (reply, closes) = listener.receive(&data);
+                        if !reply.is_empty() {
+                            out.push(spdy::data(id, &reply, false));
+                        }
+                        // The connection ends when the server closes it, or when the client
+                        // has closed its side (the emulated servers close with it).
+                        if closes || fin {
+                            if let Some((_, request)) = open.remove(&id) {
+                                out.push(spdy::data(id, &[], true));
+                                if let Some(error) = errors.remove(&request) {
+                                    out.push(spdy::data(error, &[], true));
+                                }
+                            }
+                        }
+                    }
+                }
+                spdy::Frame::Reset { id } => {
+                    open.remove(&id);
+                }
+                spdy::Frame::Ping(payload) => out.push(spdy::pong(&payload)),
+                spdy::Frame::GoAway => {
+                    session::close(&mut socket, CloseCode::Normal, "").await;
+                    return;
+                }
+                spdy::Frame::Stream { .. } | spdy::Frame::Other => {}
+            }
+            for frame in out {
+                if socket.send(Message::binary(frame)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// The emulated server behind one declared port, for one connection. Pure.

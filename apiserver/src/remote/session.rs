@@ -510,7 +510,9 @@ mod tests {
             header::SEC_WEBSOCKET_PROTOCOL,
             HeaderValue::from_static("SPDY/3.1+portforward.k8s.io"),
         );
-        assert!(handshake(&headers, PORT_FORWARD_PROTOCOLS).is_err());
+        assert!(handshake(&headers, STREAM_PROTOCOLS).is_err());
+        let (_, tunnel) = handshake(&headers, PORT_FORWARD_PROTOCOLS).expect("kubectl's tunnel");
+        assert_eq!(tunnel.name, "SPDY/3.1+portforward.k8s.io");
     }
 
     #[test]

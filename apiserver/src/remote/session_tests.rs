@@ -245,3 +245,85 @@ async fn port_forward_opens_each_channel_with_its_port() {
     );
     session.await.expect("the session ends");
 }
+
+#[tokio::test]
+async fn kubectls_spdy_tunnel_pairs_error_and_data_streams() {
+    use crate::remote::port_forward::tunnel;
+    use crate::remote::spdy;
+
+    let hex = |s: &str| -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+            .collect()
+    };
+    // SYN_STREAM frames whose header blocks continue one zlib stream over the SPDY dictionary
+    // (streamtype error, then data; port 8080; requestid 0), as spdystream writes them.
+    let syn_stream = |id: u32, block: Vec<u8>| -> Vec<u8> {
+        let mut payload = id.to_be_bytes().to_vec();
+        payload.extend([0, 0, 0, 0, 0, 0]);
+        payload.extend(block);
+        let mut frame = vec![0x80, 0x03, 0x00, 0x01, 0x00];
+        frame.extend(&(payload.len() as u32).to_be_bytes()[1..]);
+        frame.extend(payload);
+        frame
+    };
+    let error = syn_stream(1, hex("78f9e3c6a7c202253a703a2b294a4dcc851625aca9a0808614cb45e01c6061606100a4398b20d198094ade8c0600000000ffff"));
+    let data = syn_stream(3, hex("c2aa19540e2512d60b000000ffff"));
+
+    let (server, mut client) = pair().await;
+    let pod = json!({"metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+                     "spec": {"containers": [{"name": "app", "ports": [{"containerPort": 8080}]}]}});
+    let session = tokio::spawn(tunnel(server, pod));
+    // Split across messages anywhere: the tunnel is a byte stream.
+    let mut bytes = [error, spdy::data(1, &[], true), data].concat();
+    bytes.extend(spdy::data(
+        3,
+        b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n",
+        false,
+    ));
+    bytes.extend(spdy::pong(&[0, 0, 0, 1]));
+    for chunk in bytes.chunks(7) {
+        client
+            .send(Message::binary(chunk.to_vec()))
+            .await
+            .expect("sent");
+    }
+    let mut reader = spdy::Reader::default();
+    let mut frames = Vec::new();
+    while frames.len() < 6 {
+        let message = tokio::time::timeout(Duration::from_secs(10), client.next())
+            .await
+            .expect("the server answers");
+        let Some(Ok(Message::Binary(b))) = message else {
+            panic!("unexpected {message:?}");
+        };
+        reader.push(&b);
+        while let Some(frame) = reader.next_frame().expect("a frame") {
+            frames.push(frame);
+        }
+    }
+    // Two SYN_REPLYs (read back as frames a server does not act on).
+    let replies = frames.iter().filter(|f| **f == spdy::Frame::Other).count();
+    assert_eq!(replies, 2, "{frames:?}");
+    let data: Vec<(u32, String, bool)> = frames
+        .iter()
+        .filter_map(|f| match f {
+            spdy::Frame::Data { id, data, fin } => {
+                Some((*id, String::from_utf8_lossy(data).into_owned(), *fin))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(data[0].1.starts_with("HTTP/1.1 200 OK\r\n"), "{data:?}");
+    assert!(data[0]
+        .1
+        .ends_with("pod web in namespace ns, container app, port 8080: GET / HTTP/1.1\n"));
+    assert_eq!(
+        &data[1..],
+        &[(3, String::new(), true), (1, String::new(), true)]
+    );
+    assert!(frames.contains(&spdy::Frame::Ping(vec![0, 0, 0, 1])));
+    drop(client);
+    session.await.expect("the session ends");
+}
