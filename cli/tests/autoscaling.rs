@@ -49,17 +49,19 @@ fn replicas(c: &Cluster) -> i64 {
         .unwrap_or(-1)
 }
 
-fn rescale_events(c: &Cluster) -> Vec<String> {
+/// The messages of the events about objects of `kind` with `reason`.
+fn events_about(c: &Cluster, kind: &str, reason: &str) -> Vec<String> {
     json(c, &["get", "events", "-o", "json"])["items"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|e| {
-            e["involvedObject"]["kind"] == "HorizontalPodAutoscaler"
-                && e["reason"] == "SuccessfulRescale"
-        })
+        .filter(|e| e["involvedObject"]["kind"] == kind && e["reason"] == reason)
         .filter_map(|e| e["message"].as_str().map(str::to_string))
         .collect()
+}
+
+fn rescale_events(c: &Cluster) -> Vec<String> {
+    events_about(c, "HorizontalPodAutoscaler", "SuccessfulRescale")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,6 +267,17 @@ async fn top_and_an_autoscaler_follow_the_declared_usage() -> anyhow::Result<()>
     );
     let hpa = json(&c, &["get", "hpa", "web", "-o", "json"]);
     assert!(hpa["status"]["lastScaleTime"].is_string(), "{hpa}");
+    // The ReplicaSet controller recorded its pods as kube-controller-manager does.
+    let created = events_about(&c, "ReplicaSet", "SuccessfulCreate");
+    assert!(
+        created.iter().any(|m| m.starts_with("Created pod: web-")),
+        "{created:?}"
+    );
+    let deleted = events_about(&c, "ReplicaSet", "SuccessfulDelete");
+    assert!(
+        deleted.iter().any(|m| m.starts_with("Deleted pod: web-")),
+        "{deleted:?}"
+    );
     assert_eq!(hpa["status"]["desiredReplicas"], 2, "{hpa}");
     Ok(())
 }

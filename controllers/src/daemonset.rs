@@ -731,9 +731,12 @@ impl Reconciler for DaemonSetController {
                 .iter()
                 .map(|node| new_pod(&ds, node, &hash))
                 .collect();
-            if let Err(e) = create_each_in_batches(&self.client, new, || {
-                self.expectations.creation_observed(key)
-            })
+            if let Err(e) = create_each_in_batches(
+                &self.client,
+                new,
+                || self.expectations.creation_observed(key),
+                |_| {},
+            )
             .await
             {
                 first_error = Some(e);

@@ -16,13 +16,14 @@ use k8s_openapi::api::autoscaling::v2::{
     HorizontalPodAutoscaler, HorizontalPodAutoscalerCondition, HorizontalPodAutoscalerStatus,
     MetricSpec, MetricStatus, MetricValueStatus, ResourceMetricStatus,
 };
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use parking_lot::Mutex;
 use serde_json::Value;
 use tracing::debug;
 
+use crate::events::Recorder;
 use crate::hpa::{
     resource_replicas, ConditionUpdate, History, Limits, PodFacts, PodMetric, Target, Tolerances,
 };
@@ -58,7 +59,7 @@ pub struct HorizontalController {
     client: Client,
     autoscalers: Store<HorizontalPodAutoscaler>,
     pods: Store<Pod>,
-    events: EventSink,
+    events: Recorder,
     config: HorizontalConfig,
     history: Mutex<HashMap<String, History>>,
 }
@@ -71,6 +72,7 @@ impl HorizontalController {
         events: EventSink,
         config: HorizontalConfig,
     ) -> (Arc<HorizontalController>, WorkQueue) {
+        let events = Recorder::new(events, COMPONENT);
         let queue = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(60));
         pods.add_index(BY_NAMESPACE, namespace_of::<Pod>);
         let controller = Arc::new(HorizontalController {
@@ -96,44 +98,9 @@ impl HorizontalController {
     }
 
     fn record(&self, hpa: &HorizontalPodAutoscaler, warning: bool, reason: &str, message: &str) {
-        let namespace = hpa.metadata.namespace.clone().unwrap_or_default();
-        let name = hpa.metadata.name.clone().unwrap_or_default();
-        let now = Utc::now();
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(format!(
-                    "{name}.{:x}",
-                    now.timestamp_nanos_opt().unwrap_or_default() as u64
-                        ^ u64::from(rand::random::<u32>())
-                )),
-                namespace: Some(namespace.clone()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("autoscaling/v2".into()),
-                kind: Some("HorizontalPodAutoscaler".into()),
-                name: Some(name),
-                namespace: Some(namespace.clone()),
-                uid: hpa.metadata.uid.clone(),
-                resource_version: hpa.metadata.resource_version.clone(),
-                ..Default::default()
-            },
-            reason: Some(reason.into()),
-            message: Some(message.into()),
-            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
-            count: Some(1),
-            first_timestamp: Some(Time(jiff(now))),
-            last_timestamp: Some(Time(jiff(now))),
-            event_time: Some(MicroTime(jiff(now))),
-            source: Some(EventSource {
-                component: Some(COMPONENT.into()),
-                host: None,
-            }),
-            reporting_component: Some(COMPONENT.into()),
-            reporting_instance: Some(COMPONENT.into()),
-            ..Default::default()
-        };
-        self.events.record(&namespace, &event);
+        let object =
+            crate::events::reference("autoscaling/v2", "HorizontalPodAutoscaler", &hpa.metadata);
+        self.events.record(object, warning, reason, message);
     }
 
     /// The usage (milli-units) of `resource` of each pod metrics-server-style metrics report

@@ -261,9 +261,13 @@ impl Reconciler for JobController {
                 ("job-name", name),
             ];
             let pod = pods::from_template(&template, namespace, name, owner, &labels);
-            if let Err(e) = create_in_batches(&self.client, &pod, plan.create, || {
-                self.expectations.creation_observed(key)
-            })
+            if let Err(e) = create_in_batches(
+                &self.client,
+                &pod,
+                plan.create,
+                || self.expectations.creation_observed(key),
+                |_| {},
+            )
             .await
             {
                 first_error = Some(e);

@@ -14,6 +14,7 @@
 //!   [`garbage_collector`], [`resource_quota`], [`service_accounts`] (the `default`
 //!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
 //!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`).
+//! - [`events`]: the events controllers record, through the manager's shared event sink.
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
 
 pub mod cronjob;
@@ -21,6 +22,7 @@ pub mod daemonset;
 pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
+pub mod events;
 pub mod expectations;
 pub mod garbage_collector;
 pub mod hpa;

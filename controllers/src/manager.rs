@@ -377,9 +377,16 @@ fn start_controllers(
         });
     };
 
-    let (rs, q) = ReplicaSetController::new(client.clone(), &mut replicasets, &mut pods);
+    let events = EventSink::start(client.clone(), Arc::new(EventSinkStats::default()));
+    let (rs, q) =
+        ReplicaSetController::new(client.clone(), &mut replicasets, &mut pods, events.clone());
     start("replicaset", rs, q);
-    let (rc, q) = ReplicationManager::new(client.clone(), &mut replication_controllers, &mut pods);
+    let (rc, q) = ReplicationManager::new(
+        client.clone(),
+        &mut replication_controllers,
+        &mut pods,
+        events.clone(),
+    );
     start("replicationcontroller", rc, q);
     let (pdb, q) = DisruptionController::new(
         client.clone(),
@@ -432,7 +439,6 @@ fn start_controllers(
         stop.clone(),
     );
     start("resourcequota", rq, q);
-    let events = EventSink::start(client.clone(), Arc::new(EventSinkStats::default()));
     let (hpa, q) = HorizontalController::new(
         client.clone(),
         &mut autoscalers,

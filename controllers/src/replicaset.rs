@@ -205,6 +205,7 @@ fn deletion_rank(pod: &Pod) -> (bool, u8, bool, Reverse<i32>, Reverse<i64>) {
 /// The replica controller's reconciler for owners of kind `O`.
 pub struct ReplicaController<O> {
     client: Client,
+    events: crate::events::Recorder,
     owners: Store<O>,
     pods: Store<Pod>,
     expectations: Arc<Expectations>,
@@ -222,12 +223,19 @@ impl<O: Replicated> ReplicaController<O> {
         client: Client,
         owners: &mut Informer<O>,
         pods: &mut Informer<Pod>,
+        events: api::event_sink::EventSink,
     ) -> (Arc<ReplicaController<O>>, WorkQueue) {
+        // kube-controller-manager's recorders: one per controller kind.
+        let component = match O::KIND {
+            "ReplicationController" => "replication-controller",
+            _ => "replicaset-controller",
+        };
         let queue = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(60));
         let expectations = Arc::new(Expectations::default());
         pods.add_index(pods::BY_CONTROLLER, pods::controller_uid);
         let controller = Arc::new(ReplicaController {
             client,
+            events: crate::events::Recorder::new(events, component),
             owners: owners.store(),
             pods: pods.store(),
             expectations: expectations.clone(),
@@ -271,7 +279,7 @@ impl<O: Replicated> Reconciler for ReplicaController<O> {
             let template = rs.template().cloned().unwrap_or_default();
             let owner = controller_ref(O::API_VERSION, O::KIND, rs.metadata());
             let pod = pods::from_template(&template, namespace, name, owner, &[]);
-            if let Err(e) = self.create_pods(key, &pod, plan.create).await {
+            if let Err(e) = self.create_pods(key, rs.as_ref(), &pod, plan.create).await {
                 first_error = Some(e);
             }
         } else if !plan.delete.is_empty() {
@@ -301,6 +309,12 @@ impl<O: Replicated> Reconciler for ReplicaController<O> {
                 let Ok((pod, namespace, result)) = done else {
                     continue;
                 };
+                if result.is_ok() {
+                    let object = crate::events::reference(O::API_VERSION, O::KIND, rs.metadata());
+                    let message = format!("Deleted pod: {pod}");
+                    self.events
+                        .record(object, false, "SuccessfulDelete", &message);
+                }
                 if let Err(e) = result {
                     self.expectations
                         .deletion_observed(key, &api::informer::key(Some(&namespace), &pod));
@@ -326,11 +340,31 @@ impl<O: Replicated> ReplicaController<O> {
     /// Creates `count` copies of `pod` in slow-start batches (1, 2, 4, …): a failing API stops
     /// after a few attempts instead of a whole burst. Creations never sent are forgotten by
     /// the expectations.
-    async fn create_pods(&self, key: &str, pod: &Pod, count: usize) -> Result<(), ReconcileError> {
-        create_in_batches(&self.client, pod, count, || {
-            self.expectations.creation_observed(key)
-        })
-        .await
+    async fn create_pods(
+        &self,
+        key: &str,
+        owner: &O,
+        pod: &Pod,
+        count: usize,
+    ) -> Result<(), ReconcileError> {
+        let object = crate::events::reference(O::API_VERSION, O::KIND, owner.metadata());
+        let result = create_in_batches(
+            &self.client,
+            pod,
+            count,
+            || self.expectations.creation_observed(key),
+            |name| {
+                let message = format!("Created pod: {name}");
+                self.events
+                    .record(object.clone(), false, "SuccessfulCreate", &message);
+            },
+        )
+        .await;
+        if let Err(e) = &result {
+            let message = format!("Error creating: {e}");
+            self.events.record(object, true, "FailedCreate", &message);
+        }
+        result
     }
 }
 
@@ -341,16 +375,19 @@ pub async fn create_in_batches(
     pod: &Pod,
     count: usize,
     not_created: impl Fn(),
+    created: impl Fn(&str),
 ) -> Result<(), ReconcileError> {
-    create_each_in_batches(client, vec![pod.clone(); count], not_created).await
+    create_each_in_batches(client, vec![pod.clone(); count], not_created, created).await
 }
 
 /// Creates `pods` in slow-start batches (1, 2, 4, … at once, stopping at the first batch with
-/// a failure); calls `not_created` once per pod that was not created (failed or never sent).
+/// a failure); calls `not_created` once per pod that was not created (failed or never sent) and
+/// `created` with the name of each pod made.
 pub async fn create_each_in_batches(
     client: &Client,
     pods: Vec<Pod>,
     not_created: impl Fn(),
+    created: impl Fn(&str),
 ) -> Result<(), ReconcileError> {
     let mut pods = pods.into_iter();
     let mut remaining = pods.len();
@@ -370,7 +407,11 @@ pub async fn create_each_in_batches(
         let mut error = None;
         while let Some(done) = tasks.join_next().await {
             match done {
-                Ok(Ok(_)) => {}
+                Ok(Ok(pod)) => created(
+                    pod.pointer("/metadata/name")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default(),
+                ),
                 Ok(Err(e)) => {
                     not_created();
                     error.get_or_insert(ReconcileError::api("create pod")(e));
