@@ -281,22 +281,28 @@ fn create_operation(names: &Names<'_>, definition: &str, suffix: &str) -> Value 
         "" => format!("create a {kind}"),
         sub => format!("create {} of a {kind}", sub.to_lowercase()),
     };
-    let mut op = operation(names, "create", suffix, "post", description);
+    let op = operation(names, "create", suffix, "post", description);
+    write_operation(
+        op,
+        definition,
+        &[("200", "OK"), ("201", "Created"), ("202", "Accepted")],
+    )
+}
+
+/// A POST or PUT: the write parameters, the object as body, and the object back under `codes`.
+fn write_operation(mut op: Map<String, Value>, definition: &str, codes: &[(&str, &str)]) -> Value {
     op.insert("parameters".into(), Value::Array(write_parameters()));
     op.insert(
         "requestBody".into(),
         request_body(&reference(definition), &["*/*"]),
     );
     let ok = json!({"content": content(&reference(definition), OBJECT_TYPES)});
-    op.insert(
-        "responses".into(),
-        json!({
-            "200": with_description(&ok, "OK"),
-            "201": with_description(&ok, "Created"),
-            "202": with_description(&ok, "Accepted"),
-            "401": {"description": "Unauthorized"},
-        }),
-    );
+    let mut responses = Map::new();
+    for (code, description) in codes {
+        responses.insert((*code).into(), with_description(&ok, description));
+    }
+    responses.insert("401".into(), json!({"description": "Unauthorized"}));
+    op.insert("responses".into(), Value::Object(responses));
     Value::Object(op)
 }
 
@@ -324,28 +330,14 @@ fn replace_operation(
     suffix: &str,
     description: &str,
 ) -> Value {
-    let mut op = operation(
+    let op = operation(
         names,
         "replace",
         suffix,
         "put",
         format!("{description} {}", names.resource.kind),
     );
-    op.insert("parameters".into(), Value::Array(write_parameters()));
-    op.insert(
-        "requestBody".into(),
-        request_body(&reference(definition), &["*/*"]),
-    );
-    let ok = json!({"content": content(&reference(definition), OBJECT_TYPES)});
-    op.insert(
-        "responses".into(),
-        json!({
-            "200": with_description(&ok, "OK"),
-            "201": with_description(&ok, "Created"),
-            "401": {"description": "Unauthorized"},
-        }),
-    );
-    Value::Object(op)
+    write_operation(op, definition, &[("200", "OK"), ("201", "Created")])
 }
 
 /// The PATCH operation. Its request body lists the strategic merge type for the built-in kinds:
