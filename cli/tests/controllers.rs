@@ -1,7 +1,7 @@
 //! End to end: `kemu controllers` with a real store, API server, scheduler and node hosts,
 //! driven with the real kubectl — Deployments (create, scale, set image within the surge and
-//! unavailability bounds, rollout undo, cascading delete), a Job, Service endpoints following
-//! pods, namespace deletion, node failure (NotReady, eviction, replacement elsewhere), and a
+//! unavailability bounds, rollout undo, cascading delete) and their events, a Job and its
+//! events, Service endpoints following pods, namespace deletion, node failure (NotReady, eviction, replacement elsewhere), and a
 //! ResourceQuota whose charge a finished pod releases.
 
 mod common;
@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use common::control_plane::{
     common_args, exactly_running, is_ready, issue, pods_json, spawn, start_controllers,
-    start_node_host, start_scheduler, terminating,
+    start_node_host, start_scheduler, terminating, wait_for_events,
 };
 use common::{wait_until, Cluster};
 use serde_json::Value;
@@ -89,6 +89,18 @@ async fn deployments_scale_roll_out_and_roll_back() -> anyhow::Result<()> {
     })
     .await?;
     c.ok(&["rollout", "status", "deployment/web", "--timeout=60s"]);
+    // Each scaling of the ReplicaSet is an event on the Deployment, as kubectl describe shows.
+    let rs_name = first["metadata"]["name"].as_str().unwrap_or_default();
+    let scaled = [
+        format!("Scaled up replica set {rs_name} from 0 to 3"),
+        format!("Scaled up replica set {rs_name} from 3 to 10"),
+        format!("Scaled down replica set {rs_name} from 10 to 3"),
+    ];
+    let wanted: Vec<(&str, &str, &str)> = scaled
+        .iter()
+        .map(|m| ("ScalingReplicaSet", "deployment-controller", m.as_str()))
+        .collect();
+    wait_for_events(&c, "deployment/web", &wanted).await?;
 
     // A new image rolls out within maxSurge 1 (25% of 3, up) and maxUnavailable 0 (down).
     c.ok(&["set", "image", "deployment/web", "nginx=nginx:1.28"]);
@@ -203,6 +215,19 @@ async fn jobs_endpoints_namespaces_and_cascades() -> anyhow::Result<()> {
         "jsonpath={.status.startTime} {.status.completionTime}",
     ]);
     assert_eq!(times.split_whitespace().count(), 2, "{times}");
+    let first_pod = format!(
+        "Created pod: {}",
+        done[0]["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    wait_for_events(
+        &c,
+        "job/count",
+        &[
+            ("SuccessfulCreate", "job-controller", first_pod.as_str()),
+            ("Completed", "job-controller", "Job completed"),
+        ],
+    )
+    .await?;
 
     // A Service's endpoints follow its pods.
     c.ok(&["create", "namespace", "team"]);

@@ -1,7 +1,7 @@
 //! End to end with the real kubectl against a whole control plane (store, API server,
 //! scheduler, node hosts, controllers): a DaemonSet following a node being tainted and a new
 //! node joining, a CronJob firing on a one-minute schedule and honouring Forbid, `kubectl
-//! create job --from=cronjob/NAME`, and the 422s of invalid specs.
+//! create job --from=cronjob/NAME`, the events of both, and the 422s of invalid specs.
 
 mod common;
 
@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::control_plane::{
     is_ready, pods_json, start_controllers, start_node_host, start_scheduler, terminating,
+    wait_for_events,
 };
 use common::{wait_until, Cluster};
 use serde_json::Value;
@@ -199,6 +200,24 @@ async fn a_daemon_set_follows_taints_and_new_nodes() -> anyhow::Result<()> {
     let s = daemon_set_status(&c);
     assert_eq!(s["updatedNumberScheduled"], 3, "{s}");
     assert_eq!(s["observedGeneration"], 2, "{s}");
+    // The pods made and replaced are events on the DaemonSet, as kubectl describe shows.
+    wait_for_events(
+        &c,
+        "daemonset/agent",
+        &[
+            (
+                "SuccessfulCreate",
+                "daemonset-controller",
+                "Created pod: agent-",
+            ),
+            (
+                "SuccessfulDelete",
+                "daemonset-controller",
+                "Deleted pod: agent-",
+            ),
+        ],
+    )
+    .await?;
 
     // Invalid specs: 422 with the field path.
     let bad = DAEMON_SET
@@ -350,6 +369,20 @@ async fn a_cron_job_fires_and_honours_forbid() -> anyhow::Result<()> {
         .count();
     assert_eq!(scheduled_jobs, 1, "Forbid started a second job");
     assert_eq!(cron_job(&c)["status"]["lastScheduleTime"], scheduled);
+    let created = format!("Created job tick-{minutes}");
+    wait_for_events(
+        &c,
+        "cronjob/tick",
+        &[
+            ("SuccessfulCreate", "cronjob-controller", created.as_str()),
+            (
+                "JobAlreadyActive",
+                "cronjob-controller",
+                "Not starting job because prior execution is running and concurrency policy is Forbid",
+            ),
+        ],
+    )
+    .await?;
 
     // Invalid specs: 422 with the field paths and the schedule parser's words.
     let bad = CRON_JOB

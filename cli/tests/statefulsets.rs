@@ -2,7 +2,7 @@
 //! scheduler, node hosts, controllers): StatefulSets and their ControllerRevisions — ordered
 //! creation with stable names, scaling down from the highest ordinal, Parallel management, a
 //! rolling update held at a partition, `kubectl rollout status/history/undo`, deletion with each
-//! propagation policy, and the 422 of an invalid spec.
+//! propagation policy, the set's events, and the 422 of an invalid spec.
 
 mod common;
 
@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::control_plane::{
     exactly_running, is_ready, pods_json, start_controllers, start_node_host, start_scheduler,
-    terminating,
+    terminating, wait_for_events,
 };
 use common::{wait_until, Cluster};
 use serde_json::Value;
@@ -203,6 +203,29 @@ async fn stateful_set_lifecycle() -> anyhow::Result<()> {
     })
     .await?;
     assert_eq!(*violations.lock().expect("lock"), Vec::<String>::new());
+    // Each pod made and removed is an event on the set, as kubectl describe shows.
+    wait_for_events(
+        &c,
+        "statefulset/web",
+        &[
+            (
+                "SuccessfulCreate",
+                "statefulset-controller",
+                "create Pod web-0 in StatefulSet web successful",
+            ),
+            (
+                "SuccessfulCreate",
+                "statefulset-controller",
+                "create Pod web-2 in StatefulSet web successful",
+            ),
+            (
+                "SuccessfulDelete",
+                "statefulset-controller",
+                "delete Pod web-2 in StatefulSet web successful",
+            ),
+        ],
+    )
+    .await?;
     c.ok(&["scale", "sts", "web", "--replicas=3"]);
     wait_until("3 web pods run again", Duration::from_secs(60), || async {
         exactly_running(&c, "app=web", 3, &[])

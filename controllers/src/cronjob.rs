@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use api::client::{Client, DeleteParams, Patch};
 use api::cron::{time_zone, Schedule};
+use api::event_sink::EventSink;
 use api::informer::{Informer, InformerEvent, Store};
 use api::resources;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -24,6 +25,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tracing::{debug, info};
 
+use crate::events::{error_text, Recorder};
 use crate::owners::{controlled_by, controller_of, controller_ref, key_of, split_key};
 use crate::queue::WorkQueue;
 use crate::worker::{Outcome, ReconcileError, Reconciler};
@@ -47,6 +49,9 @@ pub struct Plan {
     pub status: CronJobStatus,
     /// Why no Job starts although one is due or wanted (Kubernetes' event reason).
     pub skipped: Option<&'static str>,
+    /// The events this sync records before its deletions and creation: (warning, reason,
+    /// message), worded as kube-controller-manager's.
+    pub events: Vec<(bool, &'static str, String)>,
     pub requeue_after: Option<Duration>,
 }
 
@@ -198,12 +203,21 @@ fn beyond_history(cj: &CronJob, jobs: &[&Job]) -> Vec<String> {
 pub fn plan(cj: &CronJob, jobs: &[&Job], now: DateTime<Utc>) -> Plan {
     let mut status = cj.status.clone().unwrap_or_default();
     let mut active = status.active.take().unwrap_or_default();
+    let mut events = Vec::new();
     // Finished Jobs leave the active list; successes move lastSuccessfulTime.
     for job in jobs {
         let uid = job.metadata.uid.as_deref();
         let listed = active.iter().any(|r| r.uid.as_deref() == uid);
         if listed && is_finished(job) {
             active.retain(|r| r.uid.as_deref() != uid);
+            let kind = if condition(job, "Complete") {
+                "Complete"
+            } else {
+                "Failed"
+            };
+            let name = job.metadata.name.as_deref().unwrap_or_default();
+            let message = format!("Saw completed job: {name}, condition: {kind}");
+            events.push((false, "SawCompletedJob", message));
         }
         if condition(job, "Complete") {
             if let Some(done) = job.status.as_ref().and_then(|s| s.completion_time.as_ref()) {
@@ -225,6 +239,7 @@ pub fn plan(cj: &CronJob, jobs: &[&Job], now: DateTime<Utc>) -> Plan {
         delete: Vec::new(),
         status: CronJobStatus::default(),
         skipped: None,
+        events,
         requeue_after: None,
     };
     let spec = Some(&cj.spec);
@@ -247,9 +262,16 @@ pub fn plan(cj: &CronJob, jobs: &[&Job], now: DateTime<Utc>) -> Plan {
                         .unwrap_or("Allow");
                     if too_late {
                         plan.skipped = Some("MissSchedule");
+                        let at = due.format("%a, %d %b %Y %H:%M:%S %z");
+                        let message = format!("Missed scheduled time to start a job: {at}");
+                        plan.events.push((true, "MissSchedule", message));
                     } else if done {
                     } else if policy == "Forbid" && !active.is_empty() {
                         plan.skipped = Some("JobAlreadyActive");
+                        let message = "Not starting job because prior execution is running and \
+                                       concurrency policy is Forbid";
+                        plan.events
+                            .push((false, "JobAlreadyActive", message.to_string()));
                     } else {
                         if policy == "Replace" {
                             delete.extend(active.drain(..).filter_map(|r| r.name));
@@ -323,6 +345,7 @@ pub fn job_controller_uid(job: &Job) -> Option<String> {
 /// The CronJob controller's reconciler.
 pub struct CronJobController {
     client: Client,
+    events: Recorder,
     cron_jobs: Store<CronJob>,
     jobs: Store<Job>,
 }
@@ -332,11 +355,13 @@ impl CronJobController {
         client: Client,
         cron_jobs: &mut Informer<CronJob>,
         jobs: &mut Informer<Job>,
+        events: EventSink,
     ) -> (Arc<CronJobController>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(10), Duration::from_secs(60));
         jobs.add_index(JOBS_BY_CONTROLLER, job_controller_uid);
         let controller = Arc::new(CronJobController {
             client,
+            events: Recorder::new(events, "cronjob-controller"),
             cron_jobs: cron_jobs.store(),
             jobs: jobs.store(),
         });
@@ -431,6 +456,11 @@ impl Reconciler for CronJobController {
         if let Some(reason) = plan.skipped {
             debug!(reason, "no job started");
         }
+        let object = crate::events::reference("batch/v1", "CronJob", &cj.metadata);
+        for (warning, reason, message) in &plan.events {
+            self.events
+                .record(object.clone(), *warning, reason, message);
+        }
         let background = DeleteParams {
             propagation_policy: Some("Background".into()),
             ..Default::default()
@@ -441,7 +471,11 @@ impl Reconciler for CronJobController {
                 .delete::<Value>(jobs_resource, Some(namespace), job, &background)
                 .await
             {
-                Ok(_) => {}
+                Ok(_) => {
+                    let message = format!("Deleted job {job}");
+                    self.events
+                        .record(object.clone(), false, "SuccessfulDelete", &message);
+                }
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(ReconcileError::api("delete job")(e)),
             }
@@ -455,6 +489,10 @@ impl Reconciler for CronJobController {
             {
                 Ok(created) => {
                     info!(job = ?created.metadata.name, "created job");
+                    let job_name = created.metadata.name.as_deref().unwrap_or_default();
+                    let message = format!("Created job {job_name}");
+                    self.events
+                        .record(object.clone(), false, "SuccessfulCreate", &message);
                     Some(created)
                 }
                 // Made by an earlier sync whose status write was lost: take it if it is ours.
@@ -467,7 +505,11 @@ impl Reconciler for CronJobController {
                         .map_err(ReconcileError::api("get existing job"))?;
                     controlled_by(&existing.metadata, &uid).then_some(existing)
                 }
-                Err(e) => return Err(ReconcileError::api("create job")(e)),
+                Err(e) => {
+                    let message = format!("Error creating job: {}", error_text(&e));
+                    self.events.record(object, true, "FailedCreate", &message);
+                    return Err(ReconcileError::api("create job")(e));
+                }
             };
             if let Some(created) = created {
                 let active = plan.status.active.get_or_insert_with(Vec::new);

@@ -122,10 +122,24 @@ fn forbid_skips_while_a_job_runs_and_replace_deletes_it() {
     running(&mut cj, &[&j], "2026-01-01T10:01:00Z");
     let p = plan(&cj, &[&j], at("2026-01-01T10:02:00Z"));
     assert_eq!((p.create, p.skipped), (None, Some("JobAlreadyActive")));
+    let forbidden = "Not starting job because prior execution is running and concurrency policy \
+                     is Forbid";
+    assert_eq!(
+        p.events,
+        [(false, "JobAlreadyActive", forbidden.to_string())]
+    );
     // When the job finishes, the missed time runs.
     let done = job(&cj, "2026-01-01T10:01:00Z", "Complete");
     let p = plan(&cj, &[&done], at("2026-01-01T10:02:30Z"));
     assert_eq!(p.create, Some(at("2026-01-01T10:02:00Z")));
+    assert_eq!(
+        p.events,
+        [(
+            false,
+            "SawCompletedJob",
+            "Saw completed job: tick-29454361, condition: Complete".to_string()
+        )]
+    );
     assert_eq!(p.status.active, None);
     assert_eq!(
         p.status.last_successful_time,

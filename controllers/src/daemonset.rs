@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::client::{Client, DeleteParams};
+use api::client::Client;
+use api::event_sink::EventSink;
 use api::informer::{Informer, InformerEvent, Store};
 use api::resources;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
@@ -29,13 +30,14 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::deployment::template_hash;
+use crate::events::{reference, Recorder};
 use crate::expectations::Expectations;
 use crate::node_lifecycle::tolerates;
 use crate::owned_pods;
 use crate::owners::{controller_ref, key_of, now_seconds, seconds, split_key};
+use crate::pod_control::PodControl;
 use crate::pods;
 use crate::queue::WorkQueue;
-use crate::replicaset::create_each_in_batches;
 use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// The label naming the template a daemon pod was made from.
@@ -52,6 +54,8 @@ pub struct Plan {
     pub create: Vec<String>,
     /// Names of pods to delete.
     pub delete: Vec<String>,
+    /// (pod, node) of each Failed pod among them, which Kubernetes reports in an event.
+    pub failed: Vec<(String, String)>,
     pub status: DaemonSetStatus,
     /// Look again then (a pod becoming available after minReadySeconds).
     pub recheck_after: Option<Duration>,
@@ -400,6 +404,7 @@ pub fn plan(
 
     let mut create = Vec::new();
     let mut delete = Vec::new();
+    let mut failed = Vec::new();
     if expectations_met {
         status.observed_generation = ds.metadata.generation;
         let surge_allowed = rolling_limits(ds, status.desired_number_scheduled).1 > 0;
@@ -425,6 +430,9 @@ pub fn plan(
                 {
                     if pods::is_terminal(pod) {
                         delete.push(name(pod));
+                        if pods::phase(pod) == "Failed" {
+                            failed.push((name(pod), (*node).to_string()));
+                        }
                     } else {
                         running.push(*pod);
                     }
@@ -472,6 +480,7 @@ pub fn plan(
     Plan {
         create,
         delete,
+        failed,
         status,
         recheck_after,
     }
@@ -618,6 +627,7 @@ fn status_patch(status: &DaemonSetStatus) -> Value {
 /// The DaemonSet controller's reconciler.
 pub struct DaemonSetController {
     client: Client,
+    pods_control: PodControl,
     daemon_sets: Store<DaemonSet>,
     nodes: Store<Node>,
     pods: Store<Pod>,
@@ -630,11 +640,16 @@ impl DaemonSetController {
         daemon_sets: &mut Informer<DaemonSet>,
         nodes: &mut Informer<Node>,
         pods: &mut Informer<Pod>,
+        events: EventSink,
     ) -> (Arc<DaemonSetController>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(10), Duration::from_secs(60));
         let expectations = Arc::new(Expectations::default());
         pods.add_index(pods::BY_CONTROLLER, pods::controller_uid);
         let controller = Arc::new(DaemonSetController {
+            pods_control: PodControl::new(
+                client.clone(),
+                Recorder::new(events, "daemonset-controller"),
+            ),
             client,
             daemon_sets: daemon_sets.store(),
             nodes: nodes.store(),
@@ -724,6 +739,15 @@ impl Reconciler for DaemonSetController {
                 plan.delete.iter().map(|p| format!("{namespace}/{p}")),
             );
         }
+        let object = reference("apps/v1", "DaemonSet", &ds.metadata);
+        for (pod, node) in &plan.failed {
+            let message = format!(
+                "Found failed daemon pod {namespace}/{pod} on node {node}, will try to kill it"
+            );
+            self.pods_control
+                .events()
+                .record(object.clone(), true, "FailedDaemonPod", &message);
+        }
         if !plan.create.is_empty() {
             let hash = current_hash(&ds);
             let new: Vec<Pod> = plan
@@ -731,38 +755,24 @@ impl Reconciler for DaemonSetController {
                 .iter()
                 .map(|node| new_pod(&ds, node, &hash))
                 .collect();
-            if let Err(e) = create_each_in_batches(
-                &self.client,
-                new,
-                || self.expectations.creation_observed(key),
-                |_| {},
-            )
-            .await
+            if let Err(e) = self
+                .pods_control
+                .create(&object, new, || self.expectations.creation_observed(key))
+                .await
             {
                 first_error = Some(e);
             }
         }
-        for pod in &plan.delete {
-            match self
-                .client
-                .delete::<Value>(
-                    resources::pods(),
-                    Some(namespace),
-                    pod,
-                    &DeleteParams::default(),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => self
-                    .expectations
-                    .deletion_observed(key, &format!("{namespace}/{pod}")),
-                Err(e) => {
-                    self.expectations
-                        .deletion_observed(key, &format!("{namespace}/{pod}"));
-                    first_error.get_or_insert(ReconcileError::api("delete daemon pod")(e));
-                }
-            }
+        let not_deleted = |pod: &str| {
+            self.expectations
+                .deletion_observed(key, &format!("{namespace}/{pod}"))
+        };
+        if let Err(e) = self
+            .pods_control
+            .delete(&object, namespace, &plan.delete, not_deleted)
+            .await
+        {
+            first_error.get_or_insert(e);
         }
         if ds.status.as_ref() != Some(&plan.status) {
             let daemon_sets = resources::find("apps", "v1", "daemonsets").expect("daemonsets");

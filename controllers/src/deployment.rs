@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use api::client::{Client, DeleteParams, Patch};
+use api::event_sink::EventSink;
 use api::informer::{Informer, InformerEvent, Store};
 use api::resources::{self, ResourceInfo};
 use k8s_openapi::api::apps::v1::{
@@ -24,6 +25,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tracing::{debug, info};
 
+use crate::events::{reference, Recorder};
 use crate::owners::{
     controlled_by, controller_of, controller_ref, key_of, now_seconds, seconds, split_key, time_at,
 };
@@ -688,6 +690,7 @@ fn deployments() -> &'static ResourceInfo {
 /// The Deployment controller's reconciler.
 pub struct DeploymentController {
     client: Client,
+    events: Recorder,
     deployments: Store<Deployment>,
     replicasets: Store<ReplicaSet>,
 }
@@ -697,10 +700,12 @@ impl DeploymentController {
         client: Client,
         deployments: &mut Informer<Deployment>,
         replicasets: &mut Informer<ReplicaSet>,
+        events: EventSink,
     ) -> (Arc<DeploymentController>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(60));
         let controller = Arc::new(DeploymentController {
             client,
+            events: Recorder::new(events, "deployment-controller"),
             deployments: deployments.store(),
             replicasets: replicasets.store(),
         });
@@ -776,6 +781,13 @@ impl Reconciler for DeploymentController {
             })
             .collect();
         let plan = plan(&d, &owned, now_seconds());
+        let object = reference("apps/v1", "Deployment", &d.metadata);
+        let scaled = |rs_name: &str, from: i32, to: i32| {
+            let direction = if from < to { "up" } else { "down" };
+            let message = format!("Scaled {direction} replica set {rs_name} from {from} to {to}");
+            self.events
+                .record(object.clone(), false, "ScalingReplicaSet", &message);
+        };
         for action in &plan.actions {
             debug!(?action, "deployment action");
             match action {
@@ -786,7 +798,13 @@ impl Reconciler for DeploymentController {
                         .create::<ReplicaSet, ReplicaSet>(replicasets(), Some(namespace), rs)
                         .await
                     {
-                        Ok(_) => info!(replicaset = %rs_name, "created a new replica set"),
+                        Ok(_) => {
+                            info!(replicaset = %rs_name, "created a new replica set");
+                            let replicas = replicas_of(rs);
+                            if replicas > 0 {
+                                scaled(&rs_name, 0, replicas);
+                            }
+                        }
                         Err(e) if e.is_already_exists() => {
                             // Ours but not cached yet, or a hash collision.
                             let existing: ReplicaSet = self
@@ -842,6 +860,13 @@ impl Reconciler for DeploymentController {
                         )
                         .await
                         .map_err(ReconcileError::api(format!("scale replica set {rs_name}")))?;
+                    let before = owned
+                        .iter()
+                        .find(|rs| rs.metadata.name.as_deref() == Some(rs_name.as_str()))
+                        .map(|rs| replicas_of(rs));
+                    if let Some(from) = before.filter(|from| from != replicas) {
+                        scaled(rs_name, from, *replicas);
+                    }
                 }
                 Action::DeleteReplicaSet { name: rs_name } => {
                     match self

@@ -74,3 +74,11 @@ pub fn reference(
         ..Default::default()
     }
 }
+
+/// An API error as Go prints it in an event message: the server's `Status` message alone.
+pub fn error_text(error: &api::client::ClientError) -> String {
+    match error {
+        api::client::ClientError::Api { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}

@@ -8,20 +8,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::client::{Client, DeleteParams};
+use api::client::Client;
+use api::event_sink::EventSink;
 use api::informer::{Informer, Store};
 use api::resources;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::{json, Value};
+use serde_json::json;
 use tracing::info;
 
+use crate::events::{reference, Recorder};
 use crate::expectations::Expectations;
 use crate::owned_pods;
 use crate::owners::{controller_ref, now_seconds, seconds, split_key, time_at};
+use crate::pod_control::PodControl;
 use crate::pods;
 use crate::queue::WorkQueue;
-use crate::replicaset::{create_in_batches, BURST};
+use crate::replicaset::BURST;
 use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// What one sync of a Job should do.
@@ -52,6 +55,28 @@ fn condition(kind: &str, reason: &str, message: &str, now: i64) -> JobCondition 
         last_probe_time: Some(time_at(now)),
         last_transition_time: Some(time_at(now)),
     }
+}
+
+/// The event of a Job that `status` finishes (it was not finished `before`), as
+/// kube-controller-manager records it: (warning, reason, message).
+pub fn finish_event<'a>(
+    before: Option<&JobStatus>,
+    status: &'a JobStatus,
+) -> Option<(bool, &'a str, &'a str)> {
+    if finished(before) {
+        return None;
+    }
+    let conditions = status.conditions.as_deref().unwrap_or_default();
+    let is = |c: &&JobCondition, kind: &str| c.type_ == kind && c.status == "True";
+    if conditions.iter().any(|c| is(&c, "Complete")) {
+        return Some((false, "Completed", "Job completed"));
+    }
+    let failed = conditions.iter().find(|c| is(c, "Failed"))?;
+    Some((
+        true,
+        failed.reason.as_deref().unwrap_or("Failed"),
+        failed.message.as_deref().unwrap_or_default(),
+    ))
 }
 
 /// Decides the pods to create or delete and the status of `job` given the pods it controls.
@@ -187,6 +212,7 @@ pub fn plan(job: &Job, owned: &[&Pod], expectations_met: bool, now: i64) -> Plan
 /// The Job controller's reconciler.
 pub struct JobController {
     client: Client,
+    pods_control: PodControl,
     jobs: Store<Job>,
     pods: Store<Pod>,
     expectations: Arc<Expectations>,
@@ -197,11 +223,13 @@ impl JobController {
         client: Client,
         jobs: &mut Informer<Job>,
         pods: &mut Informer<Pod>,
+        events: EventSink,
     ) -> (Arc<JobController>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(10), Duration::from_secs(60));
         let expectations = Arc::new(Expectations::default());
         pods.add_index(pods::BY_CONTROLLER, pods::controller_uid);
         let controller = Arc::new(JobController {
+            pods_control: PodControl::new(client.clone(), Recorder::new(events, "job-controller")),
             client,
             jobs: jobs.store(),
             pods: pods.store(),
@@ -246,6 +274,7 @@ impl Reconciler for JobController {
             now_seconds(),
         );
         let mut first_error = None;
+        let object = reference("batch/v1", "Job", &job.metadata);
         if plan.create > 0 {
             self.expectations.expect(key, plan.create, []);
             let template = job
@@ -261,42 +290,34 @@ impl Reconciler for JobController {
                 ("job-name", name),
             ];
             let pod = pods::from_template(&template, namespace, name, owner, &labels);
-            if let Err(e) = create_in_batches(
-                &self.client,
-                &pod,
-                plan.create,
-                || self.expectations.creation_observed(key),
-                |_| {},
-            )
-            .await
+            if let Err(e) = self
+                .pods_control
+                .create(&object, vec![pod; plan.create], || {
+                    self.expectations.creation_observed(key)
+                })
+                .await
             {
                 first_error = Some(e);
             }
         }
-        for pod in &plan.delete {
-            match self
-                .client
-                .delete::<Value>(
-                    resources::pods(),
-                    Some(namespace),
-                    pod,
-                    &DeleteParams::default(),
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => {
-                    first_error.get_or_insert(ReconcileError::api("delete job pod")(e));
-                }
-            }
+        if let Err(e) = self
+            .pods_control
+            .delete(&object, namespace, &plan.delete, |_| {})
+            .await
+        {
+            first_error.get_or_insert(e);
         }
         if job.status.as_ref() != Some(&plan.status) {
-            if finished(Some(&plan.status)) && !finished(job.status.as_ref()) {
-                info!(succeeded = ?plan.status.succeeded, failed = ?plan.status.failed, "job finished");
-            }
             let jobs = resources::find("batch", "v1", "jobs").expect("jobs");
             write_status(&self.client, jobs, namespace, name, json!(plan.status)).await?;
+            if let Some((warning, reason, message)) =
+                finish_event(job.status.as_ref(), &plan.status)
+            {
+                info!(succeeded = ?plan.status.succeeded, failed = ?plan.status.failed, "job finished");
+                self.pods_control
+                    .events()
+                    .record(object, warning, reason, message);
+            }
         }
         outcome(first_error, plan.recheck_after)
     }
@@ -354,6 +375,10 @@ mod tests {
         assert_eq!(p.create, 0);
         assert!(has(&p.status, "Complete"));
         assert_eq!(p.status.completion_time, Some(time_at(120)));
+        assert_eq!(
+            finish_event(j.status.as_ref(), &p.status),
+            Some((false, "Completed", "Job completed"))
+        );
     }
 
     #[test]
@@ -368,6 +393,15 @@ mod tests {
         assert!(has(&p.status, "Failed"));
         assert_eq!(p.delete, ["r"]);
         assert_eq!(p.status.failed, Some(2));
+        assert_eq!(
+            finish_event(None, &p.status),
+            Some((
+                true,
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit"
+            ))
+        );
+        assert_eq!(finish_event(Some(&p.status), &p.status), None);
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //!   [`garbage_collector`], [`resource_quota`], [`service_accounts`] (the `default`
 //!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
 //!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`).
-//! - [`events`]: the events controllers record, through the manager's shared event sink.
+//! - [`events`]: the events controllers record, through the manager's shared event sink;
+//!   [`pod_control`]: pod creation and deletion with their events.
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
 
 pub mod cronjob;
@@ -34,6 +35,7 @@ pub mod namespace;
 pub mod node_lifecycle;
 pub mod owned_pods;
 pub mod owners;
+pub mod pod_control;
 pub mod pods;
 pub mod queue;
 pub mod replicaset;

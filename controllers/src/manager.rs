@@ -397,16 +397,32 @@ fn start_controllers(
         &replication_controllers,
     );
     start("disruption", pdb, q);
-    let (d, q) = DeploymentController::new(client.clone(), &mut deployments, &mut replicasets);
+    let (d, q) = DeploymentController::new(
+        client.clone(),
+        &mut deployments,
+        &mut replicasets,
+        events.clone(),
+    );
     start("deployment", d, q);
-    let (sts, q) =
-        StatefulSetController::new(client.clone(), &mut stateful_sets, &mut pods, &revisions);
+    let (sts, q) = StatefulSetController::new(
+        client.clone(),
+        &mut stateful_sets,
+        &mut pods,
+        &revisions,
+        events.clone(),
+    );
     start("statefulset", sts, q);
-    let (j, q) = JobController::new(client.clone(), &mut jobs, &mut pods);
+    let (j, q) = JobController::new(client.clone(), &mut jobs, &mut pods, events.clone());
     start("job", j, q);
-    let (ds, q) = DaemonSetController::new(client.clone(), &mut daemon_sets, &mut nodes, &mut pods);
+    let (ds, q) = DaemonSetController::new(
+        client.clone(),
+        &mut daemon_sets,
+        &mut nodes,
+        &mut pods,
+        events.clone(),
+    );
     start("daemonset", ds, q);
-    let (cj, q) = CronJobController::new(client.clone(), &mut cron_jobs, &mut jobs);
+    let (cj, q) = CronJobController::new(client.clone(), &mut cron_jobs, &mut jobs, events.clone());
     start("cronjob", cj, q);
     let (e, q) = EndpointsController::new(
         client.clone(),

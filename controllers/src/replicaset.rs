@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::client::{Client, DeleteParams};
+use api::client::Client;
 use api::informer::{Informer, Store};
 use api::resources;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetStatus};
@@ -21,12 +21,13 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec, ReplicationController};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 use serde::de::DeserializeOwned;
-use tokio::task::JoinSet;
 use tracing::debug;
 
+use crate::events::Recorder;
 use crate::expectations::Expectations;
 use crate::owned_pods;
 use crate::owners::{controller_ref, now_seconds, seconds, split_key};
+use crate::pod_control::PodControl;
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
@@ -205,7 +206,7 @@ fn deletion_rank(pod: &Pod) -> (bool, u8, bool, Reverse<i32>, Reverse<i64>) {
 /// The replica controller's reconciler for owners of kind `O`.
 pub struct ReplicaController<O> {
     client: Client,
-    events: crate::events::Recorder,
+    pods_control: PodControl,
     owners: Store<O>,
     pods: Store<Pod>,
     expectations: Arc<Expectations>,
@@ -234,8 +235,8 @@ impl<O: Replicated> ReplicaController<O> {
         let expectations = Arc::new(Expectations::default());
         pods.add_index(pods::BY_CONTROLLER, pods::controller_uid);
         let controller = Arc::new(ReplicaController {
+            pods_control: PodControl::new(client.clone(), Recorder::new(events, component)),
             client,
-            events: crate::events::Recorder::new(events, component),
             owners: owners.store(),
             pods: pods.store(),
             expectations: expectations.clone(),
@@ -289,39 +290,17 @@ impl<O: Replicated> Reconciler for ReplicaController<O> {
                 .iter()
                 .map(|n| api::informer::key(Some(namespace), n));
             self.expectations.expect(key, 0, keys);
-            let mut tasks = JoinSet::new();
-            for pod in plan.delete.clone() {
-                let client = self.client.clone();
-                let namespace = namespace.to_string();
-                tasks.spawn(async move {
-                    let result = client
-                        .delete::<serde_json::Value>(
-                            resources::pods(),
-                            Some(&namespace),
-                            &pod,
-                            &DeleteParams::default(),
-                        )
-                        .await;
-                    (pod, namespace, result)
-                });
-            }
-            while let Some(done) = tasks.join_next().await {
-                let Ok((pod, namespace, result)) = done else {
-                    continue;
-                };
-                if result.is_ok() {
-                    let object = crate::events::reference(O::API_VERSION, O::KIND, rs.metadata());
-                    let message = format!("Deleted pod: {pod}");
-                    self.events
-                        .record(object, false, "SuccessfulDelete", &message);
-                }
-                if let Err(e) = result {
-                    self.expectations
-                        .deletion_observed(key, &api::informer::key(Some(&namespace), &pod));
-                    if !e.is_not_found() && first_error.is_none() {
-                        first_error = Some(ReconcileError::api(format!("delete pod {pod}"))(e));
-                    }
-                }
+            let object = crate::events::reference(O::API_VERSION, O::KIND, rs.metadata());
+            let not_deleted = |pod: &str| {
+                self.expectations
+                    .deletion_observed(key, &api::informer::key(Some(namespace), pod))
+            };
+            if let Err(e) = self
+                .pods_control
+                .delete(&object, namespace, &plan.delete, not_deleted)
+                .await
+            {
+                first_error = Some(e);
             }
         }
         if rs.counts().as_ref() != Some(&plan.status) {
@@ -337,9 +316,7 @@ impl<O: Replicated> Reconciler for ReplicaController<O> {
 }
 
 impl<O: Replicated> ReplicaController<O> {
-    /// Creates `count` copies of `pod` in slow-start batches (1, 2, 4, …): a failing API stops
-    /// after a few attempts instead of a whole burst. Creations never sent are forgotten by
-    /// the expectations.
+    /// Creates `count` copies of `pod`; creations never sent are forgotten by the expectations.
     async fn create_pods(
         &self,
         key: &str,
@@ -348,87 +325,12 @@ impl<O: Replicated> ReplicaController<O> {
         count: usize,
     ) -> Result<(), ReconcileError> {
         let object = crate::events::reference(O::API_VERSION, O::KIND, owner.metadata());
-        let result = create_in_batches(
-            &self.client,
-            pod,
-            count,
-            || self.expectations.creation_observed(key),
-            |name| {
-                let message = format!("Created pod: {name}");
-                self.events
-                    .record(object.clone(), false, "SuccessfulCreate", &message);
-            },
-        )
-        .await;
-        if let Err(e) = &result {
-            let message = format!("Error creating: {e}");
-            self.events.record(object, true, "FailedCreate", &message);
-        }
-        result
+        self.pods_control
+            .create(&object, vec![pod.clone(); count], || {
+                self.expectations.creation_observed(key)
+            })
+            .await
     }
-}
-
-/// Creates `count` copies of `pod` in slow-start batches; calls `not_created` once per pod that
-/// was not created (failed or never sent).
-pub async fn create_in_batches(
-    client: &Client,
-    pod: &Pod,
-    count: usize,
-    not_created: impl Fn(),
-    created: impl Fn(&str),
-) -> Result<(), ReconcileError> {
-    create_each_in_batches(client, vec![pod.clone(); count], not_created, created).await
-}
-
-/// Creates `pods` in slow-start batches (1, 2, 4, … at once, stopping at the first batch with
-/// a failure); calls `not_created` once per pod that was not created (failed or never sent) and
-/// `created` with the name of each pod made.
-pub async fn create_each_in_batches(
-    client: &Client,
-    pods: Vec<Pod>,
-    not_created: impl Fn(),
-    created: impl Fn(&str),
-) -> Result<(), ReconcileError> {
-    let mut pods = pods.into_iter();
-    let mut remaining = pods.len();
-    let mut batch = 1usize;
-    while remaining > 0 {
-        let size = batch.min(remaining);
-        let mut tasks = JoinSet::new();
-        for pod in pods.by_ref().take(size) {
-            let client = client.clone();
-            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-            tasks.spawn(async move {
-                client
-                    .create::<Pod, serde_json::Value>(resources::pods(), Some(&namespace), &pod)
-                    .await
-            });
-        }
-        let mut error = None;
-        while let Some(done) = tasks.join_next().await {
-            match done {
-                Ok(Ok(pod)) => created(
-                    pod.pointer("/metadata/name")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or_default(),
-                ),
-                Ok(Err(e)) => {
-                    not_created();
-                    error.get_or_insert(ReconcileError::api("create pod")(e));
-                }
-                Err(_) => not_created(),
-            }
-        }
-        remaining -= size;
-        if let Some(e) = error {
-            for _ in 0..remaining {
-                not_created();
-            }
-            return Err(e);
-        }
-        batch *= 2;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::client::{Client, DeleteParams, Patch};
+use api::client::{Client, ClientError, DeleteParams, Patch};
+use api::event_sink::EventSink;
 use api::informer::{Informer, Store};
 use api::resources::{self, ResourceInfo};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
@@ -32,6 +33,7 @@ use serde_json::{json, Value};
 use tokio::task::JoinSet;
 use tracing::debug;
 
+use crate::events::{error_text, reference, Recorder};
 use crate::expectations::Expectations;
 use crate::owned_pods;
 use crate::owners::{controlled_by, controller_ref, now_seconds, split_key};
@@ -508,6 +510,7 @@ fn manage_pods(
 /// The StatefulSet controller's reconciler.
 pub struct StatefulSetController {
     client: Client,
+    events: Recorder,
     sets: Store<StatefulSet>,
     pods: Store<Pod>,
     revisions: Store<ControllerRevision>,
@@ -527,12 +530,14 @@ impl StatefulSetController {
         sets: &mut Informer<StatefulSet>,
         pods: &mut Informer<Pod>,
         revisions: &Informer<ControllerRevision>,
+        events: EventSink,
     ) -> (Arc<StatefulSetController>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(5), Duration::from_secs(60));
         let expectations = Arc::new(Expectations::default());
         pods.add_index(pods::BY_CONTROLLER, pods::controller_uid);
         let controller = Arc::new(StatefulSetController {
             client,
+            events: Recorder::new(events, "statefulset-controller"),
             sets: sets.store(),
             pods: pods.store(),
             revisions: revisions.store(),
@@ -546,6 +551,32 @@ impl StatefulSetController {
             expectations,
         ));
         (controller, queue)
+    }
+
+    /// Records what became of a pod `verb` ("create", "delete") as the StatefulSet
+    /// controller words it.
+    fn record_pod(&self, set: &StatefulSet, verb: &str, pod: &str, error: Option<&ClientError>) {
+        let object = reference("apps/v1", "StatefulSet", &set.metadata);
+        let set_name = name_of(&set.metadata);
+        let capitalized = match verb {
+            "create" => "Create",
+            _ => "Delete",
+        };
+        match error {
+            None => {
+                let message = format!("{verb} Pod {pod} in StatefulSet {set_name} successful");
+                let reason = format!("Successful{capitalized}");
+                self.events.record(object, false, &reason, &message);
+            }
+            Some(e) => {
+                let message = format!(
+                    "{verb} Pod {pod} in StatefulSet {set_name} failed error: {}",
+                    error_text(e)
+                );
+                let reason = format!("Failed{capitalized}");
+                self.events.record(object, true, &reason, &message);
+            }
+        }
     }
 
     /// Creates the revision; one already there under its name is fine if it holds the same
@@ -642,18 +673,22 @@ impl Reconciler for StatefulSetController {
                 let client = self.client.clone();
                 let namespace = namespace.to_string();
                 tasks.spawn(async move {
-                    client
+                    let result = client
                         .create::<Pod, Value>(resources::pods(), Some(&namespace), &pod)
-                        .await
+                        .await;
+                    (pod.metadata.name.unwrap_or_default(), result)
                 });
             }
             while let Some(done) = tasks.join_next().await {
                 match done {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => {
+                    Ok((pod, Ok(_))) => self.record_pod(&set, "create", &pod, None),
+                    Ok((pod, Err(e))) => {
                         self.expectations.creation_observed(key);
-                        if !e.is_already_exists() && first_error.is_none() {
-                            first_error = Some(ReconcileError::api("create pod")(e));
+                        if !e.is_already_exists() {
+                            self.record_pod(&set, "create", &pod, Some(&e));
+                            if first_error.is_none() {
+                                first_error = Some(ReconcileError::api("create pod")(e));
+                            }
                         }
                     }
                     Err(_) => self.expectations.creation_observed(key),
@@ -677,11 +712,18 @@ impl Reconciler for StatefulSetController {
                         &DeleteParams::default(),
                     )
                     .await;
-                if let Err(e) = result {
-                    self.expectations
-                        .deletion_observed(key, &api::informer::key(Some(namespace), pod));
-                    if !e.is_not_found() && first_error.is_none() {
-                        first_error = Some(ReconcileError::api(format!("delete pod {pod}"))(e));
+                match result {
+                    Ok(_) => self.record_pod(&set, "delete", pod, None),
+                    Err(e) => {
+                        self.expectations
+                            .deletion_observed(key, &api::informer::key(Some(namespace), pod));
+                        if !e.is_not_found() {
+                            self.record_pod(&set, "delete", pod, Some(&e));
+                            if first_error.is_none() {
+                                first_error =
+                                    Some(ReconcileError::api(format!("delete pod {pod}"))(e));
+                            }
+                        }
                     }
                 }
             }

@@ -151,3 +151,38 @@ pub fn exactly_running(c: &Cluster, selector: &str, n: usize, extra: &[&str]) ->
             .iter()
             .all(|p| p["status"]["phase"] == "Running" && is_ready(p) && !terminating(p))
 }
+
+/// Waits until `kubectl describe OBJECT` (e.g. `deployment/web`) lists, for each of `wanted`,
+/// an event line with that reason, source component and message; fails with the description.
+pub async fn wait_for_events(
+    c: &Cluster,
+    object: &str,
+    wanted: &[(&str, &str, &str)],
+) -> anyhow::Result<()> {
+    let missing = |described: &str| -> Vec<String> {
+        wanted
+            .iter()
+            .filter(|(reason, from, message)| {
+                !described.lines().any(|line| {
+                    let words: Vec<&str> = line.split_whitespace().collect();
+                    words.contains(reason) && words.contains(from) && line.contains(message)
+                })
+            })
+            .map(|w| format!("{w:?}"))
+            .collect()
+    };
+    let seen = super::wait_until(
+        &format!("{object} has its events"),
+        std::time::Duration::from_secs(30),
+        || async { missing(&c.ok(&["describe", object])).is_empty() },
+    )
+    .await;
+    if seen.is_err() {
+        let described = c.ok(&["describe", object]);
+        anyhow::bail!(
+            "{object} lacks events {:?}:\n{described}",
+            missing(&described)
+        );
+    }
+    Ok(())
+}
