@@ -1,6 +1,6 @@
 //! End to end with the real kubectl against a whole control plane (store, API server,
 //! scheduler, node hosts, controllers): a DaemonSet following a node being tainted and a new
-//! node joining, a CronJob firing on a one-minute schedule and honouring Forbid, `kubectl
+//! node joining, its revisions (`kubectl rollout history/undo`), a CronJob firing on a one-minute schedule and honouring Forbid, `kubectl
 //! create job --from=cronjob/NAME`, the events of both, and the 422s of invalid specs.
 
 mod common;
@@ -218,6 +218,52 @@ async fn a_daemon_set_follows_taints_and_new_nodes() -> anyhow::Result<()> {
         ],
     )
     .await?;
+
+    // Each template is a ControllerRevision: rollout history lists them and undo goes back.
+    let revisions = |c: &Cluster| -> Vec<String> {
+        c.ok(&["rollout", "history", "daemonset/agent"])
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|w| w.parse::<u32>().is_ok())
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(revisions(&c), ["1", "2"]);
+    let history: Value =
+        serde_json::from_str(&c.ok(&["get", "controllerrevisions", "-o", "json"]))?;
+    let newest = history["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|r| r["revision"] == 2))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let hash = newest["metadata"]["labels"]["controller-revision-hash"].clone();
+    assert_eq!(
+        newest["metadata"]["name"],
+        format!("agent-{}", hash.as_str().unwrap_or(""))
+    );
+    assert!(pods_json(&c, &["-l", "app=agent"])
+        .iter()
+        .all(|p| p["metadata"]["labels"]["controller-revision-hash"] == hash));
+    let undone = c.ok(&["rollout", "undo", "daemonset/agent"]);
+    assert!(
+        undone.contains("daemonset.apps/agent rolled back"),
+        "{undone}"
+    );
+    wait_until(
+        "every agent runs the first image again",
+        Duration::from_secs(90),
+        || async {
+            let pods = pods_json(&c, &["-l", "app=agent"]);
+            pods.len() == 3
+                && pods.iter().all(|p| {
+                    p["spec"]["containers"][0]["image"] == "registry.k8s.io/pause:3.10"
+                        && is_ready(p)
+                })
+        },
+    )
+    .await?;
+    assert_eq!(revisions(&c), ["2", "3"]);
+    c.ok(&["rollout", "status", "daemonset/agent", "--timeout=60s"]);
 
     // Invalid specs: 422 with the field path.
     let bad = DAEMON_SET

@@ -6,13 +6,16 @@
 //! gets when it is not ready, unreachable, under pressure or cordoned.
 //!
 //! Pods say which template they were made from with the `controller-revision-hash` label (a
-//! hash of the template) and `pod-template-generation` (the DaemonSet's template generation).
+//! hash of the template and `collisionCount`) and `pod-template-generation` (the DaemonSet's
+//! template generation). Each template is kept as a ControllerRevision `NAME-HASH` (see
+//! [`crate::revisions`]), so `kubectl rollout history/undo daemonset` work; those no pod uses
+//! are kept up to `revisionHistoryLimit`.
 //! A pod whose node is gone is deleted at once (what the pod garbage collector does for such
 //! pods in Kubernetes).
 //!
 //! The decision is the pure [`plan`]; [`DaemonSetController`] does the I/O.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +23,7 @@ use api::client::Client;
 use api::event_sink::EventSink;
 use api::informer::{Informer, InformerEvent, Store};
 use api::resources;
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{
     Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod,
     PodSpec, Toleration,
@@ -34,10 +37,11 @@ use crate::events::{reference, Recorder};
 use crate::expectations::Expectations;
 use crate::node_lifecycle::tolerates;
 use crate::owned_pods;
-use crate::owners::{controller_ref, key_of, now_seconds, seconds, split_key};
+use crate::owners::{controlled_by, controller_ref, key_of, now_seconds, seconds, split_key};
 use crate::pod_control::PodControl;
 use crate::pods;
 use crate::queue::WorkQueue;
+use crate::revisions::{self, beyond_limit, Owner, Resolved};
 use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// The label naming the template a daemon pod was made from.
@@ -50,6 +54,10 @@ pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.
 /// What one sync of a DaemonSet should do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
+    /// The template's revision (to create or renumber when needed); its hash labels new pods.
+    pub revision: Resolved,
+    /// Revisions beyond `revisionHistoryLimit` that no pod uses.
+    pub delete_revisions: Vec<String>,
     /// Nodes to create a daemon pod for.
     pub create: Vec<String>,
     /// Names of pods to delete.
@@ -237,15 +245,30 @@ fn daemon_pod_spec(ds: &DaemonSet) -> PodSpec {
     spec
 }
 
-/// The hash that labels pods of the DaemonSet's current template.
+/// The hash that labels pods of the DaemonSet's current template (before any collision).
 pub fn current_hash(ds: &DaemonSet) -> String {
-    let template = Some(&ds.spec)
-        .map(|s| s.template.clone())
-        .unwrap_or_default();
     template_hash(
-        &template,
+        &ds.spec.template,
         ds.status.as_ref().and_then(|s| s.collision_count),
     )
+}
+
+/// The DaemonSet's current template among its ControllerRevisions: `NAME-HASH`, the hash that
+/// of the template and the collision count (as the pods' `controller-revision-hash`), labelled
+/// with it.
+pub fn resolve_revision(ds: &DaemonSet, revisions: &[&ControllerRevision]) -> Resolved {
+    let recorded = ds.status.as_ref().and_then(|s| s.collision_count);
+    let owner = Owner {
+        kind: "DaemonSet",
+        meta: &ds.metadata,
+        template: &ds.spec.template,
+        hash_label: REVISION_HASH_LABEL,
+    };
+    owner.resolve(revisions, recorded.unwrap_or(0), |count| {
+        // No recorded count hashes nothing for it, as Kubernetes' ComputeHash with nil.
+        let count = (recorded.is_some() || count > 0).then_some(count);
+        template_hash(&ds.spec.template, count)
+    })
 }
 
 /// The daemon pod for `node`: the template, the two labels, the daemon tolerations, and a
@@ -330,10 +353,12 @@ pub fn plan(
     ds: &DaemonSet,
     nodes: &[&Node],
     owned: &[&Pod],
+    revisions: &[&ControllerRevision],
     expectations_met: bool,
     now: i64,
 ) -> Plan {
-    let hash = current_hash(ds);
+    let revision = resolve_revision(ds, revisions);
+    let hash = revision.hash.clone();
     let generation = template_generation(ds);
     let min_ready = Some(&ds.spec)
         .and_then(|s| s.min_ready_seconds)
@@ -364,8 +389,9 @@ pub fn plan(
         .collect();
 
     // Status, from the pods as they are.
+    let recorded = ds.status.as_ref().and_then(|s| s.collision_count);
     let mut status = DaemonSetStatus {
-        collision_count: ds.status.as_ref().and_then(|s| s.collision_count),
+        collision_count: recorded.or(Some(revision.collision_count).filter(|c| *c > 0)),
         conditions: ds.status.as_ref().and_then(|s| s.conditions.clone()),
         observed_generation: ds.status.as_ref().and_then(|s| s.observed_generation),
         ..Default::default()
@@ -477,7 +503,19 @@ pub fn plan(
         delete.sort();
         delete.dedup();
     }
+    // History: revisions that no pod is from and that are not the template's, beyond the limit.
+    let name = ds.metadata.name.as_deref().unwrap_or_default();
+    let in_use: HashSet<String> = owned
+        .iter()
+        .filter_map(|p| p.metadata.labels.as_ref()?.get(REVISION_HASH_LABEL))
+        .map(|h| format!("{name}-{h}"))
+        .chain([revision.name.clone()])
+        .collect();
+    let live: HashSet<&str> = in_use.iter().map(String::as_str).collect();
+    let delete_revisions = beyond_limit(revisions, &live, ds.spec.revision_history_limit);
     Plan {
+        revision,
+        delete_revisions,
         create,
         delete,
         failed,
@@ -629,6 +667,7 @@ pub struct DaemonSetController {
     client: Client,
     pods_control: PodControl,
     daemon_sets: Store<DaemonSet>,
+    revisions: Store<ControllerRevision>,
     nodes: Store<Node>,
     pods: Store<Pod>,
     expectations: Arc<Expectations>,
@@ -640,6 +679,7 @@ impl DaemonSetController {
         daemon_sets: &mut Informer<DaemonSet>,
         nodes: &mut Informer<Node>,
         pods: &mut Informer<Pod>,
+        revisions: &Informer<ControllerRevision>,
         events: EventSink,
     ) -> (Arc<DaemonSetController>, WorkQueue) {
         let queue = WorkQueue::new(Duration::from_millis(10), Duration::from_secs(60));
@@ -652,6 +692,7 @@ impl DaemonSetController {
             ),
             client,
             daemon_sets: daemon_sets.store(),
+            revisions: revisions.store(),
             nodes: nodes.store(),
             pods: pods.store(),
             expectations: expectations.clone(),
@@ -697,14 +738,18 @@ async fn node_feed(
 
 impl crate::manager::HasCaches for DaemonSetController {
     fn caches_synced(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
-        let (a, b, c) = (
+        let (a, b, c, d) = (
             self.daemon_sets.clone(),
             self.nodes.clone(),
             self.pods.clone(),
+            self.revisions.clone(),
         );
-        Box::pin(
-            async move { a.wait_synced().await && b.wait_synced().await && c.wait_synced().await },
-        )
+        Box::pin(async move {
+            a.wait_synced().await
+                && b.wait_synced().await
+                && c.wait_synced().await
+                && d.wait_synced().await
+        })
     }
 }
 
@@ -724,13 +769,35 @@ impl Reconciler for DaemonSetController {
         let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
         let nodes = self.nodes.list();
         let nodes: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
+        let all_revisions = self.revisions.list();
+        let revisions: Vec<&ControllerRevision> = all_revisions
+            .iter()
+            .map(|r| r.as_ref())
+            .filter(|r| {
+                r.metadata.namespace.as_deref() == Some(namespace)
+                    && controlled_by(&r.metadata, &uid)
+            })
+            .collect();
         let plan = plan(
             &ds,
             &nodes,
             &owned,
+            &revisions,
             self.expectations.satisfied(key),
             now_seconds(),
         );
+        let daemon_sets = resources::find("apps", "v1", "daemonsets").expect("daemonsets");
+        let (create, renumber) = (
+            plan.revision.create.as_ref(),
+            plan.revision.renumber.as_ref(),
+        );
+        if !revisions::write(&self.client, namespace, create, renumber, &[]).await? {
+            // Someone else's revision has the name: hash again with a higher count.
+            let count = plan.revision.collision_count + 1;
+            let status = serde_json::json!({ "collisionCount": count });
+            write_status(&self.client, daemon_sets, namespace, name, status).await?;
+            return Ok(Outcome::RequeueAfter(Duration::from_millis(100)));
+        }
         let mut first_error = None;
         if !plan.create.is_empty() || !plan.delete.is_empty() {
             self.expectations.expect(
@@ -749,11 +816,11 @@ impl Reconciler for DaemonSetController {
                 .record(object.clone(), true, "FailedDaemonPod", &message);
         }
         if !plan.create.is_empty() {
-            let hash = current_hash(&ds);
+            let hash = &plan.revision.hash;
             let new: Vec<Pod> = plan
                 .create
                 .iter()
-                .map(|node| new_pod(&ds, node, &hash))
+                .map(|node| new_pod(&ds, node, hash))
                 .collect();
             if let Err(e) = self
                 .pods_control
@@ -774,8 +841,11 @@ impl Reconciler for DaemonSetController {
         {
             first_error.get_or_insert(e);
         }
+        let old = &plan.delete_revisions;
+        if let Err(e) = revisions::write(&self.client, namespace, None, None, old).await {
+            first_error.get_or_insert(e);
+        }
         if ds.status.as_ref() != Some(&plan.status) {
-            let daemon_sets = resources::find("apps", "v1", "daemonsets").expect("daemonsets");
             let status = status_patch(&plan.status);
             write_status(&self.client, daemon_sets, namespace, name, status).await?;
         }

@@ -61,7 +61,7 @@ fn daemon_pod(ds: &DaemonSet, name: &str, node: &str, hash: &str, ready: bool) -
 fn plan_of(ds: &DaemonSet, nodes: &[Node], pods: &[Pod]) -> Plan {
     let nodes: Vec<&Node> = nodes.iter().collect();
     let pods: Vec<&Pod> = pods.iter().collect();
-    plan(ds, &nodes, &pods, true, 2000)
+    plan(ds, &nodes, &pods, &[], true, 2000)
 }
 
 #[test]
@@ -261,8 +261,70 @@ fn required_node_affinity_selects_nodes() {
 fn waiting_expectations_only_report_status() {
     let ds = daemon_set();
     let nodes = [node("a", &[], &[])];
-    let p = plan(&ds, &nodes.iter().collect::<Vec<_>>(), &[], false, 2000);
+    let p = plan(
+        &ds,
+        &nodes.iter().collect::<Vec<_>>(),
+        &[],
+        &[],
+        false,
+        2000,
+    );
     assert!(p.create.is_empty());
     assert_eq!(p.status.desired_number_scheduled, 1);
     assert_eq!(p.status.observed_generation, None);
+}
+
+#[test]
+fn each_template_is_a_controller_revision_and_old_ones_are_trimmed() {
+    let mut ds = daemon_set();
+    ds.spec.revision_history_limit = Some(0);
+    let nodes = [node("a", &[], &[])];
+    let first = plan_of(&ds, &nodes, &[]);
+    let hash = current_hash(&ds);
+    assert_eq!(first.revision.hash, hash);
+    assert_eq!(first.revision.name, format!("agent-{hash}"));
+    let rev1 = first.revision.create.clone().expect("a first revision");
+    assert_eq!(rev1.revision, Some(1));
+    let labels = rev1.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels[REVISION_HASH_LABEL], hash);
+    assert_eq!(
+        labels["app"], "web",
+        "the template's labels, for the selector"
+    );
+    assert_eq!(
+        rev1.metadata.owner_references.as_ref().expect("owner")[0].kind,
+        "DaemonSet"
+    );
+    assert_eq!(
+        rev1.data.0["spec"]["template"]["$patch"], "replace",
+        "the patch kubectl rollout undo applies"
+    );
+
+    // A new template: revision 2; revision 1 stays while a pod is from it.
+    let old_pod = daemon_pod(&ds, "agent-x", "a", &hash, true);
+    ds.spec.template = template("agent:2");
+    let revs = [&rev1];
+    let p = plan(&ds, &[&nodes[0]], &[&old_pod], &revs, true, 2000);
+    let rev2 = p.revision.create.clone().expect("a second revision");
+    assert_eq!(rev2.revision, Some(2));
+    assert_ne!(p.revision.hash, hash);
+    assert!(
+        p.delete_revisions.is_empty(),
+        "a pod is still from revision 1"
+    );
+    // Once no pod is from it, it goes (limit 0).
+    let new_pod_now = daemon_pod(&ds, "agent-y", "a", &p.revision.hash, true);
+    let revs = [&rev1, &rev2];
+    let p = plan(&ds, &[&nodes[0]], &[&new_pod_now], &revs, true, 2000);
+    assert!(p.revision.create.is_none() && p.revision.renumber.is_none());
+    assert_eq!(
+        p.delete_revisions,
+        [rev1.metadata.name.clone().unwrap_or_default()]
+    );
+
+    // Undo: the first template again takes revision 1 back as number 3.
+    ds.spec.template = template("agent:1");
+    let p = plan(&ds, &[&nodes[0]], &[&new_pod_now], &revs, true, 2000);
+    assert_eq!(p.revision.name, first.revision.name);
+    assert_eq!(p.revision.renumber, Some((first.revision.name.clone(), 3)));
 }

@@ -9,7 +9,8 @@
 //! - [`expectations`]: creations/deletions in flight, so a slow watch never causes doubles.
 //! - Controllers, each a pure decision core plus a reconciler doing the I/O: [`replicaset`]
 //!   (ReplicaSets and ReplicationControllers), [`deployment`], [`daemonset`], [`statefulset`]
-//!   (pods with stable names, ControllerRevisions), [`job`], [`cronjob`], [`disruption`]
+//!   (pods with stable names), [`revisions`] (the ControllerRevisions of StatefulSets and
+//!   DaemonSets), [`job`], [`cronjob`], [`disruption`]
 //!   (PodDisruptionBudgets), [`node_lifecycle`], [`endpoints`], [`namespace`],
 //!   [`garbage_collector`], [`resource_quota`], [`service_accounts`] (the `default`
 //!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
@@ -40,6 +41,7 @@ pub mod pods;
 pub mod queue;
 pub mod replicaset;
 pub mod resource_quota;
+pub mod revisions;
 pub mod service_accounts;
 pub mod statefulset;
 pub mod worker;

@@ -419,6 +419,7 @@ fn start_controllers(
         &mut daemon_sets,
         &mut nodes,
         &mut pods,
+        &revisions,
         events.clone(),
     );
     start("daemonset", ds, q);

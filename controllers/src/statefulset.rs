@@ -4,12 +4,9 @@
 //! replace pods from the highest ordinal down to `partition`, at most `maxUnavailable` at a time,
 //! or no updates at all (OnDelete); and the status kubectl's `rollout status` reads.
 //!
-//! A revision's data is the patch `{"spec":{"template":{…,"$patch":"replace"}}}` that
-//! `kubectl rollout undo` applies, its name `SET-HASH` with the hash of that data (and of
-//! `collisionCount`, which grows when a different revision already has the name), and its number
-//! one more than the highest. A template equal to an older revision's takes that revision back
-//! with the next number, as after an undo. Pods carry their revision's name in the
-//! `controller-revision-hash` label.
+//! Revisions are kept as [`crate::revisions`] describes, named `SET-HASH` with the hash of their
+//! data (and of `collisionCount`, which grows when a different revision already has the name).
+//! Pods carry their revision's name in the `controller-revision-hash` label.
 //!
 //! The decision is the pure [`plan`]; [`StatefulSetController`] does the I/O. PersistentVolume
 //! claims from `volumeClaimTemplates` appear in each pod as `persistentVolumeClaim` volumes named
@@ -20,14 +17,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use api::client::{Client, ClientError, DeleteParams, Patch};
+use api::client::{Client, ClientError, DeleteParams};
 use api::event_sink::EventSink;
 use api::informer::{Informer, Store};
 use api::resources::{self, ResourceInfo};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet, StatefulSetStatus};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaimVolumeSource, Pod, PodTemplateSpec, Volume};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
@@ -39,6 +35,8 @@ use crate::owned_pods;
 use crate::owners::{controlled_by, controller_ref, now_seconds, split_key};
 use crate::pods;
 use crate::queue::WorkQueue;
+use crate::revisions::{self, beyond_limit, Owner};
+pub use crate::revisions::{revision_data, revision_template};
 use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// The pod's own name, so a Service can select exactly one member.
@@ -65,21 +63,6 @@ pub struct Plan {
     pub status: StatefulSetStatus,
     /// Look again then (a pod becoming available after minReadySeconds).
     pub recheck_after: Option<Duration>,
-}
-
-/// The revision data of a template: the strategic merge patch that restores it.
-pub fn revision_data(template: &PodTemplateSpec) -> Value {
-    let mut template = serde_json::to_value(template).unwrap_or_else(|_| json!({}));
-    if let Some(map) = template.as_object_mut() {
-        map.insert("$patch".into(), json!("replace"));
-    }
-    json!({"spec": {"template": template}})
-}
-
-/// The pod template a revision holds.
-pub fn revision_template(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
-    let template = revision.data.0.pointer("/spec/template")?;
-    serde_json::from_value(template.clone()).ok()
 }
 
 /// client-go's `HashControllerRevision`: FNV-1 (32 bits) of the data, then of the collision
@@ -135,10 +118,6 @@ fn is_running_and_ready(pod: &Pod) -> bool {
 
 fn is_healthy(pod: &Pod, min_ready: i32, now: i64) -> bool {
     pods::phase(pod) == "Running" && pods::is_available(pod, min_ready, now) && !is_terminating(pod)
-}
-
-fn number(revision: &ControllerRevision) -> i64 {
-    revision.revision.unwrap_or(0)
 }
 
 fn name_of(meta: &ObjectMeta) -> &str {
@@ -215,34 +194,13 @@ struct Revisions {
 }
 
 fn resolve_revisions(set: &StatefulSet, revisions: &[&ControllerRevision]) -> Revisions {
-    let set_name = name_of(&set.metadata);
-    let spec = &set.spec;
     let status = set.status.clone().unwrap_or_default();
-    let template = spec.template.clone();
+    let template = set.spec.template.clone();
     let data = revision_data(&template);
-    let highest = revisions.iter().map(|r| number(r)).max().unwrap_or(0);
-    let mut collision_count = status.collision_count.unwrap_or(0);
-    let equal = revisions
-        .iter()
-        .filter(|r| r.data.0 == data)
-        .max_by_key(|r| number(r));
-    let (update_name, create, renumber) = match equal {
-        Some(r) if number(r) == highest => (name_of(&r.metadata).to_string(), None, None),
-        Some(r) => {
-            let name = name_of(&r.metadata).to_string();
-            (name.clone(), None, Some((name, highest + 1)))
-        }
-        None => {
-            // A different revision under the hash's name is a collision: hash again.
-            let mut name = format!("{set_name}-{}", revision_hash(&data, collision_count));
-            while revisions.iter().any(|r| name_of(&r.metadata) == name) {
-                collision_count += 1;
-                name = format!("{set_name}-{}", revision_hash(&data, collision_count));
-            }
-            let revision = new_revision(set, &name, &data, highest + 1);
-            (name, Some(revision), None)
-        }
-    };
+    let resolved = owner(set).resolve(revisions, status.collision_count.unwrap_or(0), |count| {
+        revision_hash(&data, count)
+    });
+    let update_name = resolved.name.clone();
     let current = status
         .current_revision
         .as_deref()
@@ -258,43 +216,19 @@ fn resolve_revisions(set: &StatefulSet, revisions: &[&ControllerRevision]) -> Re
         update_template: template,
         current_name,
         current_template,
-        create,
-        renumber,
-        collision_count,
+        create: resolved.create,
+        renumber: resolved.renumber,
+        collision_count: resolved.collision_count,
     }
 }
 
-/// A new ControllerRevision of `set`: the template's labels plus the hash, the set's
-/// annotations, and a controller reference.
-fn new_revision(set: &StatefulSet, name: &str, data: &Value, number: i64) -> ControllerRevision {
-    let mut labels = set
-        .spec
-        .template
-        .metadata
-        .as_ref()
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default();
-    let set_name = name_of(&set.metadata);
-    let hash = name
-        .strip_prefix(set_name)
-        .unwrap_or(name)
-        .trim_start_matches('-');
-    labels.insert(HASH_LABEL.into(), hash.to_string());
-    ControllerRevision {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            namespace: set.metadata.namespace.clone(),
-            labels: Some(labels),
-            annotations: set.metadata.annotations.clone(),
-            owner_references: Some(vec![controller_ref(
-                "apps/v1",
-                "StatefulSet",
-                &set.metadata,
-            )]),
-            ..Default::default()
-        },
-        data: RawExtension(data.clone()),
-        revision: Some(number),
+/// The set as the owner of its revisions.
+fn owner(set: &StatefulSet) -> Owner<'_> {
+    Owner {
+        kind: "StatefulSet",
+        meta: &set.metadata,
+        template: &set.spec.template,
+        hash_label: HASH_LABEL,
     }
 }
 
@@ -383,19 +317,7 @@ pub fn plan(
     for pod in members.values() {
         live.insert(revision_of(pod));
     }
-    let mut history: Vec<&&ControllerRevision> = revisions
-        .iter()
-        .filter(|r| !live.contains(name_of(&r.metadata)))
-        .collect();
-    history.sort_by_key(|r| number(r));
-    let limit = usize::try_from(spec.revision_history_limit.unwrap_or(10)).unwrap_or(0);
-    if history.len() > limit {
-        let excess = history.len() - limit;
-        plan.delete_revisions = history[..excess]
-            .iter()
-            .map(|r| name_of(&r.metadata).to_string())
-            .collect();
-    }
+    plan.delete_revisions = beyond_limit(revisions, &live, spec.revision_history_limit);
     plan
 }
 
@@ -578,33 +500,6 @@ impl StatefulSetController {
             }
         }
     }
-
-    /// Creates the revision; one already there under its name is fine if it holds the same
-    /// data (a slow informer), and a collision otherwise.
-    async fn create_revision(
-        &self,
-        namespace: &str,
-        revision: &ControllerRevision,
-    ) -> Result<bool, ReconcileError> {
-        let resource = served("controllerrevisions")?;
-        match self
-            .client
-            .create::<ControllerRevision, Value>(resource, Some(namespace), revision)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_already_exists() => {
-                let name = name_of(&revision.metadata);
-                let existing: ControllerRevision = self
-                    .client
-                    .get(resource, Some(namespace), name)
-                    .await
-                    .map_err(ReconcileError::api("get controllerrevision"))?;
-                Ok(existing.data == revision.data)
-            }
-            Err(e) => Err(ReconcileError::api("create controllerrevision")(e)),
-        }
-    }
 }
 
 impl crate::manager::HasCaches for StatefulSetController {
@@ -639,29 +534,21 @@ impl Reconciler for StatefulSetController {
         let met = self.expectations.satisfied(key);
         let mut plan = plan(&set, &owned, &revisions, met, now_seconds());
 
-        let revision_resource = served("controllerrevisions")?;
-        if let Some(revision) = &plan.create_revision {
-            if !self.create_revision(namespace, revision).await? {
-                // Someone else's revision has the name: hash again with a higher count.
-                let count = plan.status.collision_count.unwrap_or(0) + 1;
-                let status = json!({ "collisionCount": count });
-                write_status(
-                    &self.client,
-                    served("statefulsets")?,
-                    namespace,
-                    name,
-                    status,
-                )
-                .await?;
-                return Ok(Outcome::RequeueAfter(Duration::from_millis(100)));
-            }
-        }
-        if let Some((revision, number)) = &plan.renumber_revision {
-            let patch = Patch::Merge(json!({ "revision": number }));
-            self.client
-                .patch::<Value>(revision_resource, Some(namespace), revision, &patch)
-                .await
-                .map_err(ReconcileError::api("renumber controllerrevision"))?;
+        let revision = plan.create_revision.as_ref();
+        let renumber = plan.renumber_revision.as_ref();
+        if !revisions::write(&self.client, namespace, revision, renumber, &[]).await? {
+            // Someone else's revision has the name: hash again with a higher count.
+            let count = plan.status.collision_count.unwrap_or(0) + 1;
+            let status = json!({ "collisionCount": count });
+            write_status(
+                &self.client,
+                served("statefulsets")?,
+                namespace,
+                name,
+                status,
+            )
+            .await?;
+            return Ok(Outcome::RequeueAfter(Duration::from_millis(100)));
         }
 
         let mut first_error = None;
@@ -728,21 +615,9 @@ impl Reconciler for StatefulSetController {
                 }
             }
         }
-        for revision in std::mem::take(&mut plan.delete_revisions) {
-            let result = self
-                .client
-                .delete::<Value>(
-                    revision_resource,
-                    Some(namespace),
-                    &revision,
-                    &DeleteParams::default(),
-                )
-                .await;
-            if let Err(e) = result {
-                if !e.is_not_found() && first_error.is_none() {
-                    first_error = Some(ReconcileError::api("delete controllerrevision")(e));
-                }
-            }
+        let old = std::mem::take(&mut plan.delete_revisions);
+        if let Err(e) = revisions::write(&self.client, namespace, None, None, &old).await {
+            first_error.get_or_insert(e);
         }
 
         let written = set.status.clone().map(|s| StatefulSetStatus {
@@ -778,6 +653,7 @@ mod tests {
         RollingUpdateStatefulSetStrategy, StatefulSetSpec, StatefulSetUpdateStrategy,
     };
     use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 
     fn set(replicas: i32, image: &str) -> StatefulSet {
         StatefulSet {
@@ -804,9 +680,10 @@ mod tests {
     /// The revision `set` would create for its current template, numbered `number`.
     fn revision(set: &StatefulSet, number: i64) -> ControllerRevision {
         let data = revision_data(&set.spec.template);
-        let name = format!("web-{}", revision_hash(&data, 0));
-        let mut r = new_revision(set, &name, &data, number);
-        r.metadata.uid = Some(format!("uid-{name}"));
+        let resolved = owner(set).resolve(&[], 0, |count| revision_hash(&data, count));
+        let mut r = resolved.create.expect("a new revision");
+        r.revision = Some(number);
+        r.metadata.uid = Some(format!("uid-{}", resolved.name));
         r
     }
 
