@@ -25,6 +25,7 @@
 //! server-stamped figures, by clusterloader2's definitions, are reported beside them.
 
 pub mod accounting;
+pub mod cl2;
 pub mod client;
 pub mod html;
 pub mod pacer;
