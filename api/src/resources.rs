@@ -1,6 +1,8 @@
 //! The resources kemu serves: one [`ResourceInfo`] per (group, version, plural), the single table
 //! that discovery, routing, storage keys and clients all read.
 
+use std::sync::Mutex;
+
 /// Everything the API machinery needs to know about one resource.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ResourceInfo {
@@ -638,6 +640,91 @@ pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
     out
 }
 
+/// The verbs of every custom resource, in the order kube-apiserver lists them.
+pub const CUSTOM_VERBS: &[&str] = &[
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
+];
+
+/// A resource defined at run time by a CustomResourceDefinition, in owned strings. Routing,
+/// storage, informers and clients hold resources as `&'static` [`ResourceInfo`];
+/// [`intern`](Self::intern) gives one for this shape.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DefinedResource {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub subresources: Vec<String>,
+}
+
+impl DefinedResource {
+    /// The storage segment of its objects: `<group>/<plural>`, shared by all its versions.
+    pub fn storage(&self) -> String {
+        format!("{}/{}", self.group, self.plural)
+    }
+
+    /// The `ResourceInfo` of this shape: leaked the first time a process sees the shape and
+    /// reused after, so the memory kept is bounded by the distinct definitions it ever sees.
+    pub fn intern(&self) -> &'static ResourceInfo {
+        static INTERNED: Mutex<Vec<&'static ResourceInfo>> = Mutex::new(Vec::new());
+        fn leak(s: &str) -> &'static str {
+            Box::leak(s.to_string().into_boxed_str())
+        }
+        fn leak_all(items: &[String]) -> &'static [&'static str] {
+            Box::leak(
+                items
+                    .iter()
+                    .map(|s| leak(s))
+                    .collect::<Vec<_>>()
+                    .into_boxed_slice(),
+            )
+        }
+        let storage = self.storage();
+        let same = |r: &ResourceInfo| {
+            r.group == self.group
+                && r.version == self.version
+                && r.kind == self.kind
+                && r.plural == self.plural
+                && r.singular == self.singular
+                && r.namespaced == self.namespaced
+                && r.short_names.iter().eq(self.short_names.iter())
+                && r.categories.iter().eq(self.categories.iter())
+                && r.subresources.iter().eq(self.subresources.iter())
+                && r.storage == storage
+        };
+        let mut interned = INTERNED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = interned.iter().find(|r| same(r)) {
+            return found;
+        }
+        let info: &'static ResourceInfo = Box::leak(Box::new(ResourceInfo {
+            group: leak(&self.group),
+            version: leak(&self.version),
+            kind: leak(&self.kind),
+            plural: leak(&self.plural),
+            singular: leak(&self.singular),
+            namespaced: self.namespaced,
+            short_names: leak_all(&self.short_names),
+            verbs: CUSTOM_VERBS,
+            subresources: leak_all(&self.subresources),
+            categories: leak_all(&self.categories),
+            storage: leak(&storage),
+        }));
+        interned.push(info);
+        info
+    }
+}
+
 /// Shorthand for the most used resource.
 pub fn pods() -> &'static ResourceInfo {
     &RESOURCES[1]
@@ -671,6 +758,29 @@ mod tests {
         assert!(groups()
             .iter()
             .any(|(g, v)| *g == "apps" && v == &vec!["v1"]));
+    }
+
+    #[test]
+    fn defined_resources_are_interned_once_per_shape() {
+        let widgets = DefinedResource {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "Widget".into(),
+            plural: "widgets".into(),
+            singular: "widget".into(),
+            namespaced: true,
+            ..Default::default()
+        };
+        let first = widgets.intern();
+        assert!(std::ptr::eq(first, widgets.clone().intern()));
+        assert_eq!(first.storage, "example.com/widgets");
+        assert_eq!(first.key(Some("ns"), "w"), "/registry/example.com/widgets/ns/w");
+        let v2 = DefinedResource {
+            version: "v2".into(),
+            ..widgets
+        };
+        assert!(!std::ptr::eq(first, v2.intern()));
+        assert_eq!(v2.intern().prefix(), first.prefix());
     }
 
     #[test]

@@ -855,7 +855,7 @@ async fn resource_request(
 
 /// A PATCH whose content type the resource does not take (custom resources take no strategic
 /// merge patch: their schema carries no patch strategy).
-fn unsupported_patch(content_type: &str, custom: bool) -> ApiError {
+pub(crate) fn unsupported_patch(content_type: &str, custom: bool) -> ApiError {
     let strategic = if custom {
         ""
     } else {

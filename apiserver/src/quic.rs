@@ -31,6 +31,7 @@ use transport::TransportError;
 
 use crate::authn::UserInfo;
 use crate::authz::{self, Attributes, Authorizer, ResourceAttributes, Target};
+use crate::crd::Served;
 use crate::errors::ApiError;
 use crate::http::{decode_object, MAX_BODY_BYTES};
 use crate::registry::{self, DeleteOptions, Deleted, ListOptions, Registry, WriteOptions};
@@ -91,6 +92,26 @@ impl ComponentFront {
             registry,
             authorizer,
         }
+    }
+
+    /// The resource a call names: one of kemu's own, or a custom resource served now. A
+    /// group this replica serves nothing of is looked up again once its cache has caught up
+    /// with the store, since another replica may have just established the CRD.
+    async fn resolve(&self, resource: &ResourceRef) -> Result<&'static ResourceInfo, ApiError> {
+        if let Some(info) = resource.info() {
+            return Ok(info);
+        }
+        let custom = self.registry.custom();
+        let served = custom.snapshot();
+        if let Some(info) = served_custom(resource, &served) {
+            return Ok(info);
+        }
+        let known_group = crate::crd::builtin_groups().contains(&resource.group.as_str())
+            || served.resources().iter().any(|r| r.group == resource.group);
+        if known_group {
+            return Err(not_found_path());
+        }
+        served_custom(resource, &*custom.snapshot_caught_up().await).ok_or_else(not_found_path)
     }
 
     /// Checks one call against the authorizer.
@@ -187,7 +208,7 @@ impl ComponentFront {
                 name,
                 subresource,
             } => {
-                let resource = resolve(&resource)?;
+                let resource = self.resolve(&resource).await?;
                 let ns = named_scope(resource, namespace.as_deref())?;
                 let sub = match subresource.as_deref() {
                     None => None,
@@ -216,7 +237,7 @@ impl ComponentFront {
                 limit,
                 continue_token,
             } => {
-                let resource = resolve(&resource)?;
+                let resource = self.resolve(&resource).await?;
                 self.authorize(
                     user,
                     "list",
@@ -254,7 +275,7 @@ impl ComponentFront {
                 namespace,
                 object: body,
             } => {
-                let resource = resolve(&resource)?;
+                let resource = self.resolve(&resource).await?;
                 object(
                     &self
                         .create(user, resource, namespace.as_deref(), &body)
@@ -262,7 +283,7 @@ impl ComponentFront {
                 )
             }
             ApiRequest::CreateMany { resource, items } => {
-                let resource = resolve(&resource)?;
+                let resource = self.resolve(&resource).await?;
                 if items.len() > MAX_CREATE_MANY {
                     return Err(ApiError::bad_request(format!(
                         "items: {} objects in one call, more than the limit of {MAX_CREATE_MANY}",
@@ -299,7 +320,7 @@ impl ComponentFront {
                 subresource,
                 object: body,
             } => {
-                let resource = resolve(&resource)?;
+                let resource = self.resolve(&resource).await?;
                 let ns = named_scope(resource, namespace.as_deref())?;
                 let mut body = decode_body(&body)?;
                 if subresource.is_none() {
@@ -354,15 +375,14 @@ impl ComponentFront {
                 field_manager,
                 force,
             } => {
-                let resource = resolve(&resource)?;
+                let resource = self.resolve(&resource).await?;
                 let ns = named_scope(resource, namespace.as_deref())?;
                 let sub = writable_subresource(resource, subresource.as_deref())?;
                 self.authorize(user, "patch", resource, sub, ns, &name, None, None)?;
-                let patch_type = PatchType::from_content_type(&patch_type).ok_or_else(|| {
-                    ApiError::UnsupportedMediaType {
-                        message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got \"{patch_type}\")"),
-                    }
-                })?;
+                let custom = crate::crd::is_custom(resource);
+                let patch_type = PatchType::from_content_type(&patch_type)
+                    .filter(|t| !custom || *t != PatchType::StrategicMerge)
+                    .ok_or_else(|| crate::http::unsupported_patch(&patch_type, custom))?;
                 if patch_type == PatchType::Apply && field_manager.is_none() {
                     return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
                 }
@@ -388,7 +408,7 @@ impl ComponentFront {
                 name,
                 options,
             } => {
-                let resource = resolve(&resource)?;
+                let resource = self.resolve(&resource).await?;
                 let ns = named_scope(resource, namespace.as_deref())?;
                 self.authorize(user, "delete", resource, None, ns, &name, None, None)?;
                 let options = delete_options(&options)?;
@@ -403,7 +423,7 @@ impl ComponentFront {
                 field_selector,
                 options,
             } => {
-                let resource = resolve(&resource)?;
+                let resource = self.resolve(&resource).await?;
                 self.authorize(
                     user,
                     "deletecollection",
@@ -507,7 +527,7 @@ impl ComponentFront {
             return;
         };
         let started = async {
-            let resource = resolve(&resource)?;
+            let resource = self.resolve(&resource).await?;
             self.authorize(
                 user,
                 "watch",
@@ -715,8 +735,12 @@ async fn tick(timer: &mut Option<tokio::time::Interval>) {
 }
 
 /// A cached object's JSON as `resource` shows it: the cached bytes themselves, except for the
-/// events.k8s.io view of (core) events.
+/// events.k8s.io view of (core) events and a custom object read in another version than the
+/// one it is stored in.
 fn object_json(resource: &ResourceInfo, object: &CachedObject) -> Result<Bytes, ApiError> {
+    if crate::crd::is_custom(resource) {
+        return Ok(crate::crd::output::view_json(resource, &object.json));
+    }
     if !registry::is_converted_view(resource) {
         return Ok(object.json.clone());
     }
@@ -766,8 +790,11 @@ fn not_found_path() -> ApiError {
     }
 }
 
-fn resolve(resource: &ResourceRef) -> Result<&'static ResourceInfo, ApiError> {
-    resource.info().ok_or_else(not_found_path)
+/// The custom resource `resource` names among those `served`.
+fn served_custom(resource: &ResourceRef, served: &Served) -> Option<&'static ResourceInfo> {
+    served
+        .find(&resource.group, &resource.version, &resource.plural)
+        .map(|v| v.resource)
 }
 
 /// A namespaced resource's object needs a namespace, as its URL would have one.
@@ -869,7 +896,7 @@ mod tests {
             version: "v1".into(),
             plural: "things".into(),
         };
-        assert_eq!(resolve(&unknown).map_err(|e| e.code()).err(), Some(404));
+        assert_eq!(served_custom(&unknown, &Served::default()), None);
         assert_eq!(
             delete_options(b"").map(|o| o.grace_period_seconds).ok(),
             Some(None)

@@ -8,6 +8,8 @@
 //! - for an owner deleted with `propagationPolicy=Orphan` (the `orphan` finalizer): removes
 //!   the owner's references from its dependents, then the finalizer.
 //!
+//! Custom resources are followed as their CRDs define them ([`crate::custom_kinds`]).
+//!
 //! The decision is the pure [`decide`] over the [`Graph`]; [`GarbageCollector`] does the I/O.
 //! Keys are object uids.
 
@@ -26,6 +28,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{debug, info};
 
+use crate::custom_kinds::{self, CustomKinds, DefinitionSummary, OwnerKind};
 use crate::queue::WorkQueue;
 use crate::worker::{stopped, Outcome, ReconcileError, Reconciler, Shutdown};
 
@@ -137,6 +140,19 @@ impl Graph {
 
     pub fn len(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// The objects with an owner of this group and kind.
+    pub fn owned_by_kind(&self, group: &str, kind: &str) -> Vec<String> {
+        let names = |o: &OwnerReference| {
+            let owner_group = o.api_version.split_once('/').map_or("", |(g, _)| g);
+            owner_group == group && o.kind == kind
+        };
+        self.nodes
+            .values()
+            .filter(|n| n.owners.iter().any(names))
+            .map(|n| n.uid.clone())
+            .collect()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -259,6 +275,8 @@ pub struct GarbageCollector {
     graph: Arc<Mutex<Graph>>,
     stores: Vec<Store<PartialObject>>,
     pods: Store<Pod>,
+    definitions: Option<Store<DefinitionSummary>>,
+    kinds: Arc<Mutex<CustomKinds>>,
 }
 
 impl GarbageCollector {
@@ -275,9 +293,32 @@ impl GarbageCollector {
         let graph = Arc::new(Mutex::new(Graph::default()));
         let (events_tx, events_rx) = mpsc::channel(4096);
         let mut stores = Vec::new();
+        let mut definitions = None;
+        let kinds = Arc::new(Mutex::new(CustomKinds::default()));
         for resource in followed() {
             if resource.storage == api::resources::pods().storage {
                 tokio::spawn(forward(resource, pods.subscribe(), events_tx.clone()));
+                continue;
+            }
+            if resource.kind == "CustomResourceDefinition" {
+                // CRDs are read whole enough to tell which custom resources to follow.
+                let mut informer = Informer::<DefinitionSummary>::new(
+                    client.clone(),
+                    resource,
+                    None,
+                    ListParams::default(),
+                );
+                definitions = Some(informer.store());
+                tokio::spawn(forward(resource, informer.subscribe(), events_tx.clone()));
+                tokio::spawn(custom_kinds::follow(
+                    client.clone(),
+                    informer.subscribe(),
+                    kinds.clone(),
+                    events_tx.clone(),
+                    shutdown.clone(),
+                ));
+                let mut stop = shutdown.clone();
+                tokio::spawn(informer.run(async move { stopped(&mut stop).await }));
                 continue;
             }
             let mut informer = Informer::<PartialObject>::new(
@@ -299,6 +340,8 @@ impl GarbageCollector {
                 graph,
                 stores,
                 pods: pods.store(),
+                definitions,
+                kinds,
             }),
             queue,
         )
@@ -306,7 +349,7 @@ impl GarbageCollector {
 }
 
 /// Passes one informer's events on to [`maintain`] as graph changes, until either side goes.
-async fn forward<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(
+pub(crate) async fn forward<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(
     resource: &'static ResourceInfo,
     mut events: mpsc::Receiver<InformerEvent<T>>,
     graph: mpsc::Sender<GraphChange>,
@@ -320,9 +363,17 @@ async fn forward<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(
 
 /// What an informer event changes in the graph.
 #[derive(Debug)]
-enum GraphChange {
+pub(crate) enum GraphChange {
     Upsert(GraphNode),
-    Remove { uid: String },
+    Remove {
+        uid: String,
+    },
+    /// A custom kind is followed from now on: its dependents, kept while the kind was
+    /// unknown, are looked at again.
+    KindFollowed {
+        group: &'static str,
+        kind: &'static str,
+    },
 }
 
 fn change<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(
@@ -360,6 +411,9 @@ async fn maintain(
                     }
                     to_queue.extend(graph.dependents_of(&uid).iter().map(|d| d.uid.clone()));
                 }
+                GraphChange::KindFollowed { group, kind } => {
+                    to_queue = graph.owned_by_kind(group, kind);
+                }
             }
         }
         for uid in to_queue {
@@ -395,9 +449,15 @@ impl crate::manager::HasCaches for GarbageCollector {
     fn caches_synced(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
         let stores = self.stores.clone();
         let pods = self.pods.clone();
+        let definitions = self.definitions.clone();
         Box::pin(async move {
             if !pods.wait_synced().await {
                 return false;
+            }
+            if let Some(definitions) = definitions {
+                if !definitions.wait_synced().await {
+                    return false;
+                }
             }
             for store in stores {
                 if !store.wait_synced().await {
@@ -441,13 +501,16 @@ impl GarbageCollector {
         node: &GraphNode,
         owner: &OwnerReference,
     ) -> Result<bool, ReconcileError> {
-        let Some(resource) = resource_of_ref(owner) else {
-            // A kind outside the table is a custom resource (or one this server does not
-            // know): the collector follows no such kind, so it cannot tell that the owner is
-            // gone, and a dependent it cannot prove orphaned is kept, as Kubernetes keeps one
-            // whose owner's kind it cannot resolve.
-            debug!(kind = %owner.kind, api_version = %owner.api_version, "owner of an unfollowed kind; keeping dependent");
-            return Ok(false);
+        let resource = match resource_of_ref(owner) {
+            Some(resource) => resource,
+            None => match self.kinds.lock().resolve(owner) {
+                OwnerKind::Followed(resource) => resource,
+                OwnerKind::Retired => return Ok(true),
+                OwnerKind::Unknown => {
+                    debug!(kind = %owner.kind, api_version = %owner.api_version, "owner of an unknown kind; keeping dependent");
+                    return Ok(false);
+                }
+            },
         };
         let namespace = if resource.namespaced {
             node.namespace.as_deref()

@@ -12,7 +12,7 @@
 //!   (pods with stable names), [`revisions`] (the ControllerRevisions of StatefulSets and
 //!   DaemonSets), [`job`], [`cronjob`], [`disruption`]
 //!   (PodDisruptionBudgets), [`node_lifecycle`], [`endpoints`], [`namespace`],
-//!   [`garbage_collector`], [`resource_quota`], [`service_accounts`] (the `default`
+//!   [`garbage_collector`] (with [`custom_kinds`], the custom resources it follows), [`resource_quota`], [`service_accounts`] (the `default`
 //!   ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
 //!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`).
 //! - [`events`]: the events controllers record, through the manager's shared event sink;
@@ -20,6 +20,7 @@
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
 
 pub mod cronjob;
+pub mod custom_kinds;
 pub mod daemonset;
 pub mod deployment;
 pub mod disruption;

@@ -25,10 +25,10 @@ pub mod schema;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use serde_json::{json, Value};
 
-use api::resources::{ResourceInfo, RESOURCES};
+use api::resources::{DefinedResource, ResourceInfo, RESOURCES};
 
 use crate::errors::ApiError;
 use crate::registry::{FieldValidation, WriteOptions};
@@ -161,23 +161,8 @@ pub fn version_priority(a: &str, b: &str) -> std::cmp::Ordering {
     key(a).cmp(&key(b))
 }
 
-/// The `ResourceInfo` of one served version. The routing, registry and storage code hold
-/// resources as `&'static`; a custom resource's info is leaked once per distinct shape and
-/// reused, so the memory kept is bounded by the distinct definitions a process ever serves.
+/// The `ResourceInfo` of one served version (interned: see [`DefinedResource::intern`]).
 fn intern(definition: &Definition, version: &definition::Version) -> &'static ResourceInfo {
-    static INTERNED: Mutex<Vec<&'static ResourceInfo>> = Mutex::new(Vec::new());
-    fn leak(s: &str) -> &'static str {
-        Box::leak(s.to_string().into_boxed_str())
-    }
-    fn leak_all(items: &[String]) -> &'static [&'static str] {
-        Box::leak(
-            items
-                .iter()
-                .map(|s| leak(s))
-                .collect::<Vec<_>>()
-                .into_boxed_slice(),
-        )
-    }
     let mut subresources = Vec::new();
     if version.status {
         subresources.push("status".to_string());
@@ -185,47 +170,18 @@ fn intern(definition: &Definition, version: &definition::Version) -> &'static Re
     if version.scale.is_some() {
         subresources.push("scale".to_string());
     }
-    let storage = format!("{}/{}", definition.group, definition.plural);
-    let same = |r: &ResourceInfo| {
-        r.group == definition.group
-            && r.version == version.name
-            && r.kind == definition.kind
-            && r.plural == definition.plural
-            && r.singular == definition.singular
-            && r.namespaced == definition.namespaced
-            && r.short_names.iter().eq(definition.short_names.iter())
-            && r.categories.iter().eq(definition.categories.iter())
-            && r.subresources.iter().eq(subresources.iter())
-            && r.storage == storage
-    };
-    let mut interned = INTERNED.lock();
-    if let Some(found) = interned.iter().find(|r| same(r)) {
-        return found;
-    }
-    let info: &'static ResourceInfo = Box::leak(Box::new(ResourceInfo {
-        group: leak(&definition.group),
-        version: leak(&version.name),
-        kind: leak(&definition.kind),
-        plural: leak(&definition.plural),
-        singular: leak(&definition.singular),
+    DefinedResource {
+        group: definition.group.clone(),
+        version: version.name.clone(),
+        kind: definition.kind.clone(),
+        plural: definition.plural.clone(),
+        singular: definition.singular.clone(),
         namespaced: definition.namespaced,
-        short_names: leak_all(&definition.short_names),
-        verbs: &[
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "create",
-            "update",
-            "watch",
-        ],
-        subresources: leak_all(&subresources),
-        categories: leak_all(&definition.categories),
-        storage: leak(&storage),
-    }));
-    interned.push(info);
-    info
+        short_names: definition.short_names.clone(),
+        categories: definition.categories.clone(),
+        subresources,
+    }
+    .intern()
 }
 
 /// The served custom resources of one API server, kept current from its watch cache of CRDs.
