@@ -774,7 +774,10 @@ mod tests {
         let first = widgets.intern();
         assert!(std::ptr::eq(first, widgets.clone().intern()));
         assert_eq!(first.storage, "example.com/widgets");
-        assert_eq!(first.key(Some("ns"), "w"), "/registry/example.com/widgets/ns/w");
+        assert_eq!(
+            first.key(Some("ns"), "w"),
+            "/registry/example.com/widgets/ns/w"
+        );
         let v2 = DefinedResource {
             version: "v2".into(),
             ..widgets

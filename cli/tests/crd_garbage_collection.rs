@@ -83,7 +83,12 @@ async fn custom_owners_are_collected() -> anyhow::Result<()> {
     // Background (kubectl's default): the owner goes at once, its ConfigMap after it.
     gadget_with_config_map(&c, "background");
     c.ok(&["delete", "gadget", "background"]);
-    wait_gone(&c, "background-data", "the background owner's ConfigMap is collected").await?;
+    wait_gone(
+        &c,
+        "background-data",
+        "the background owner's ConfigMap is collected",
+    )
+    .await?;
 
     // Foreground: the owner waits for its ConfigMap, then goes.
     gadget_with_config_map(&c, "foreground");
@@ -106,22 +111,44 @@ async fn custom_owners_are_collected() -> anyhow::Result<()> {
     let live_uid = gadget_with_config_map(&c, "live");
     c.ok_stdin(
         &["create", "-f", "-"],
-        &owned_config_map("dangling-data", "ghost", "6a4c2f5e-0000-4000-8000-000000000000"),
+        &owned_config_map(
+            "dangling-data",
+            "ghost",
+            "6a4c2f5e-0000-4000-8000-000000000000",
+        ),
     );
-    wait_gone(&c, "dangling-data", "a ConfigMap owned by a missing Gadget is collected").await?;
+    wait_gone(
+        &c,
+        "dangling-data",
+        "a ConfigMap owned by a missing Gadget is collected",
+    )
+    .await?;
     // Same for a live Gadget's name with another uid (a Gadget since replaced).
     c.ok_stdin(
         &["create", "-f", "-"],
         &owned_config_map("stale-data", "live", "6a4c2f5e-0000-4000-8000-000000000001"),
     );
-    wait_gone(&c, "stale-data", "a ConfigMap owned by a replaced Gadget is collected").await?;
+    wait_gone(
+        &c,
+        "stale-data",
+        "a ConfigMap owned by a replaced Gadget is collected",
+    )
+    .await?;
     let live = config_map(&c, "live-data").expect("the live Gadget's ConfigMap is kept");
-    assert_eq!(live["metadata"]["ownerReferences"][0]["uid"], live_uid.as_str());
+    assert_eq!(
+        live["metadata"]["ownerReferences"][0]["uid"],
+        live_uid.as_str()
+    );
     assert!(config_map(&c, "orphan-data").is_some());
 
     // Deleting the CRD deletes its objects, and so their dependents.
     c.ok(&["delete", "crd", "gadgets.gc.example.com"]);
-    wait_gone(&c, "live-data", "the ConfigMap of a Gadget deleted with its CRD is collected").await?;
+    wait_gone(
+        &c,
+        "live-data",
+        "the ConfigMap of a Gadget deleted with its CRD is collected",
+    )
+    .await?;
     assert!(config_map(&c, "orphan-data").is_some());
 
     let log = controllers.log();

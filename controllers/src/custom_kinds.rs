@@ -122,9 +122,7 @@ impl DefinitionSummary {
             return None;
         }
         let served = || self.spec.versions.iter().filter(|v| v.served);
-        let version = served()
-            .find(|v| v.storage)
-            .or_else(|| served().next())?;
+        let version = served().find(|v| v.storage).or_else(|| served().next())?;
         Some(
             DefinedResource {
                 group: self.spec.group.clone(),
@@ -269,7 +267,9 @@ impl CustomKinds {
                 self.retired.insert(key);
             }
         }
-        vec![KindChange::Stop { crd: crd.to_string() }]
+        vec![KindChange::Stop {
+            crd: crd.to_string(),
+        }]
     }
 }
 
@@ -314,7 +314,12 @@ pub(crate) async fn follow(
                     if let Some(old) = running.remove(&crd) {
                         retire(old, &graph).await;
                     }
-                    info!(group = resource.group, version = resource.version, plural = resource.plural, "following custom resource");
+                    info!(
+                        group = resource.group,
+                        version = resource.version,
+                        plural = resource.plural,
+                        "following custom resource"
+                    );
                     running.insert(crd, start(&client, resource, &graph, &shutdown));
                     let followed = GraphChange::KindFollowed {
                         group: resource.group,
@@ -326,7 +331,11 @@ pub(crate) async fn follow(
                 }
                 KindChange::Stop { crd } => {
                     if let Some(old) = running.remove(&crd) {
-                        info!(plural = old.resource.plural, group = old.resource.group, "no longer following custom resource");
+                        info!(
+                            plural = old.resource.plural,
+                            group = old.resource.group,
+                            "no longer following custom resource"
+                        );
                         retire(old, &graph).await;
                     }
                 }
@@ -415,7 +424,10 @@ mod tests {
             {"name": "v1", "served": true, "storage": true}]);
         assert_eq!(crd(false, versions.clone()).followed_resource(), None);
         let r = crd(true, versions).followed_resource().expect("followed");
-        assert_eq!((r.group, r.version, r.plural), ("example.com", "v1", "widgets"));
+        assert_eq!(
+            (r.group, r.version, r.plural),
+            ("example.com", "v1", "widgets")
+        );
         assert!(r.namespaced);
         // A storage version no longer served: the first served one.
         let only_beta = json!([{"name": "v1beta1", "served": true, "storage": false},
