@@ -13,7 +13,8 @@
 //!   DaemonSets), [`job`], [`cronjob`], [`disruption`]
 //!   (PodDisruptionBudgets), [`node_lifecycle`], [`endpoints`], [`namespace`],
 //!   [`garbage_collector`] (with [`custom_kinds`], the custom resources it follows),
-//!   [`resource_quota`], [`service_accounts`] (the `default` ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
+//!   [`resource_quota`], [`service_accounts`] (the `default` ServiceAccount and the
+//!   `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
 //!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`).
 //! - [`events`]: the events controllers record, through the manager's shared event sink;
 //!   [`pod_control`]: pod creation and deletion with their events.
