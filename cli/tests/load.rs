@@ -485,3 +485,97 @@ async fn a_stopped_kemu_run_still_writes_its_report() -> anyhow::Result<()> {
     assert_eq!(run_json["interrupted"], true);
     Ok(())
 }
+
+/// A mixed plan through `kemu run`: bare pods beside Deployments, a Parallel StatefulSet, a
+/// DaemonSet and Jobs, each kind measured apart and deleted by cascade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kemu_run_measures_workloads_per_kind() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("load-mixed");
+    let config = r#"
+name = "load-mixed"
+[store]
+members = 1
+[controllers]
+replicas = 1
+[nodes]
+hosts = 2
+per_host = 3
+[load]
+pods = 20
+rate = 20.0
+namespaces = 2
+running_timeout_seconds = 120.0
+gone_timeout_seconds = 120.0
+slo_pod_startup_p99_ms = 120000.0
+[[load.workloads]]
+kind = "Deployment"
+count = 2
+replicas = 3
+rate = 4.0
+[[load.workloads]]
+kind = "StatefulSet"
+count = 1
+replicas = 4
+pod_management_policy = "Parallel"
+[[load.workloads]]
+kind = "DaemonSet"
+count = 1
+[[load.workloads]]
+kind = "Job"
+count = 2
+replicas = 2
+rate = 4.0
+"#;
+    let (ok, stdout, stderr) = kemu_run(config, &dir).await?;
+    println!("{stdout}");
+    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
+    nothing_left(&dir);
+    let json_path = dir.join("report/load-report.json");
+    keep(&json_path);
+    let report: Value = serde_json::from_slice(&std::fs::read(&json_path)?)?;
+    validate_report(&report);
+    assert_eq!(report["passed"], true);
+    // The bare pods are accounted for alone: the workloads' pods carry another label.
+    assert_eq!(report["pods"]["running"], 20);
+    assert_eq!(report["accounting"]["when_running"]["passed"], true);
+    let kinds = report["workloads"].as_array().context("workloads")?;
+    let expected = [
+        ("Deployment", 2, 6),
+        ("StatefulSet", 1, 4),
+        ("DaemonSet", 1, 6),
+        ("Job", 2, 4),
+    ];
+    assert_eq!(kinds.len(), expected.len(), "{kinds:?}");
+    for (kind, (name, objects, pods)) in kinds.iter().zip(expected) {
+        assert_eq!(kind["kind"], name);
+        assert_eq!(kind["objects"], objects, "{kind}");
+        assert_eq!(kind["rolled_out"], objects, "{kind}");
+        assert_eq!(kind["pods_expected"], pods, "{kind}");
+        assert!(kind["pods_running"].as_u64() >= Some(pods), "{kind}");
+        assert!(
+            kind["pod_startup_ms"]["count"].as_u64() >= Some(pods),
+            "{kind}"
+        );
+        assert_eq!(kind["rollout_ms"]["count"], objects, "{kind}");
+    }
+    let phases: Vec<(&str, bool)> = report["phases"]
+        .as_array()
+        .context("phases")?
+        .iter()
+        .map(|p| (p["kind"].as_str().unwrap_or(""), p["completed"] == true))
+        .collect();
+    for phase in [
+        "create_workloads",
+        "wait_workloads_running",
+        "delete_workloads",
+        "wait_workloads_gone",
+    ] {
+        assert!(phases.contains(&(phase, true)), "{phase}: {phases:?}");
+    }
+    assert!(
+        stdout.contains("StatefulSet"),
+        "the summary shows each kind: {stdout}"
+    );
+    Ok(())
+}

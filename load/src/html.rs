@@ -507,7 +507,25 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
     ] {
         h.push_str(&percentile_row(name, p));
     }
-    h.push_str("</table><h2>API calls</h2><table><tr><th>call</th><th>count</th><th>errors</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>codes</th></tr>");
+    h.push_str("</table>");
+    if !report.workloads.is_empty() {
+        h.push_str("<h2>Workloads</h2><p>Per kind: objects rolled out of those created, pods Running of those expected; pod_startup is a pod's first sight on the watch → Running seen, rollout an object's create sent → its last expected pod Running.</p><table><tr><th>kind (ms)</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>mean</th></tr>");
+        for k in &report.workloads {
+            let kind = k.kind.as_str();
+            let _ = write!(
+                h,
+                "<tr><th colspan=7>{kind}: {} of {} objects rolled out, {} of {} pods Running</th></tr>",
+                k.rolled_out, k.objects, k.pods_running, k.pods_expected
+            );
+            h.push_str(&percentile_row(
+                &format!("{kind} pod_startup"),
+                &k.pod_startup_ms,
+            ));
+            h.push_str(&percentile_row(&format!("{kind} rollout"), &k.rollout_ms));
+        }
+        h.push_str("</table>");
+    }
+    h.push_str("<h2>API calls</h2><table><tr><th>call</th><th>count</th><th>errors</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>codes</th></tr>");
     for c in &report.api_calls {
         let codes: Vec<String> = c.codes.iter().map(|(k, v)| format!("{k}: {v}")).collect();
         let _ = write!(

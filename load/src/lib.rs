@@ -13,6 +13,8 @@
 //! - [`report`] and [`html`]: `load-report.json` (schema in `docs/load-report.schema.json`), the
 //!   terminal summary, and `load-report.html`.
 //! - [`accounting`]: the pods the API acknowledged against the pods that exist at the end.
+//! - [`workloads`]: Deployments, StatefulSets, DaemonSets and Jobs created beside the bare
+//!   pods, their pods measured per kind.
 //!
 //! `kemu run` calls [`run`] with the running cluster as the [`LoadTarget`].
 //!
@@ -35,6 +37,7 @@ pub mod sampler;
 pub mod template;
 pub mod tracker;
 pub mod watcher;
+pub mod workloads;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -58,6 +61,7 @@ use template::{PodTemplate, RUN_LABEL};
 use tracker::{Counts, PodRecord, Tracker};
 use watcher::NamespaceWatch;
 pub use watcher::WatchHistory;
+use workloads::{WorkloadTracker, Workloads, WORKLOAD_RUN_LABEL};
 
 /// One kemu process whose CPU and memory the load run samples.
 #[derive(Clone, Debug)]
@@ -421,6 +425,23 @@ impl Run {
         });
     }
 
+    /// Records a phase of the workloads (no pacing figures).
+    fn workload_phase(&mut self, kind: &str, start_s: f64, ops: Option<u64>, completed: bool) {
+        let status = self.ended(completed);
+        self.phases.push(PhaseReport {
+            kind: kind.into(),
+            cycle: 0,
+            start_s,
+            end_s: self.now(),
+            ops,
+            target_rate: None,
+            achieved_rate: None,
+            send_lag_ms: None,
+            completed,
+            status,
+        });
+    }
+
     /// Waits until `done(counts)` or the timeout; the bar shows `progress(counts)` of `total`.
     async fn wait_phase(
         &mut self,
@@ -709,6 +730,27 @@ pub async fn run(
             watch.run(tx, stop_rx.clone()).instrument(span),
         ));
     }
+    // The workloads' pods, on watches of their own.
+    let workload_tracker = Arc::new(Mutex::new(WorkloadTracker::default()));
+    if !plan.workloads.is_empty() {
+        for i in 0..plan.namespaces {
+            let (tx, rx) = oneshot::channel();
+            ready.push(rx);
+            let watch = NamespaceWatch {
+                client: client.clone(),
+                namespace: namespace_name(i),
+                namespace_index: i,
+                selector: format!("{WORKLOAD_RUN_LABEL}={run_id}"),
+                tracker: workload_tracker.clone(),
+                run_start: start,
+                history: None,
+            };
+            let span = tracing::info_span!("workload_watch", namespace = %namespace_name(i));
+            watchers.push(tokio::spawn(
+                watch.run(tx, stop_rx.clone()).instrument(span),
+            ));
+        }
+    }
     // Recording-only watches through the other API servers, each with a tracker of its own
     // that nothing reads: the load's measurements come from the watches above.
     let extra_servers = if target.record_watch {
@@ -755,6 +797,14 @@ pub async fn run(
         _ = interrupt.first() => {}
     }
 
+    let workloads = Workloads {
+        client: client.clone(),
+        plan: plan.clone(),
+        run_id: run_id.clone(),
+        pod_spec: template.spec(),
+        tracker: workload_tracker.clone(),
+        start,
+    };
     let mut run = Run {
         plan: plan.clone(),
         run_id: run_id.clone(),
@@ -777,10 +827,30 @@ pub async fn run(
     // early and says so.
     let mut healthy = false;
     if !run.interrupted() {
-        run.create_phase(plan.pods, 0).await;
+        // The bare pods and the workloads are created side by side, each at its own rate.
+        let permits = run.permits.clone();
+        let start_s = run.now();
+        let (_, made) = tokio::join!(
+            run.create_phase(plan.pods, 0),
+            workloads.create(&permits, interrupt)
+        );
+        if !plan.workloads.is_empty() {
+            let made = made?;
+            let finished = !run.interrupted();
+            run.workload_phase("create_workloads", start_s, Some(made), finished);
+        }
     }
     if !run.interrupted() {
         healthy = run.wait_running(0).await;
+    }
+    if !plan.workloads.is_empty() && !run.interrupted() {
+        let start_s = run.now();
+        let timeout = Duration::from_secs_f64(plan.running_timeout_seconds);
+        let rolled_out = workloads
+            .wait(timeout, interrupt.first(), |t| t.not_yet_running() == 0)
+            .await;
+        run.workload_phase("wait_workloads_running", start_s, None, rolled_out);
+        healthy &= rolled_out;
     }
     if !run.interrupted() {
         // Even after a timeout: the pods that never ran are what the check reports.
@@ -845,6 +915,21 @@ pub async fn run(
             run.wait_gone(0).await;
         }
     }
+    if plan.delete && !plan.workloads.is_empty() && !run.interrupted() {
+        let start_s = run.now();
+        let permits = run.permits.clone();
+        let deleted = workloads.delete(&permits, interrupt.first()).await;
+        let finished = !run.interrupted();
+        run.workload_phase("delete_workloads", start_s, Some(deleted), finished);
+        if !run.interrupted() {
+            let start_s = run.now();
+            let timeout = Duration::from_secs_f64(plan.gone_timeout_seconds);
+            let gone = workloads
+                .wait(timeout, interrupt.first(), |t| t.live_pods() == 0)
+                .await;
+            run.workload_phase("wait_workloads_gone", start_s, None, gone);
+        }
+    }
     let interrupted = run.interrupted();
     if interrupted {
         run.not_started();
@@ -871,11 +956,16 @@ pub async fn run(
         pods.api_listed_when_running = api_listed_when_running;
         pods.api_listed_at_end = api_listed_at_end;
         let latency_ms = report::latencies(tracker.records());
+        let workload_report = workload_tracker.lock().report();
+        // The worst p99 of the bare pods and of each workload kind's pods.
         let startup_observed = latency_ms
             .get("pod_startup")
+            .into_iter()
+            .chain(workload_report.iter().map(|k| &k.pod_startup_ms))
             .filter(|p| p.count > 0)
-            .map(|p| p.p99);
-        let slo = vec![
+            .map(|p| p.p99)
+            .reduce(f64::max);
+        let mut slo = vec![
             SloCheck {
                 name: "pod_startup_p99_ms".into(),
                 threshold: plan.slo_pod_startup_p99_ms,
@@ -907,6 +997,18 @@ pub async fn run(
                 passed: !interrupted,
             },
         ];
+        if !plan.workloads.is_empty() {
+            let not_rolled_out: u64 = workload_report
+                .iter()
+                .map(|k| k.objects - k.rolled_out)
+                .sum();
+            slo.push(SloCheck {
+                name: "workloads_not_rolled_out".into(),
+                threshold: 0.0,
+                observed: Some(not_rolled_out as f64),
+                passed: not_rolled_out == 0,
+            });
+        }
         let (api_calls, errors_by_code) = report::api_calls(client.stats());
         LoadReport {
             schema: report::SCHEMA_ID.into(),
@@ -930,6 +1032,7 @@ pub async fn run(
             timeline: report::timeline(tracker.records(), duration_s),
             processes: report::processes(samples),
             accounting: accounted,
+            workloads: workload_report,
         }
     };
     let (report_json, report_html, summary) = write_report(&report, &[], &target.report_dir)?;

@@ -17,6 +17,70 @@ pub enum LoadMode {
     ReplicaSets,
 }
 
+/// The kind of a workload object the plan creates beside its bare pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+    DaemonSet,
+    Job,
+}
+
+impl WorkloadKind {
+    pub const ALL: [WorkloadKind; 4] = [
+        WorkloadKind::Deployment,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::DaemonSet,
+        WorkloadKind::Job,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Deployment => "Deployment",
+            WorkloadKind::StatefulSet => "StatefulSet",
+            WorkloadKind::DaemonSet => "DaemonSet",
+            WorkloadKind::Job => "Job",
+        }
+    }
+}
+
+/// One `[[load.workloads]]` entry: `count` objects of `kind`, spread round-robin over the
+/// plan's namespaces, created at `rate` objects per second alongside the bare pods.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadPlan {
+    pub kind: WorkloadKind,
+    /// Objects of this kind in all.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Pods per object (a Job's parallelism and completions); a DaemonSet has one per node and
+    /// takes none.
+    #[serde(default)]
+    pub replicas: Option<u32>,
+    /// Objects created per second.
+    #[serde(default = "one_per_second")]
+    pub rate: f64,
+    /// A StatefulSet's `podManagementPolicy` (`OrderedReady` or `Parallel`; Kubernetes'
+    /// default, OrderedReady, without it).
+    #[serde(default)]
+    pub pod_management_policy: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn one_per_second() -> f64 {
+    1.0
+}
+
+impl WorkloadPlan {
+    /// Pods per object (1 for a DaemonSet, which has one per node).
+    pub fn pods_per_object(&self) -> u32 {
+        self.replicas.unwrap_or(1)
+    }
+}
+
 /// A load plan, as the `[load]` table of a cluster config or a file given to `kemu load`.
 /// Unknown keys are errors. Every default is in [`LoadPlan::default`].
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -60,6 +124,9 @@ pub struct LoadPlan {
     pub max_in_flight: u32,
     /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1 over a connection pool.
     pub http2: bool,
+    /// Workload objects created beside the bare pods (`[[load.workloads]]`), measured per kind.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadPlan>,
 }
 
 impl Default for LoadPlan {
@@ -84,6 +151,7 @@ impl Default for LoadPlan {
             slo_pod_startup_p99_ms: 5000.0,
             max_in_flight: 512,
             http2: false,
+            workloads: Vec::new(),
         }
     }
 }
@@ -128,8 +196,46 @@ impl LoadPlan {
     }
 
     pub fn validate(&self) -> Result<(), PlanError> {
-        if self.pods == 0 {
-            return Err(bad("pods", "must be at least 1"));
+        if self.pods == 0 && self.workloads.is_empty() {
+            return Err(bad(
+                "pods",
+                "must be at least 1 (or give [[load.workloads]])",
+            ));
+        }
+        for w in &self.workloads {
+            if w.count == 0 {
+                return Err(bad("workloads.count", "must be at least 1"));
+            }
+            if !(w.rate.is_finite() && w.rate > 0.0) {
+                return Err(bad(
+                    "workloads.rate",
+                    "must be a positive number of objects per second",
+                ));
+            }
+            match (w.kind, w.replicas) {
+                (WorkloadKind::DaemonSet, Some(_)) => {
+                    return Err(bad(
+                        "workloads.replicas",
+                        "a DaemonSet has one pod per node and takes no replicas",
+                    ))
+                }
+                (_, Some(0)) => return Err(bad("workloads.replicas", "must be at least 1")),
+                _ => {}
+            }
+            if let Some(policy) = &w.pod_management_policy {
+                if w.kind != WorkloadKind::StatefulSet {
+                    return Err(bad(
+                        "workloads.pod_management_policy",
+                        "only a StatefulSet has one",
+                    ));
+                }
+                if !["OrderedReady", "Parallel"].contains(&policy.as_str()) {
+                    return Err(bad(
+                        "workloads.pod_management_policy",
+                        format!("{policy:?}: supported values: \"OrderedReady\", \"Parallel\""),
+                    ));
+                }
+            }
         }
         if !(self.rate.is_finite() && self.rate > 0.0) {
             return Err(bad(
@@ -216,6 +322,44 @@ mod tests {
         assert_eq!(plan.namespaces, 1);
         let plan = LoadPlan::from_toml("pods = 3\nchurn_cycles = 2\n").unwrap();
         assert_eq!((plan.pods, plan.churn_cycles), (3, 2));
+    }
+
+    #[test]
+    fn workloads_are_read_and_checked() {
+        let plan = LoadPlan::from_toml(
+            "pods = 0\n[[workloads]]\nkind = \"StatefulSet\"\ncount = 2\nreplicas = 3\nrate = 0.5\npod_management_policy = \"Parallel\"\n[[workloads]]\nkind = \"DaemonSet\"\n",
+        )
+        .unwrap();
+        plan.validate().unwrap();
+        assert_eq!(plan.workloads.len(), 2);
+        assert_eq!(plan.workloads[0].kind, WorkloadKind::StatefulSet);
+        assert_eq!(plan.workloads[0].pods_per_object(), 3);
+        assert_eq!((plan.workloads[1].count, plan.workloads[1].rate), (1, 1.0));
+        let bad = LoadPlan::from_toml("[[workloads]]\nkind = \"DaemonSet\"\nreplicas = 2\n")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(
+            bad.to_string().starts_with("load.workloads.replicas:"),
+            "{bad}"
+        );
+        assert!(LoadPlan::from_toml("[[workloads]]\nkind = \"CronJob\"\n").is_err());
+        let e = LoadPlan::from_toml("pods = 0\n")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().starts_with("load.pods:"), "{e}");
+    }
+
+    #[test]
+    fn the_example_workload_clusters_are_valid_plans() {
+        let clusters = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../clusters");
+        for name in ["daemonset-5k", "statefulset-1k", "mixed-500"] {
+            let text = std::fs::read_to_string(clusters.join(format!("{name}.toml"))).unwrap();
+            let plan = LoadPlan::from_toml(&text).unwrap();
+            plan.validate().unwrap();
+            assert!(!plan.workloads.is_empty(), "{name}");
+        }
     }
 
     #[test]

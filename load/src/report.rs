@@ -140,7 +140,14 @@ impl PhaseStatus {
 /// The phases `plan` runs, in order, as (kind, cycle): the churn cycles' phases (skipped when a
 /// wait before them timed out) included.
 pub fn planned_phases(plan: &LoadPlan) -> Vec<(&'static str, u32)> {
-    let mut out = vec![("create", 0), ("wait_running", 0)];
+    let mut out = vec![("create", 0)];
+    if !plan.workloads.is_empty() {
+        out.push(("create_workloads", 0));
+    }
+    out.push(("wait_running", 0));
+    if !plan.workloads.is_empty() {
+        out.push(("wait_workloads_running", 0));
+    }
     if plan.hold_seconds > 0.0 {
         out.push(("hold", 0));
     }
@@ -154,6 +161,9 @@ pub fn planned_phases(plan: &LoadPlan) -> Vec<(&'static str, u32)> {
     }
     if plan.delete {
         out.extend([("delete", 0), ("wait_gone", 0)]);
+        if !plan.workloads.is_empty() {
+            out.extend([("delete_workloads", 0), ("wait_workloads_gone", 0)]);
+        }
     }
     out
 }
@@ -246,6 +256,9 @@ pub struct LoadReport {
     /// The run's pods listed from the API and accounted for against what it acknowledged.
     #[serde(default)]
     pub accounting: LoadAccounting,
+    /// Per workload kind of `[[load.workloads]]`: objects, pods, pod_startup and rollout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<crate::workloads::WorkloadKindReport>,
 }
 
 /// A part of the report another tool contributes (`kemu run` attaches the results of the chaos
@@ -567,6 +580,27 @@ pub fn summary(report: &LoadReport) -> String {
         }
     }
     let _ = writeln!(s);
+    if !report.workloads.is_empty() {
+        let _ = writeln!(
+            s,
+            "{:<22} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            "workloads (ms)", "objects", "pods", "startup p50", "startup p99", "rollout p99", "max"
+        );
+        for k in &report.workloads {
+            let _ = writeln!(
+                s,
+                "{:<22} {:>8} {:>10} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                k.kind.as_str(),
+                format!("{}/{}", k.rolled_out, k.objects),
+                format!("{}/{}", k.pods_running, k.pods_expected),
+                k.pod_startup_ms.p50,
+                k.pod_startup_ms.p99,
+                k.rollout_ms.p99,
+                k.rollout_ms.max
+            );
+        }
+        let _ = writeln!(s);
+    }
     let _ = writeln!(
         s,
         "{:<22} {:>8} {:>10} {:>10} {:>10} {:>10}",

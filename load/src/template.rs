@@ -68,6 +68,11 @@ impl PodTemplate {
         Ok(PodTemplate { base })
     }
 
+    /// The pod spec, for the workloads' pod templates.
+    pub fn spec(&self) -> Value {
+        self.base["spec"].clone()
+    }
+
     /// The create body of pod `name` in `namespace`.
     pub fn pod(&self, namespace: &str, name: &str) -> Value {
         let mut pod = self.base.clone();

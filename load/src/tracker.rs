@@ -2,7 +2,7 @@
 //! when the watch saw it bound, Running and gone, and the server's own timestamps. A pure core:
 //! times come in as seconds since the run's start, and nothing here reads a clock.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -26,6 +26,7 @@ pub struct PodMeta {
     pub resource_version: String,
     pub creation_timestamp: Option<String>,
     pub deletion_timestamp: Option<String>,
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,6 +118,25 @@ pub struct Counts {
     pub delete_sent: u64,
     pub delete_failed: u64,
     pub gone: u64,
+}
+
+/// What a namespace's pod watch tells: each event, and each re-list after the watch lost its
+/// place.
+pub trait PodObserver: Send + 'static {
+    /// A watch event (or a listed pod, as `Added`) seen at `t`.
+    fn observe(&mut self, kind: EventKind, pod: &PodView, t: f64);
+    /// A re-list of namespace `namespace` at `t`: every pod of it that exists.
+    fn relisted(&mut self, namespace: u32, pods: &[PodView], t: f64);
+}
+
+impl PodObserver for Tracker {
+    fn observe(&mut self, kind: EventKind, pod: &PodView, t: f64) {
+        Tracker::observe(self, kind, pod, t)
+    }
+
+    fn relisted(&mut self, namespace: u32, pods: &[PodView], t: f64) {
+        Tracker::relisted(self, namespace, pods, t)
+    }
 }
 
 /// Every pod of the run, by name.

@@ -12,7 +12,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use super::client::{ApiClient, LineReader};
-use super::tracker::{EventKind, PodView, Tracker};
+use super::tracker::{EventKind, PodObserver, PodView};
 
 /// Where the informer is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,20 +110,20 @@ impl WatchHistory {
     }
 }
 
-/// Watches the run's pods in one namespace.
-pub struct NamespaceWatch {
+/// Watches the run's pods in one namespace, telling `tracker` what it sees.
+pub struct NamespaceWatch<T: PodObserver> {
     pub client: ApiClient,
     pub namespace: String,
     pub namespace_index: u32,
     /// `key=value` label selector of the run.
     pub selector: String,
-    pub tracker: Arc<Mutex<Tracker>>,
+    pub tracker: Arc<Mutex<T>>,
     pub run_start: Instant,
     /// Where to record the events, when asked to (`kemu run` with a chaos plan).
     pub history: Option<Arc<Mutex<WatchHistory>>>,
 }
 
-impl NamespaceWatch {
+impl<T: PodObserver> NamespaceWatch<T> {
     fn path(&self) -> String {
         format!(
             "/api/v1/namespaces/{}/pods?labelSelector={}",
