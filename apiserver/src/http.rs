@@ -805,7 +805,7 @@ async fn resource_request(
                 .unwrap_or("");
             let patch_type = PatchType::from_content_type(content_type)
                 .filter(|t| custom.is_none() || *t != PatchType::StrategicMerge)
-                .ok_or_else(|| unsupported_patch(content_type, custom.is_some()))?;
+                .ok_or_else(|| unsupported_patch(custom.is_some()))?;
             if patch_type == PatchType::Apply && write.field_manager.is_none() {
                 return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
             }
@@ -855,14 +855,14 @@ async fn resource_request(
 
 /// A PATCH whose content type the resource does not take (custom resources take no strategic
 /// merge patch: their schema carries no patch strategy).
-pub(crate) fn unsupported_patch(content_type: &str, custom: bool) -> ApiError {
+pub(crate) fn unsupported_patch(custom: bool) -> ApiError {
     let strategic = if custom {
         ""
     } else {
         ", application/strategic-merge-patch+json"
     };
     ApiError::UnsupportedMediaType {
-        message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{strategic} (got \"{content_type}\")"),
+        message: format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{strategic}"),
     }
 }
 

@@ -382,7 +382,7 @@ impl ComponentFront {
                 let custom = crate::crd::is_custom(resource);
                 let patch_type = PatchType::from_content_type(&patch_type)
                     .filter(|t| !custom || *t != PatchType::StrategicMerge)
-                    .ok_or_else(|| crate::http::unsupported_patch(&patch_type, custom))?;
+                    .ok_or_else(|| crate::http::unsupported_patch(custom))?;
                 if patch_type == PatchType::Apply && field_manager.is_none() {
                     return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
                 }

@@ -290,6 +290,11 @@ async fn custom_resources_with_kubectl() -> anyhow::Result<()> {
         !out.status.success(),
         "a strategic merge patch of a custom object must fail"
     );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml\n"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     c.ok(&[
         "apply",
         "--server-side",
@@ -298,6 +303,29 @@ async fn custom_resources_with_kubectl() -> anyhow::Result<()> {
         &c.file("w2.yaml", &WIDGET.replace("name: w1", "name: w2")),
     ]);
     assert_eq!(widget(&c, "w2")["spec"]["color"], "red");
+    // Another manager's port joins the list (a map keyed by name in the schema) rather than
+    // replacing it, and its managed fields name the element by its key.
+    c.ok_stdin(
+        &["apply", "--server-side", "--field-manager=other", "-f", "-"],
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w2\nspec:\n  color: red\n  ports:\n  - name: extra\n    port: 9090\n",
+    );
+    let w2 = widget(&c, "w2");
+    let names: Vec<&str> = w2["spec"]["ports"]
+        .as_array()
+        .map(|p| p.iter().filter_map(|p| p["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["http", "admin", "extra"], "{w2}");
+    let other = w2["metadata"]["managedFields"]
+        .as_array()
+        .and_then(|m| m.iter().find(|e| e["manager"] == "other"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(
+        other["fieldsV1"]["f:spec"]["f:ports"]
+            .get("k:{\"name\":\"extra\"}")
+            .is_some(),
+        "{other}"
+    );
 
     // The second served version shows the same objects in its apiVersion.
     let beta: Value =

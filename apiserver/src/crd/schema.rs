@@ -106,7 +106,7 @@ impl Schema {
         serde_json::from_value(value.clone()).ok()
     }
 
-    fn additional(&self) -> Option<&Schema> {
+    pub(crate) fn additional(&self) -> Option<&Schema> {
         match &self.additional_properties {
             Some(AdditionalProperties::Schema(s)) => Some(s),
             _ => None,

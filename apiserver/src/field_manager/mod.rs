@@ -27,6 +27,7 @@ use serde_json::{json, Map, Value};
 
 pub use set::{compare, display_path, value_set, Comparison, FieldSet};
 
+use crate::patch::list_strategy::ObjectType;
 use crate::validation::Cause;
 
 /// The longest `fieldManager` kube-apiserver accepts, in bytes.
@@ -202,8 +203,8 @@ pub fn encode(object: &mut Value, mut entries: Vec<Entry>) {
 #[derive(Clone, Copy, Debug)]
 pub struct Writer<'a> {
     pub manager: &'a str,
-    /// The object's kind (selects list keys).
-    pub kind: &'a str,
+    /// The object's type (selects list keys).
+    pub kind: ObjectType<'a>,
     pub api_version: &'a str,
     /// `status`, `scale`… for a subresource write.
     pub subresource: Option<&'a str>,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::patch::list_strategy::{element_id, list_strategy, ListStrategy};
+use crate::patch::list_strategy::{element_id, list_strategy, ListStrategy, ObjectType};
 
 /// A set of paths, as a tree: a node is in the set itself when `member` is true.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -188,7 +188,7 @@ fn always_present(path: &[String]) -> bool {
 
 /// The set of every field of `value`, found at `path` (field names from the root) in an object
 /// of `kind`. The node itself is a member unless it is a list or an always-present struct.
-pub fn value_set(kind: &str, value: &Value, path: &mut Vec<String>) -> FieldSet {
+pub fn value_set(kind: ObjectType<'_>, value: &Value, path: &mut Vec<String>) -> FieldSet {
     let mut set = FieldSet::default();
     match value {
         Value::Object(map) => {
@@ -250,7 +250,12 @@ impl Comparison {
 }
 
 /// Compares two versions of the value at `path` in an object of `kind` (`null` is absent).
-pub fn compare(kind: &str, old: &Value, new: &Value, path: &mut Vec<String>) -> Comparison {
+pub fn compare(
+    kind: ObjectType<'_>,
+    old: &Value,
+    new: &Value,
+    path: &mut Vec<String>,
+) -> Comparison {
     let mut out = Comparison::default();
     match (old, new) {
         (Value::Null, Value::Null) => {}

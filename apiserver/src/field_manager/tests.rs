@@ -7,7 +7,7 @@ use chrono::{TimeZone, Utc};
 fn writer<'a>(manager: &'a str, kind: &'a str, api_version: &'a str) -> Writer<'a> {
     Writer {
         manager,
-        kind,
+        kind: kind.into(),
         api_version,
         subresource: None,
         has_status: true,

@@ -29,6 +29,7 @@ use serde_json::Value;
 use error::malformed;
 pub use error::PatchError;
 pub use json_patch::json_patch;
+pub use list_strategy::ObjectType;
 pub use merge_patch::merge_patch;
 use server_side_apply::server_side_apply;
 pub use strategic_merge::strategic_merge;
@@ -73,12 +74,12 @@ impl PatchType {
     }
 }
 
-/// Applies a patch body to `original` for an object of kind `kind` (e.g. "Pod", "Deployment"; the
-/// kind selects strategic-merge list semantics). For [`PatchType::Apply`], `field_manager` names
+/// Applies a patch body to `original` for an object of kind `kind` (e.g. "Pod", "Deployment", or
+/// a custom kind with its schema; the type selects how lists merge). For [`PatchType::Apply`], `field_manager` names
 /// the manager and `force` is the `force` query parameter; `original` may be `null` to create an
 /// object by applying it.
-pub fn apply(
-    kind: &str,
+pub fn apply<'k>(
+    kind: impl Into<ObjectType<'k>>,
     original: &Value,
     body: &[u8],
     patch_type: PatchType,
@@ -97,8 +98,8 @@ pub fn apply(
 }
 
 /// [`apply`] with the time recorded in `managedFields` passed in, so callers and tests control it.
-pub fn apply_at(
-    kind: &str,
+pub fn apply_at<'k>(
+    kind: impl Into<ObjectType<'k>>,
     original: &Value,
     body: &[u8],
     patch_type: PatchType,
@@ -106,6 +107,7 @@ pub fn apply_at(
     force: bool,
     now: DateTime<Utc>,
 ) -> Result<Value, PatchError> {
+    let kind = kind.into();
     match patch_type {
         PatchType::Json => json_patch(original, &parse_json(body)?),
         PatchType::Merge => {

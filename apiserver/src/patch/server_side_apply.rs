@@ -5,7 +5,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
 use super::error::{malformed, PatchError};
-use super::list_strategy::{element_id, is_element, list_strategy, ListStrategy};
+use super::list_strategy::{element_id, is_element, list_strategy, ListStrategy, ObjectType};
 use super::strategic_merge::StrategicMerger;
 use crate::field_manager::{self, FieldSet, Writer};
 
@@ -20,7 +20,7 @@ use crate::field_manager::{self, FieldSet, Writer};
 /// - Fields the manager applied before and omits now are removed unless another manager's
 ///   `managedFields` entry covers them.
 pub(super) fn server_side_apply(
-    kind: &str,
+    kind: ObjectType<'_>,
     original: &Value,
     config: Value,
     field_manager: &str,
@@ -36,10 +36,11 @@ pub(super) fn server_side_apply(
         .ok_or_else(|| malformed("an apply configuration needs a string apiVersion"))?
         .to_string();
     match config.get("kind").and_then(Value::as_str) {
-        Some(k) if k == kind => {}
+        Some(k) if k == kind.name => {}
         Some(k) => {
             return Err(malformed(format!(
-                "the apply configuration's kind {k:?} doesn't match {kind:?}"
+                "the apply configuration's kind {k:?} doesn't match {:?}",
+                kind.name
             )))
         }
         None => return Err(malformed("an apply configuration needs a string kind")),
@@ -128,7 +129,7 @@ fn prune_nulls_in(value: &mut Value) {
 /// The FieldsV1 set of an apply configuration, in Kubernetes' format: `f:<field>` for fields,
 /// `k:<json of merge key>` for keyed list elements (which carry `"."` for the element itself),
 /// `v:<json>` for set elements; a leaf is `{}`.
-fn apply_field_set(kind: &str, config: &Map<String, Value>) -> Map<String, Value> {
+fn apply_field_set(kind: ObjectType<'_>, config: &Map<String, Value>) -> Map<String, Value> {
     let mut set = object_field_set(kind, config, &mut Vec::new());
     set.remove("f:apiVersion");
     set.remove("f:kind");
@@ -144,7 +145,7 @@ fn apply_field_set(kind: &str, config: &Map<String, Value>) -> Map<String, Value
 }
 
 fn object_field_set(
-    kind: &str,
+    kind: ObjectType<'_>,
     object: &Map<String, Value>,
     path: &mut Vec<String>,
 ) -> Map<String, Value> {
@@ -160,7 +161,11 @@ fn object_field_set(
     set
 }
 
-fn value_field_set(kind: &str, value: &Value, path: &mut Vec<String>) -> Map<String, Value> {
+fn value_field_set(
+    kind: ObjectType<'_>,
+    value: &Value,
+    path: &mut Vec<String>,
+) -> Map<String, Value> {
     match value {
         Value::Object(object) => object_field_set(kind, object, path),
         Value::Array(items) => match list_strategy(kind, path) {
@@ -320,6 +325,94 @@ spec:
     ports:
     - containerPort: 80
 ";
+
+    #[test]
+    fn ssa_merges_custom_lists_by_the_crd_schema() {
+        let schema = crate::crd::schema::Schema::parse(&json!({
+            "type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "properties": {
+                        "name": {"type": "string"}, "port": {"type": "integer"}}}},
+                "tags": {"type": "array", "x-kubernetes-list-type": "set",
+                    "items": {"type": "string"}},
+                "args": {"type": "array", "items": {"type": "string"}}}}}
+        }))
+        .unwrap();
+        let widget = ObjectType {
+            name: "Widget",
+            schema: Some(&schema),
+        };
+        let config = |ports: Value, tags: Value, args: Value| {
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                "spec": {"ports": ports, "tags": tags, "args": args}})
+            .to_string()
+        };
+        let first = apply_at(
+            widget,
+            &Value::Null,
+            config(
+                json!([{"name": "http", "port": 80}]),
+                json!(["a"]),
+                json!(["x"]),
+            )
+            .as_bytes(),
+            PatchType::Apply,
+            "one",
+            false,
+            at(1),
+        )
+        .unwrap();
+        // A second manager adds an element and a set member: both lists keep the first's.
+        let second = apply_at(
+            widget,
+            &first,
+            json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                "spec": {"ports": [{"name": "admin", "port": 9}], "tags": ["b"]}})
+            .to_string()
+            .as_bytes(),
+            PatchType::Apply,
+            "two",
+            false,
+            at(2),
+        )
+        .unwrap();
+        assert_eq!(
+            second["spec"]["ports"],
+            json!([{"name": "http", "port": 80}, {"name": "admin", "port": 9}])
+        );
+        assert_eq!(second["spec"]["tags"], json!(["a", "b"]));
+        assert_eq!(
+            second["metadata"]["managedFields"][1]["fieldsV1"],
+            json!({"f:spec": {"f:ports": {"k:{\"name\":\"admin\"}": {".": {}, "f:name": {}, "f:port": {}}},
+                "f:tags": {"v:\"b\"": {}}}})
+        );
+        // The atomic list and the first manager's element are the first manager's: changing
+        // them is a conflict naming the fields.
+        let taken = apply_at(
+            widget,
+            &second,
+            config(
+                json!([{"name": "http", "port": 81}]),
+                json!([]),
+                json!(["z"]),
+            )
+            .as_bytes(),
+            PatchType::Apply,
+            "two",
+            false,
+            at(3),
+        )
+        .unwrap_err();
+        let PatchError::Conflict { message, .. } = taken else {
+            panic!("not a conflict: {taken:?}");
+        };
+        assert!(
+            message.contains(".spec.ports[name=\"http\"].port") && message.contains(".spec.args"),
+            "{message}"
+        );
+    }
 
     #[test]
     fn ssa_create_from_nothing() {

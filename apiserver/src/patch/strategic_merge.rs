@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use serde_json::{Map, Value};
 
 use super::error::{malformed, PatchError};
-use super::list_strategy::{element_key, is_element, list_strategy, ListStrategy};
+use super::list_strategy::{element_key, is_element, list_strategy, ListStrategy, ObjectType};
 
 /// `$patch: replace|delete|merge`.
 const PATCH_DIRECTIVE: &str = "$patch";
@@ -23,7 +23,11 @@ const DELETE_FROM_PRIMITIVE_LIST_PREFIX: &str = "$deleteFromPrimitiveList/";
 /// Follows Kubernetes' `strategicpatch` package, with these leniencies: `$patch: merge` in a map
 /// is accepted as a no-op, `$setElementOrder` lists are not checked against the patch list, and a
 /// `$patch: replace` element is also honoured in primitive lists.
-pub fn strategic_merge(kind: &str, original: &Value, patch: &Value) -> Result<Value, PatchError> {
+pub fn strategic_merge<'k>(
+    kind: impl Into<ObjectType<'k>>,
+    original: &Value,
+    patch: &Value,
+) -> Result<Value, PatchError> {
     let Value::Object(patch) = patch else {
         return Err(malformed("a strategic merge patch must be a JSON object"));
     };
@@ -32,7 +36,7 @@ pub fn strategic_merge(kind: &str, original: &Value, patch: &Value) -> Result<Va
     }
     let base = original.as_object().cloned().unwrap_or_default();
     let merger = StrategicMerger {
-        kind,
+        kind: kind.into(),
         directives: true,
         list_map_keys: false,
     };
@@ -46,7 +50,7 @@ pub fn strategic_merge(kind: &str, original: &Value, patch: &Value) -> Result<Va
 /// One strategic merge of a patch into an object.
 pub(super) struct StrategicMerger<'k> {
     /// Selects the list strategies (see [`list_strategy`]).
-    pub(super) kind: &'k str,
+    pub(super) kind: ObjectType<'k>,
     /// Whether `$`-keys are directives. Server-side apply configurations carry none, so there they
     /// are ordinary (if unlikely) field names.
     pub(super) directives: bool,

@@ -18,7 +18,7 @@ use crate::admission::{CreateRequest, Plugin};
 use crate::errors::ApiError;
 use crate::field_manager;
 use crate::meta;
-use crate::patch::PatchType;
+use crate::patch::{ObjectType, PatchType};
 use crate::pipeline::{AdmissionTimer, AdmissionVerb};
 use crate::storage::Written;
 use crate::strategy;
@@ -234,7 +234,9 @@ impl Registry {
         self.admission.validate_create(&request, &object)?;
         admission_time.pause();
         if record {
-            record_fields(resource, None, &json!({}), &mut object, options);
+            let custom = self.custom.of(resource);
+            let kind = object_type(resource, custom.as_deref());
+            record_fields(resource, kind, None, &json!({}), &mut object, options);
         }
         self.check_rbac_write(resource, options, None, &object)?;
         let key = Self::key(resource, ns.as_deref(), &name);
@@ -327,6 +329,8 @@ impl Registry {
             rv => parse_optional_rv(rv)?,
         };
         let admission_time = AdmissionTimer::paused(AdmissionVerb::Update);
+        let custom = self.custom.of(resource);
+        let kind = object_type(resource, custom.as_deref());
         self.guaranteed_update(
             resource,
             namespace,
@@ -341,7 +345,7 @@ impl Registry {
                 self.restrict_node_update(resource, name, current, &next, options)?;
                 admission_time
                     .time(|| self.mutate_update(resource, current, &mut next, subresource));
-                record_fields(resource, subresource, current, &mut next, options);
+                record_fields(resource, kind, subresource, current, &mut next, options);
                 Ok(Some(next))
             },
         )
@@ -364,17 +368,13 @@ impl Registry {
     ) -> Result<Value, ApiError> {
         let manager = options.manager().unwrap_or("unknown").to_string();
         let key = Self::key(resource, namespace, name);
+        let custom = self.custom.of(resource);
+        let kind = object_type(resource, custom.as_deref());
         if patch_type == PatchType::Apply && self.current(resource, &key).await?.is_none() {
             // Server-side apply creates what does not exist.
-            let created = crate::patch::apply(
-                resource.kind,
-                &Value::Null,
-                body,
-                patch_type,
-                &manager,
-                force,
-            )
-            .map_err(patch_error)?;
+            let created =
+                crate::patch::apply(kind, &Value::Null, body, patch_type, &manager, force)
+                    .map_err(patch_error)?;
             return self
                 .create_object(resource, namespace, created, options, false)
                 .await;
@@ -386,9 +386,8 @@ impl Registry {
         let ahead_of_cache = AtomicI64::new(0);
         let mutate = |current: &Value| {
             let shown = view_of(resource, current);
-            let mut patched =
-                crate::patch::apply(resource.kind, &shown, body, patch_type, &manager, force)
-                    .map_err(patch_error)?;
+            let mut patched = crate::patch::apply(kind, &shown, body, patch_type, &manager, force)
+                .map_err(patch_error)?;
             check_kind(resource, &mut patched)?;
             if meta::name(&patched) != name {
                 return Err(ApiError::bad_request(
@@ -419,7 +418,7 @@ impl Registry {
             self.restrict_node_update(resource, name, current, &next, options)?;
             admission_time.time(|| self.mutate_update(resource, current, &mut next, subresource));
             if patch_type != PatchType::Apply {
-                record_fields(resource, subresource, current, &mut next, options);
+                record_fields(resource, kind, subresource, current, &mut next, options);
             }
             Ok(Some(next))
         };
@@ -680,6 +679,7 @@ impl Registry {
 /// managedFields (see [`field_manager::record_update`]).
 fn record_fields(
     resource: &ResourceInfo,
+    kind: ObjectType<'_>,
     subresource: Option<&str>,
     live: &Value,
     next: &mut Value,
@@ -691,13 +691,25 @@ fn record_fields(
     let api_version = resource.api_version();
     let writer = field_manager::Writer {
         manager,
-        kind: resource.kind,
+        kind,
         api_version: &api_version,
         subresource,
         has_status: resource.has_subresource("status"),
     };
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     field_manager::record_update(&writer, live, next, &now);
+}
+
+/// The type whose list semantics patches and managed fields follow: a custom kind's by its
+/// version's schema.
+fn object_type<'a>(
+    resource: &'a ResourceInfo,
+    custom: Option<&'a crate::crd::ServedVersion>,
+) -> ObjectType<'a> {
+    ObjectType {
+        name: resource.kind,
+        schema: custom.and_then(|c| c.schema.as_ref()),
+    }
 }
 
 /// Whether two objects are equal but for `metadata.resourceVersion` (what the store does not
