@@ -29,6 +29,17 @@ pub struct LoadArgs {
     /// Where to write `load-report.json` and `load-report.html` (default: `--dir`, else `.`).
     #[arg(long)]
     report_dir: Option<PathBuf>,
+    /// Run a clusterloader2 test config (YAML, Go-templated) instead of a pod load plan.
+    #[arg(long, value_name = "CONFIG.yaml", conflicts_with = "plan")]
+    cl2: Option<PathBuf>,
+    /// With --cl2: a clusterloader2 overrides file (YAML map of parameters; repeatable, later
+    /// ones win).
+    #[arg(long = "overrides", value_name = "FILE", requires = "cl2")]
+    overrides: Vec<PathBuf>,
+    /// With --cl2: a template parameter, over the overrides files and CL2_* variables
+    /// (repeatable).
+    #[arg(long = "param", value_name = "KEY=VALUE", requires = "cl2")]
+    params: Vec<String>,
     /// Also sample this process, as NAME=PID (repeatable).
     #[arg(long = "sample", value_name = "NAME=PID")]
     samples: Vec<String>,
@@ -189,6 +200,15 @@ impl LoadArgs {
 /// A first stop signal (Ctrl-C, SIGTERM) ends the load early with the report of what it
 /// measured until then and a non-zero exit (128 + the signal); a second one stops at once.
 pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
+    if let Some(config) = &args.cl2 {
+        let options = load::cl2::Cl2Options {
+            config: config.clone(),
+            overrides: args.overrides.clone(),
+            params: args.params.clone(),
+        };
+        let target = args.target()?;
+        return run_cl2(&options, &target.kubeconfig, &target.report_dir).await;
+    }
     let plan = args.plan()?;
     let target = args.target()?;
     let interrupt = cluster::shutdown::Interrupt::listen();
@@ -205,6 +225,31 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
             "interrupted: the report in {} holds what was measured until the stop signal",
             outcome.report_json.display()
         );
+        return Ok(interrupt.exit_code());
+    }
+    Ok(if outcome.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Runs a clusterloader2 config; exits 0 only when every step and measurement passed.
+pub async fn run_cl2(
+    options: &load::cl2::Cl2Options,
+    kubeconfig: &KubeconfigChoice,
+    report_dir: &std::path::Path,
+) -> anyhow::Result<ExitCode> {
+    let interrupt = cluster::shutdown::Interrupt::listen();
+    let outcome = tokio::select! {
+        biased;
+        _ = interrupt.second() => bail!("interrupted twice: stopped at once, no report written"),
+        outcome = load::cl2::run(options, kubeconfig, report_dir, &interrupt) => outcome?,
+    };
+    println!("{}", outcome.summary);
+    println!("report: {}", outcome.report_json.display());
+    println!("report: {}", outcome.report_html.display());
+    if outcome.report.interrupted {
         return Ok(interrupt.exit_code());
     }
     Ok(if outcome.passed {

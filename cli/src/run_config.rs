@@ -46,7 +46,15 @@ impl RunConfig {
             chaos: Option<ChaosPlan>,
         }
         let mut cluster = ClusterConfig::parse_with(&text, file, &PLAN_TABLES)?;
-        let plans: Plans = parse_toml(&text, file)?;
+        let mut plans: Plans = parse_toml(&text, file)?;
+        // A clusterloader2 config and its overrides are found beside the cluster config.
+        if let Some(cl2) = plans.load.as_mut().and_then(|l| l.cl2.as_mut()) {
+            let base = file.parent().unwrap_or(Path::new("."));
+            cl2.config = base.join(&cl2.config);
+            for o in &mut cl2.overrides {
+                *o = base.join(&*o);
+            }
+        }
         if let Some(load) = &plans.load {
             load.validate().map_err(|e| {
                 ConfigError::invalid(&text, file, format!("load.{}", e.field), e.reason)

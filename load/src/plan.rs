@@ -127,6 +127,10 @@ pub struct LoadPlan {
     /// Workload objects created beside the bare pods (`[[load.workloads]]`), measured per kind.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadPlan>,
+    /// Run a clusterloader2 test config instead of the pod load above (whose keys are then
+    /// unused): `cl2 = { config = "...", overrides = [...], params = ["K=V"] }`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cl2: Option<crate::cl2::Cl2Options>,
 }
 
 impl Default for LoadPlan {
@@ -152,6 +156,7 @@ impl Default for LoadPlan {
             max_in_flight: 512,
             http2: false,
             workloads: Vec::new(),
+            cl2: None,
         }
     }
 }

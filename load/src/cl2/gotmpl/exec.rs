@@ -21,15 +21,22 @@ struct State<'a> {
     out: String,
     depth: usize,
     line: usize,
+    /// Printing a missing parameter is an error (else `<no value>`, as Go prints it).
+    strict: bool,
 }
 
-pub(super) fn render(template: &Template, data: &Value) -> Result<String, TemplateError> {
+pub(super) fn render(
+    template: &Template,
+    data: &Value,
+    strict: bool,
+) -> Result<String, TemplateError> {
     let mut state = State {
         template,
         vars: vec![(String::new(), data.clone())],
         out: String::new(),
         depth: 0,
         line: 1,
+        strict,
     };
     state.list(&template.parsed.root, data)?;
     Ok(state.out)
@@ -178,7 +185,7 @@ impl State<'_> {
                 self.line = *line;
                 let value = self.pipeline(pipe, dot)?;
                 if pipe.vars.is_empty() {
-                    if let Value::Missing(path) = &value {
+                    if let (Value::Missing(path), true) = (&value, self.strict) {
                         return Err(self.err(missing(path)));
                     }
                     print(&value, &mut self.out);

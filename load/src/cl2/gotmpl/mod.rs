@@ -170,7 +170,13 @@ impl Template {
 
     /// Renders with `data` as dot.
     pub fn render(&self, data: &Value) -> Result<String, TemplateError> {
-        exec::render(self, data)
+        exec::render(self, data, true)
+    }
+
+    /// Renders as Go does, printing a missing parameter as `<no value>` (a delete only needs
+    /// the object's kind and name, whatever else its template lacks).
+    pub fn render_lenient(&self, data: &Value) -> Result<String, TemplateError> {
+        exec::render(self, data, false)
     }
 
     /// Go's parser refuses unknown functions before anything runs; so does this.

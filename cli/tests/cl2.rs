@@ -1,0 +1,133 @@
+//! clusterloader2 configs end to end through `kemu run`: a small cluster from a config whose
+//! `[load]` names the density-style config in `load/tests/cl2` (Deployments created, updated
+//! and deleted over two namespaces, pod startup measured), and the result files checked
+//! against clusterloader2's summary format.
+
+mod common;
+
+use std::path::Path;
+
+use anyhow::Context;
+use common::{kemu_exe, workspace};
+use serde_json::Value;
+
+fn cluster(name: &str, cl2: &str) -> String {
+    format!(
+        r#"
+name = "{name}"
+[store]
+members = 1
+[scheduler]
+workers = 2
+[controllers]
+replicas = 1
+[nodes]
+hosts = 1
+per_host = 4
+[load]
+cl2 = {cl2}
+"#
+    )
+}
+
+async fn kemu_run(config: &str, dir: &Path) -> anyhow::Result<(bool, String, String)> {
+    let file = dir.with_extension("toml");
+    std::fs::write(&file, config)?;
+    let out = tokio::process::Command::new(kemu_exe())
+        .args(["run", "-f"])
+        .arg(&file)
+        .arg("--dir")
+        .arg(dir)
+        .env("RUST_LOG", "warn,kemu=info,load=info")
+        .output()
+        .await?;
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// clusterloader2's latency summary: `{"version": "v1", "dataItems": [{"data": {"Perc50",
+/// "Perc90", "Perc99"}, "unit": "ms", "labels": {"Metric": …}}]}`.
+fn check_latency_summary(summary: &Value) {
+    assert_eq!(summary["version"], "v1", "{summary}");
+    let items = summary["dataItems"].as_array().expect("dataItems");
+    let metrics: Vec<&str> = items
+        .iter()
+        .map(|item| {
+            assert_eq!(item["unit"], "ms", "{item}");
+            for perc in ["Perc50", "Perc90", "Perc99"] {
+                assert!(item["data"][perc].as_f64().is_some(), "{item}");
+            }
+            assert_eq!(item["data"].as_object().map(|o| o.len()), Some(3), "{item}");
+            item["labels"]["Metric"].as_str().unwrap_or("")
+        })
+        .collect();
+    assert_eq!(
+        metrics,
+        [
+            "create_to_schedule",
+            "schedule_to_run",
+            "run_to_watch",
+            "schedule_to_watch",
+            "pod_startup"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("cl2-density");
+    let configs = workspace().join("load/tests/cl2");
+    let cl2 = format!(
+        "{{ config = {:?}, overrides = [{:?}], params = [\"STARTUP_THRESHOLD=120s\"] }}",
+        configs.join("density.yaml").display().to_string(),
+        configs.join("overrides.yaml").display().to_string()
+    );
+    let (ok, stdout, stderr) = kemu_run(&cluster("cl2-density", &cl2), &dir).await?;
+    println!("{stdout}");
+    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
+    let report_dir = dir.join("report");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(report_dir.join("cl2-report.json"))?)?;
+    assert_eq!(report["schema"], "kemu.dev/cl2-report/v1");
+    assert_eq!(report["passed"], true, "{report:#}");
+    assert_eq!(report["name"], "density");
+    assert_eq!(report["nodes"], 4);
+    let steps = report["steps"].as_array().context("steps")?;
+    assert_eq!(steps.len(), 6);
+    // 4 nodes × 2 pods over 2 namespaces, one pod per Deployment: 8 Deployments.
+    assert_eq!(steps[1]["name"], "Create deployments");
+    assert_eq!(steps[1]["object_operations"], 8);
+    assert_eq!(steps[3]["object_operations"], 8, "every replica updated");
+    assert_eq!(steps[5]["object_operations"], 8, "every replica deleted");
+    let startup = report["measurements"]
+        .as_array()
+        .context("measurements")?
+        .iter()
+        .find(|m| m["method"] == "PodStartupLatency" && m["action"] == "gather")
+        .context("PodStartupLatency gathered")?;
+    assert_eq!(startup["verdict"]["status"], "passed", "{startup}");
+    assert!(startup["details"]["pods"].as_u64() >= Some(8), "{startup}");
+    let files: Vec<String> = report["result_files"]
+        .as_array()
+        .context("result_files")?
+        .iter()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect();
+    let latency = files
+        .iter()
+        .find(|f| {
+            f.starts_with("PodStartupLatency_PodStartupLatency_density_") && f.ends_with(".json")
+        })
+        .with_context(|| format!("no PodStartupLatency file in {files:?}"))?;
+    let summary: Value = serde_json::from_slice(&std::fs::read(report_dir.join(latency))?)?;
+    check_latency_summary(&summary);
+    let html = std::fs::read_to_string(report_dir.join("cl2-report.html"))?;
+    assert!(html.contains("Create deployments") && html.contains("PodStartupLatency"));
+    let run: Value = serde_json::from_slice(&std::fs::read(report_dir.join("run.json"))?)?;
+    assert_eq!(run["passed"], true);
+    Ok(())
+}

@@ -1,0 +1,776 @@
+//! clusterloader2's measurements, computed from the API as it defines them: PodStartupLatency
+//! (a pod watch from `start` to `gather`), WaitForControlledPodsRunning (owner references),
+//! WaitForRunningPods, SchedulingThroughput, WaitForBoundPVCs, and the `Sleep` and `Timer`
+//! helpers. Every other clusterloader2 method is known by name and reported as not computed —
+//! never as a pass.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{json, Value as Json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::config::parse_duration;
+use super::objects::{Objects, Resource};
+use crate::client::LineReader;
+use crate::watcher::encode;
+
+/// Every measurement method clusterloader2 registers (an unknown name is a config error).
+pub const KNOWN: &[&str] = &[
+    "APIAvailability",
+    "APIResponsiveness",
+    "APIResponsivenessPrometheus",
+    "APIResponsivenessPrometheusSimple",
+    "BlockProfile",
+    "ClusterOOMsTracker",
+    "ContainerRestarts",
+    "CPUProfile",
+    "DnsPerformanceMetrics",
+    "EtcdMetrics",
+    "Exec",
+    "GenericPrometheusQuery",
+    "InClusterNetworkLatency",
+    "JobLifecycleLatency",
+    "KubeProxyIptablesRestoreFailures",
+    "LoadBalancerNodeSyncLatency",
+    "MemoryProfile",
+    "MetricsForE2E",
+    "MutexProfile",
+    "NetworkPolicyEnforcementLatency",
+    "NetworkPolicySoakMeasurement",
+    "NetworkProgrammingLatency",
+    "NodeLocalDNSLatencyPrometheus",
+    "PodPeriodicCommand",
+    "PodStartupLatency",
+    "ResourceUsageSummary",
+    "SchedulingMetrics",
+    "SchedulingThroughput",
+    "ServiceCreationLatency",
+    "Sleep",
+    "SystemPodMetrics",
+    "TestMetrics",
+    "Timer",
+    "WaitForBoundPVCs",
+    "WaitForControlledPodsRunning",
+    "WaitForFinishedJobs",
+    "WaitForGenericK8sObjects",
+    "WaitForNodes",
+    "WaitForRunningPods",
+];
+
+/// What a measurement concluded.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", content = "reason", rename_all = "snake_case")]
+pub enum Verdict {
+    Passed,
+    Failed(String),
+    /// kemu cannot compute it (not implemented, or what it needs is not served).
+    NotComputed(String),
+}
+
+/// One measurement call's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct MeasurementResult {
+    pub method: String,
+    pub identifier: String,
+    pub action: String,
+    pub verdict: Verdict,
+    /// clusterloader2's summary: the file name's first part (`PodStartupLatency_ID`) and body.
+    #[serde(skip)]
+    pub summaries: Vec<(String, Json)>,
+    pub details: Json,
+}
+
+type Params = BTreeMap<String, Json>;
+
+fn param_str(params: &Params, key: &str) -> Option<String> {
+    params
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .and_then(|(_, v)| match v {
+            Json::String(s) => Some(s.clone()),
+            Json::Null => None,
+            other => Some(other.to_string()),
+        })
+}
+
+fn param_duration(params: &Params, key: &str, default: Duration) -> Result<Duration, String> {
+    match param_str(params, key) {
+        None => Ok(default),
+        Some(s) => parse_duration(&s).ok_or_else(|| format!("{key}: invalid duration {s:?}")),
+    }
+}
+
+fn param_u64(params: &Params, key: &str) -> Option<u64> {
+    param_str(params, key).and_then(|s| s.parse::<f64>().ok().map(|f| f as u64))
+}
+
+/// Server-stamped times of one pod, as the PodStartupLatency watch saw them.
+#[derive(Clone, Debug, Default)]
+struct PodTimes {
+    stateful: bool,
+    create: Option<DateTime<Utc>>,
+    schedule: Option<DateTime<Utc>>,
+    run: Option<DateTime<Utc>>,
+    watch: Option<DateTime<Utc>>,
+}
+
+fn stamp(v: &Json) -> Option<DateTime<Utc>> {
+    v.as_str()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+impl PodTimes {
+    fn observe(&mut self, pod: &Json, now: DateTime<Utc>) {
+        self.create = self.create.or(stamp(&pod["metadata"]["creationTimestamp"]));
+        self.stateful |= pod["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|r| r["kind"] == "StatefulSet"));
+        if let Some(conditions) = pod["status"]["conditions"].as_array() {
+            for c in conditions {
+                if c["type"] == "PodScheduled" && c["status"] == "True" {
+                    self.schedule = self.schedule.or(stamp(&c["lastTransitionTime"]));
+                }
+            }
+        }
+        let statuses = pod["status"]["containerStatuses"].as_array();
+        let running = pod["status"]["phase"] == "Running"
+            && statuses.is_some_and(|s| {
+                !s.is_empty() && s.iter().all(|c| c["state"]["running"].is_object())
+            });
+        if running && self.watch.is_none() {
+            self.watch = Some(now);
+            // The last container to start is when the pod ran.
+            self.run = statuses
+                .into_iter()
+                .flatten()
+                .filter_map(|c| stamp(&c["state"]["running"]["startedAt"]))
+                .max();
+        }
+    }
+}
+
+/// clusterloader2's percentile: the value at rank ceil(n·p/100).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((sorted.len() as f64 * p / 100.0).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// What a started measurement keeps until its gather.
+enum Running {
+    PodStartup {
+        pods: Arc<Mutex<HashMap<String, PodTimes>>>,
+        stop: watch::Sender<bool>,
+        task: JoinHandle<()>,
+    },
+    Throughput {
+        samples: Arc<Mutex<Vec<f64>>>,
+        stop: watch::Sender<bool>,
+        task: JoinHandle<()>,
+    },
+    Timer(Instant),
+    /// A wait's `start`: its params, which the `gather` call inherits.
+    Started(Params),
+}
+
+/// The measurements of one run.
+pub struct Measurements {
+    objects: Objects,
+    running: Mutex<HashMap<(String, String), Running>>,
+}
+
+impl Measurements {
+    pub fn new(objects: Objects) -> Measurements {
+        Measurements {
+            objects,
+            running: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs one call of `method` as `identifier` with `params`.
+    pub async fn execute(
+        &self,
+        method: &str,
+        identifier: &str,
+        params: &Params,
+    ) -> MeasurementResult {
+        let action = param_str(params, "action").unwrap_or_default();
+        let mut result = MeasurementResult {
+            method: method.to_string(),
+            identifier: identifier.to_string(),
+            action: action.clone(),
+            verdict: Verdict::Passed,
+            summaries: Vec::new(),
+            details: Json::Null,
+        };
+        let key = (method.to_string(), identifier.to_string());
+        let outcome = match (method, action.as_str()) {
+            ("PodStartupLatency", "start") => self.start_pod_startup(key, params).await,
+            ("PodStartupLatency", "gather") => {
+                self.gather_pod_startup(&key, params, &mut result).await
+            }
+            ("SchedulingThroughput", "start") => self.start_throughput(key, params),
+            ("SchedulingThroughput", "gather") => {
+                self.gather_throughput(&key, params, &mut result).await
+            }
+            ("WaitForControlledPodsRunning", "start") => {
+                self.running
+                    .lock()
+                    .insert(key, Running::Started(params.clone()));
+                Ok(())
+            }
+            ("WaitForControlledPodsRunning", _) => {
+                let mut merged = match self.running.lock().get(&key) {
+                    Some(Running::Started(started)) => started.clone(),
+                    _ => Params::new(),
+                };
+                merged.extend(params.clone());
+                self.wait_controlled(&merged, &mut result).await
+            }
+            ("WaitForRunningPods", _) => self.wait_running(params, &mut result).await,
+            ("WaitForBoundPVCs", _) => self.wait_pvcs(params, &mut result).await,
+            ("Sleep", _) => match param_duration(params, "duration", Duration::ZERO) {
+                Ok(d) => {
+                    tokio::time::sleep(d).await;
+                    result.details = json!({"seconds": d.as_secs_f64()});
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            ("Timer", "start") => {
+                self.running
+                    .lock()
+                    .insert(key, Running::Timer(Instant::now()));
+                Ok(())
+            }
+            ("Timer", _) => {
+                if let Some(Running::Timer(t)) = self.running.lock().remove(&key) {
+                    result.details = json!({"seconds": t.elapsed().as_secs_f64()});
+                }
+                Ok(())
+            }
+            (method, _) => {
+                result.verdict =
+                    Verdict::NotComputed(format!("kemu does not compute {method} yet"));
+                Ok(())
+            }
+        };
+        if let Err(e) = outcome {
+            result.verdict = Verdict::Failed(e);
+        }
+        result
+    }
+
+    async fn pods(&self) -> Result<Resource, String> {
+        self.objects
+            .resource("v1", "Pod")
+            .await
+            .ok_or_else(|| "the API does not serve pods".to_string())
+    }
+
+    async fn start_pod_startup(
+        &self,
+        key: (String, String),
+        params: &Params,
+    ) -> Result<(), String> {
+        let selector = param_str(params, "labelSelector").unwrap_or_default();
+        let list = self
+            .objects
+            .get(
+                "list",
+                "pods",
+                &format!("/api/v1/pods?limit=1&labelSelector={}", encode(&selector)),
+            )
+            .await
+            .ok_or("listing pods failed")?;
+        let rv = list["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let pods: Arc<Mutex<HashMap<String, PodTimes>>> = Arc::default();
+        let (stop, mut stopped) = watch::channel(false);
+        let client = self.objects.client.clone();
+        let sink = pods.clone();
+        let task = tokio::spawn(async move {
+            let mut rv = rv;
+            loop {
+                let path = format!(
+                    "/api/v1/pods?watch=true&allowWatchBookmarks=true&labelSelector={}&resourceVersion={}",
+                    encode(&selector),
+                    encode(&rv)
+                );
+                let Ok((status, body)) = client.stream("pods", &path).await else {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                };
+                if !status.is_success() {
+                    rv.clear();
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+                let mut lines = LineReader::new(body);
+                loop {
+                    let line = tokio::select! {
+                        biased;
+                        _ = stopped.wait_for(|s| *s) => return,
+                        line = lines.next_line() => line,
+                    };
+                    let Ok(Some(line)) = line else { break };
+                    let Ok(event) = serde_json::from_slice::<Json>(&line) else {
+                        continue;
+                    };
+                    let object = &event["object"];
+                    if let Some(v) = object["metadata"]["resourceVersion"].as_str() {
+                        rv = v.to_string();
+                    }
+                    if event["type"] == "ADDED" || event["type"] == "MODIFIED" {
+                        let name = format!(
+                            "{}/{}",
+                            object["metadata"]["namespace"].as_str().unwrap_or(""),
+                            object["metadata"]["name"].as_str().unwrap_or("")
+                        );
+                        sink.lock()
+                            .entry(name)
+                            .or_default()
+                            .observe(object, Utc::now());
+                    }
+                }
+            }
+        });
+        self.running
+            .lock()
+            .insert(key, Running::PodStartup { pods, stop, task });
+        Ok(())
+    }
+
+    async fn gather_pod_startup(
+        &self,
+        key: &(String, String),
+        params: &Params,
+        result: &mut MeasurementResult,
+    ) -> Result<(), String> {
+        let Some(Running::PodStartup { pods, stop, task }) = self.running.lock().remove(key) else {
+            return Err("gather without a start".into());
+        };
+        let _ = stop.send(true);
+        let _ = task.await;
+        let threshold = param_duration(params, "threshold", Duration::from_secs(5))?;
+        let pods = pods.lock().clone();
+        let mut all = BTreeMap::new();
+        for (prefix, filter) in [
+            ("", None),
+            ("Stateless", Some(false)),
+            ("Stateful", Some(true)),
+        ] {
+            let chosen: Vec<&PodTimes> = pods
+                .values()
+                .filter(|p| filter.is_none_or(|s| p.stateful == s))
+                .collect();
+            if chosen.is_empty() && !prefix.is_empty() {
+                continue;
+            }
+            let mut items = Vec::new();
+            let mut by_metric = BTreeMap::new();
+            type Span = fn(&PodTimes) -> Option<(DateTime<Utc>, DateTime<Utc>)>;
+            let spans: [(&str, Span); 5] = [
+                ("create_to_schedule", |p| Some((p.create?, p.schedule?))),
+                ("schedule_to_run", |p| Some((p.schedule?, p.run?))),
+                ("run_to_watch", |p| Some((p.run?, p.watch?))),
+                ("schedule_to_watch", |p| Some((p.schedule?, p.watch?))),
+                ("pod_startup", |p| Some((p.create?, p.watch?))),
+            ];
+            for (metric, span) in spans {
+                let mut ms: Vec<f64> = chosen
+                    .iter()
+                    .filter_map(|p| span(p))
+                    .map(|(a, b)| (b - a).num_milliseconds().max(0) as f64)
+                    .collect();
+                ms.sort_by(f64::total_cmp);
+                let data = json!({
+                    "Perc50": percentile(&ms, 50.0),
+                    "Perc90": percentile(&ms, 90.0),
+                    "Perc99": percentile(&ms, 99.0),
+                });
+                by_metric.insert(metric, (ms.len(), data.clone()));
+                items.push(json!({"data": data, "unit": "ms", "labels": {"Metric": metric}}));
+            }
+            result.summaries.push((
+                format!("{prefix}PodStartupLatency_{}", result.identifier),
+                json!({"version": "v1", "dataItems": items}),
+            ));
+            all.insert(if prefix.is_empty() { "all" } else { prefix }, by_metric);
+        }
+        let (count, startup) = all["all"]["pod_startup"].clone();
+        result.details = json!({"pods": count, "threshold_ms": threshold.as_millis() as u64, "pod_startup_ms": startup});
+        if count == 0 {
+            result.verdict = Verdict::NotComputed("no pod matching the selector started".into());
+            return Ok(());
+        }
+        let limit = threshold.as_millis() as f64;
+        let mut failures = Vec::new();
+        for (perc, key) in [
+            ("Perc50", "perc50Threshold"),
+            ("Perc90", "perc90Threshold"),
+            ("Perc99", "threshold"),
+        ] {
+            let bound = match key {
+                "threshold" => limit,
+                _ => match param_str(params, key) {
+                    Some(_) => param_duration(params, key, threshold)?.as_millis() as f64,
+                    None => continue,
+                },
+            };
+            let observed = startup[perc].as_f64().unwrap_or(0.0);
+            if observed > bound {
+                failures.push(format!("pod_startup {perc} {observed} ms > {bound} ms"));
+            }
+        }
+        if !failures.is_empty() {
+            result.verdict = Verdict::Failed(failures.join("; "));
+        }
+        Ok(())
+    }
+
+    fn start_throughput(&self, key: (String, String), params: &Params) -> Result<(), String> {
+        let selector = param_str(params, "labelSelector").unwrap_or_default();
+        let objects = self.objects.clone();
+        let samples: Arc<Mutex<Vec<f64>>> = Arc::default();
+        let (stop, mut stopped) = watch::channel(false);
+        let sink = samples.clone();
+        const INTERVAL: Duration = Duration::from_secs(5);
+        let task = tokio::spawn(async move {
+            let Some(pods) = objects.resource("v1", "Pod").await else {
+                return;
+            };
+            let mut last: Option<usize> = None;
+            loop {
+                let scheduled = objects.list(&pods, &selector).await.map(|items| {
+                    items
+                        .iter()
+                        .filter(|p| {
+                            p["spec"]["nodeName"]
+                                .as_str()
+                                .is_some_and(|n| !n.is_empty())
+                        })
+                        .count()
+                });
+                if let (Some(now), Some(before)) = (scheduled, last) {
+                    sink.lock()
+                        .push(now.saturating_sub(before) as f64 / INTERVAL.as_secs_f64());
+                }
+                last = scheduled.or(last);
+                tokio::select! {
+                    biased;
+                    _ = stopped.wait_for(|s| *s) => return,
+                    _ = tokio::time::sleep(INTERVAL) => {}
+                }
+            }
+        });
+        self.running.lock().insert(
+            key,
+            Running::Throughput {
+                samples,
+                stop,
+                task,
+            },
+        );
+        Ok(())
+    }
+
+    async fn gather_throughput(
+        &self,
+        key: &(String, String),
+        params: &Params,
+        result: &mut MeasurementResult,
+    ) -> Result<(), String> {
+        let Some(Running::Throughput {
+            samples,
+            stop,
+            task,
+        }) = self.running.lock().remove(key)
+        else {
+            return Err("gather without a start".into());
+        };
+        let _ = stop.send(true);
+        let _ = task.await;
+        let mut s = samples.lock().clone();
+        s.sort_by(f64::total_cmp);
+        let summary = json!({
+            "perc50": percentile(&s, 50.0),
+            "perc90": percentile(&s, 90.0),
+            "perc99": percentile(&s, 99.0),
+            "max": s.last().copied().unwrap_or(0.0),
+        });
+        result.summaries.push((
+            format!("SchedulingThroughput_{}", result.identifier),
+            summary.clone(),
+        ));
+        result.details = summary.clone();
+        if s.is_empty() {
+            result.verdict =
+                Verdict::NotComputed("no 5 s sample was taken between start and gather".into());
+            return Ok(());
+        }
+        if let Some(threshold) = param_str(params, "threshold").and_then(|t| t.parse::<f64>().ok())
+        {
+            let max = summary["max"].as_f64().unwrap_or(0.0);
+            if threshold > 0.0 && max < threshold {
+                result.verdict = Verdict::Failed(format!(
+                    "max throughput {max} pods/s < threshold {threshold}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Polls `check` every second until it reports done or `timeout` passes.
+    async fn poll<F, Fut>(timeout: Duration, mut check: F) -> Result<Json, String>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(bool, Json), String>>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (done, state) = check().await?;
+            if done {
+                return Ok(state);
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("timed out after {} s: {state}", timeout.as_secs()));
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    async fn wait_controlled(
+        &self,
+        params: &Params,
+        result: &mut MeasurementResult,
+    ) -> Result<(), String> {
+        let api_version = param_str(params, "apiVersion").unwrap_or_else(|| "apps/v1".into());
+        let kind = param_str(params, "kind").ok_or("kind is required")?;
+        let selector = param_str(params, "labelSelector").unwrap_or_default();
+        let timeout = param_duration(params, "operationTimeout", Duration::from_secs(900))?;
+        let controllers = self
+            .objects
+            .resource(&api_version, &kind)
+            .await
+            .ok_or_else(|| format!("the API does not serve {kind} of {api_version}"))?;
+        let pods = self.pods().await?;
+        let replica_sets = self.objects.resource("apps/v1", "ReplicaSet").await;
+        let objects = self.objects.clone();
+        let state = Self::poll(timeout, || {
+            let (objects, controllers, pods, replica_sets, selector, kind) =
+                (objects.clone(), controllers.clone(), pods.clone(), replica_sets.clone(), selector.clone(), kind.clone());
+            async move {
+                let owners = objects.list(&controllers, &selector).await.ok_or("listing controllers failed")?;
+                // A Deployment owns its pods through its ReplicaSets.
+                let mut parent: HashMap<String, String> = HashMap::new();
+                if kind == "Deployment" {
+                    if let Some(rs) = &replica_sets {
+                        for r in objects.list(rs, "").await.unwrap_or_default() {
+                            let uid = r["metadata"]["uid"].as_str().unwrap_or("").to_string();
+                            for o in r["metadata"]["ownerReferences"].as_array().into_iter().flatten() {
+                                if o["controller"] == true {
+                                    parent.insert(uid.clone(), o["uid"].as_str().unwrap_or("").to_string());
+                                }
+                            }
+                        }
+                    }
+                }
+                let mut running: HashMap<String, u64> = HashMap::new();
+                for p in objects.list(&pods, "").await.ok_or("listing pods failed")? {
+                    let ready = p["status"]["phase"] == "Running"
+                        && p["metadata"]["deletionTimestamp"].is_null()
+                        && p["status"]["conditions"].as_array().is_some_and(|c| {
+                            c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        });
+                    if !ready {
+                        continue;
+                    }
+                    for o in p["metadata"]["ownerReferences"].as_array().into_iter().flatten() {
+                        if o["controller"] == true {
+                            let uid = o["uid"].as_str().unwrap_or("").to_string();
+                            let owner = parent.get(&uid).cloned().unwrap_or(uid);
+                            *running.entry(owner).or_default() += 1;
+                        }
+                    }
+                }
+                let (mut done, mut waiting) = (0u64, Vec::new());
+                for c in &owners {
+                    let want = match kind.as_str() {
+                        "DaemonSet" => c["status"]["desiredNumberScheduled"].as_u64().unwrap_or(0),
+                        "Job" => c["spec"]["parallelism"].as_u64().unwrap_or(1),
+                        _ => c["spec"]["replicas"].as_u64().unwrap_or(1),
+                    };
+                    let have = running.get(c["metadata"]["uid"].as_str().unwrap_or("")).copied().unwrap_or(0);
+                    if have == want {
+                        done += 1;
+                    } else {
+                        waiting.push(format!(
+                            "{}/{}: {have} of {want}",
+                            c["metadata"]["namespace"].as_str().unwrap_or(""),
+                            c["metadata"]["name"].as_str().unwrap_or("")
+                        ));
+                    }
+                }
+                let state = json!({"controllers": owners.len(), "running": done, "waiting": waiting.iter().take(5).collect::<Vec<_>>()});
+                Ok((waiting.is_empty(), state))
+            }
+        })
+        .await;
+        result.details = state.clone().unwrap_or(Json::Null);
+        state.map(|_| ())
+    }
+
+    async fn wait_running(
+        &self,
+        params: &Params,
+        result: &mut MeasurementResult,
+    ) -> Result<(), String> {
+        let selector = param_str(params, "labelSelector").unwrap_or_default();
+        let desired = param_u64(params, "desiredPodCount").unwrap_or(0);
+        let timeout = param_duration(params, "timeout", Duration::from_secs(600))?;
+        let pods = self.pods().await?;
+        let objects = self.objects.clone();
+        let state = Self::poll(timeout, || {
+            let (objects, pods, selector) = (objects.clone(), pods.clone(), selector.clone());
+            async move {
+                let items = objects
+                    .list(&pods, &selector)
+                    .await
+                    .ok_or("listing pods failed")?;
+                let running = items
+                    .iter()
+                    .filter(|p| p["status"]["phase"] == "Running")
+                    .count() as u64;
+                Ok((
+                    running >= desired,
+                    json!({"running": running, "desired": desired}),
+                ))
+            }
+        })
+        .await;
+        result.details = state.clone().unwrap_or(Json::Null);
+        state.map(|_| ())
+    }
+
+    async fn wait_pvcs(
+        &self,
+        params: &Params,
+        result: &mut MeasurementResult,
+    ) -> Result<(), String> {
+        let Some(pvcs) = self.objects.resource("v1", "PersistentVolumeClaim").await else {
+            result.verdict =
+                Verdict::NotComputed("the API does not serve persistentvolumeclaims".into());
+            return Ok(());
+        };
+        let selector = param_str(params, "labelSelector").unwrap_or_default();
+        let desired = param_u64(params, "desiredPVCCount").unwrap_or(0);
+        let timeout = param_duration(params, "timeout", Duration::from_secs(600))?;
+        let objects = self.objects.clone();
+        let state = Self::poll(timeout, || {
+            let (objects, pvcs, selector) = (objects.clone(), pvcs.clone(), selector.clone());
+            async move {
+                let items = objects
+                    .list(&pvcs, &selector)
+                    .await
+                    .ok_or("listing persistentvolumeclaims failed")?;
+                let bound = items
+                    .iter()
+                    .filter(|p| p["status"]["phase"] == "Bound")
+                    .count() as u64;
+                Ok((
+                    bound >= desired,
+                    json!({"bound": bound, "desired": desired}),
+                ))
+            }
+        })
+        .await;
+        result.details = state.clone().unwrap_or(Json::Null);
+        state.map(|_| ())
+    }
+
+    /// Stops what is still running (a start without its gather): reported as not computed.
+    pub async fn abandoned(&self) -> Vec<MeasurementResult> {
+        let running: Vec<_> = self.running.lock().drain().collect();
+        let mut out = Vec::new();
+        for ((method, identifier), state) in running {
+            match state {
+                Running::PodStartup { stop, task, .. } | Running::Throughput { stop, task, .. } => {
+                    let _ = stop.send(true);
+                    let _ = task.await;
+                }
+                Running::Timer(_) | Running::Started(_) => continue,
+            }
+            out.push(MeasurementResult {
+                method,
+                identifier,
+                action: "start".into(),
+                verdict: Verdict::NotComputed("started but never gathered".into()),
+                summaries: Vec::new(),
+                details: Json::Null,
+            });
+        }
+        out
+    }
+}
+
+/// Measurements' verdicts in one line each.
+pub fn verdict_lines(results: &[MeasurementResult]) -> Vec<String> {
+    let mut seen = HashSet::new();
+    results
+        .iter()
+        .filter(|r| seen.insert((r.method.clone(), r.identifier.clone(), r.action.clone())))
+        .map(|r| {
+            let v = match &r.verdict {
+                Verdict::Passed => "passed".to_string(),
+                Verdict::Failed(why) => format!("FAILED: {why}"),
+                Verdict::NotComputed(why) => format!("not computed: {why}"),
+            };
+            format!("{} {} {}: {v}", r.method, r.identifier, r.action)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_ranks() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&[3.0], 90.0), 3.0);
+        assert_eq!(percentile(&[], 90.0), 0.0);
+    }
+
+    #[test]
+    fn pod_times_come_from_the_server_stamps() {
+        let pod = json!({
+            "metadata": {"creationTimestamp": "2026-01-01T00:00:00Z",
+                         "ownerReferences": [{"kind": "StatefulSet", "uid": "u"}]},
+            "status": {"phase": "Running",
+                "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"}],
+                "containerStatuses": [{"state": {"running": {"startedAt": "2026-01-01T00:00:03Z"}}}]}
+        });
+        let mut t = PodTimes::default();
+        let now = stamp(&json!("2026-01-01T00:00:04Z")).unwrap();
+        t.observe(&pod, now);
+        assert!(t.stateful);
+        assert_eq!((t.schedule.unwrap() - t.create.unwrap()).num_seconds(), 1);
+        assert_eq!((t.run.unwrap() - t.schedule.unwrap()).num_seconds(), 2);
+        assert_eq!(t.watch, Some(now));
+    }
+}
