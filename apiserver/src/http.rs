@@ -436,21 +436,18 @@ fn non_resource(
         }
         Route::OpenApiRoot => {
             let served = state.registry.custom().snapshot();
-            let published = |r: &ResourceInfo| served.published_schema(r).cloned();
-            json_response(StatusCode::OK, &crate::openapi::v3_root(custom, &published))
+            json_response(StatusCode::OK, &crate::openapi::v3_root(custom, &*served))
         }
         Route::OpenApi(group, version) => {
             let served = state.registry.custom().snapshot();
-            let published = |r: &ResourceInfo| served.published_schema(r).cloned();
-            match crate::openapi::v3_group_version(&group, &version, custom, &published) {
+            match crate::openapi::v3_group_version(&group, &version, custom, &*served) {
                 Some(document) => documents::openapi(&document, headers, query, path, true),
                 None => error_response(&not_found_path()),
             }
         }
         Route::OpenApiV2 => {
             let served = state.registry.custom().snapshot();
-            let published = |r: &ResourceInfo| served.published_schema(r).cloned();
-            let document = crate::openapi::v2_document(custom, &published);
+            let document = crate::openapi::v2_document(custom, &*served);
             documents::openapi(&document, headers, query, path, false)
         }
         Route::Resource(_) => error_response(&not_found_path()),

@@ -83,6 +83,18 @@ pub struct Served {
     /// The CRD cache's change count this was derived at.
     changes: u64,
     versions: Vec<Arc<ServedVersion>>,
+    /// The OpenAPI documents of custom group-versions, built on first request.
+    documents: crate::openapi::CustomDocuments,
+}
+
+impl crate::openapi::CustomSchemas for Served {
+    fn published(&self, resource: &ResourceInfo) -> Option<Value> {
+        self.published_schema(resource).cloned()
+    }
+
+    fn documents(&self) -> Option<&crate::openapi::CustomDocuments> {
+        Some(&self.documents)
+    }
 }
 
 impl Served {
@@ -130,7 +142,11 @@ impl Served {
                 }));
             }
         }
-        Served { changes, versions }
+        Served {
+            changes,
+            versions,
+            documents: Default::default(),
+        }
     }
 }
 
@@ -196,7 +212,7 @@ impl CustomResources {
             cache,
             served: RwLock::new(Arc::new(Served {
                 changes: u64::MAX,
-                versions: Vec::new(),
+                ..Served::default()
             })),
         }
     }

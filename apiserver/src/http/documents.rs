@@ -174,9 +174,13 @@ mod tests {
 
     #[test]
     fn etags_hashes_and_redirects() {
-        let document =
-            crate::openapi::v3_group_version("coordination.k8s.io", "v1", &[], &|_| None)
-                .expect("served");
+        let document = crate::openapi::v3_group_version(
+            "coordination.k8s.io",
+            "v1",
+            &[],
+            &crate::openapi::no_custom_schemas,
+        )
+        .expect("served");
         let path = "/openapi/v3/apis/coordination.k8s.io/v1";
         let mut query = HashMap::new();
         let fresh = openapi(&document, &HeaderMap::new(), &query, path, true);

@@ -34,8 +34,56 @@ use list_fields::ListField;
 /// The version kube-apiserver writes into `info.version`.
 const INFO_VERSION: &str = "v1.37.0";
 
-/// The published schema of a custom resource version (its CRD's `openAPIV3Schema`), if any.
-pub type Published<'a> = &'a dyn Fn(&ResourceInfo) -> Option<Value>;
+/// What the documents know of the served custom resources.
+pub trait CustomSchemas {
+    /// The published schema of a custom resource version (its CRD's `openAPIV3Schema`), if any.
+    fn published(&self, resource: &ResourceInfo) -> Option<Value>;
+
+    /// Where documents built from these schemas are kept; `None` builds them on every call.
+    fn documents(&self) -> Option<&CustomDocuments> {
+        None
+    }
+}
+
+impl<F: Fn(&ResourceInfo) -> Option<Value>> CustomSchemas for F {
+    fn published(&self, resource: &ResourceInfo) -> Option<Value> {
+        self(resource)
+    }
+}
+
+/// The custom resources' schemas, as the documents take them.
+pub type Published<'a> = &'a dyn CustomSchemas;
+
+/// No custom resources.
+pub fn no_custom_schemas(_: &ResourceInfo) -> Option<Value> {
+    None
+}
+
+/// The documents of group-versions with custom resources, built once for one set of CRDs:
+/// kept with what is served ([`crate::crd::Served`]), which a change to any CRD replaces, so
+/// a document is rebuilt only after its schemas may have changed.
+#[derive(Debug, Default)]
+pub struct CustomDocuments {
+    built: Mutex<HashMap<(String, String), Arc<Document>>>,
+}
+
+impl CustomDocuments {
+    fn get_or_build(
+        &self,
+        group: &str,
+        version: &str,
+        build: impl FnOnce() -> Arc<Document>,
+    ) -> Arc<Document> {
+        let mut built = self.built.lock();
+        let key = (group.to_string(), version.to_string());
+        if let Some(document) = built.get(&key) {
+            return document.clone();
+        }
+        let document = build();
+        built.insert(key, document.clone());
+        document
+    }
+}
 
 /// One built document: its value, its encoding and the hash that names it.
 #[derive(Debug)]
@@ -150,7 +198,13 @@ pub fn v3_group_version(
             })
             .clone(),
         ),
-        _ => Some(Arc::new(Document::new(build_v3(&resources, published)))),
+        _ => {
+            let build = || Arc::new(Document::new(build_v3(&resources, published)));
+            Some(match published.documents() {
+                Some(documents) => documents.get_or_build(group, version, build),
+                None => build(),
+            })
+        }
     }
 }
 
@@ -190,7 +244,7 @@ fn build_v3(resources: &[&ResourceInfo], published: Published<'_>) -> Value {
         let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
         let definition = if crate::crd::is_custom(r) {
             let name = custom_definition_name(r);
-            extra.insert(name.clone(), custom_schema(published(r)));
+            extra.insert(name.clone(), custom_schema(published.published(r)));
             name
         } else {
             definitions::kind(&mut generator, r.group, r.version, r.kind).unwrap_or_else(|| {
@@ -338,7 +392,7 @@ fn index_path(group: &str, version: &str) -> String {
 /// the schemas don't know. Object metadata is found in any kind.
 pub fn list_field(kind: &str, path: &[String]) -> Option<&'static ListField> {
     if let Some(r) = RESOURCES.iter().find(|r| r.kind == kind) {
-        let document = v3_group_version(r.group, r.version, &[], &|_| None)?;
+        let document = v3_group_version(r.group, r.version, &[], &no_custom_schemas)?;
         let schemas = document.schemas()?;
         let gvk = json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
         let (root, _) = schemas
@@ -348,7 +402,7 @@ pub fn list_field(kind: &str, path: &[String]) -> Option<&'static ListField> {
     }
     // Another kind: only its metadata is known.
     let at = path.iter().rposition(|s| s == "metadata")?;
-    let document = v3_group_version("", "v1", &[], &|_| None)?;
+    let document = v3_group_version("", "v1", &[], &no_custom_schemas)?;
     walk(document.schemas()?, OBJECT_META, &path[at + 1..])
 }
 

@@ -219,6 +219,34 @@ fn custom_resources_publish_their_schema() {
     let changed = |_: &ResourceInfo| Some(schema("color"));
     assert_ne!(root(&published), root(&changed));
     assert_eq!(root(&published), root(&published));
+
+    // Kept where the schemas say (one set of CRDs): built once, and again for new schemas.
+    struct Cached {
+        schema: Value,
+        documents: CustomDocuments,
+    }
+    impl CustomSchemas for Cached {
+        fn published(&self, _: &ResourceInfo) -> Option<Value> {
+            Some(self.schema.clone())
+        }
+        fn documents(&self) -> Option<&CustomDocuments> {
+            Some(&self.documents)
+        }
+    }
+    let before = Cached {
+        schema: schema("size"),
+        documents: CustomDocuments::default(),
+    };
+    let first = v3_group_version("stable.example.com", "v1", &[widgets], &before).unwrap();
+    let again = v3_group_version("stable.example.com", "v1", &[widgets], &before).unwrap();
+    assert!(Arc::ptr_eq(&first, &again));
+    assert_eq!(first.hash, doc.hash);
+    let after = Cached {
+        schema: schema("color"),
+        documents: CustomDocuments::default(),
+    };
+    let rebuilt = v3_group_version("stable.example.com", "v1", &[widgets], &after).unwrap();
+    assert_ne!(rebuilt.hash, first.hash);
 }
 
 #[test]
