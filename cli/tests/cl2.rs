@@ -125,6 +125,27 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
         .with_context(|| format!("no PodStartupLatency file in {files:?}"))?;
     let summary: Value = serde_json::from_slice(&std::fs::read(report_dir.join(latency))?)?;
     check_latency_summary(&summary);
+    // API responsiveness from the API server's /metrics, in the same summary shape.
+    let api = files
+        .iter()
+        .find(|f| {
+            f.starts_with(
+                "APIResponsivenessPrometheusSimple_APIResponsivenessPrometheusSimple_density_",
+            )
+        })
+        .with_context(|| format!("no API responsiveness file in {files:?}"))?;
+    let api: Value = serde_json::from_slice(&std::fs::read(report_dir.join(api))?)?;
+    let items = api["dataItems"].as_array().context("dataItems")?;
+    assert!(
+        items
+            .iter()
+            .any(|i| i["labels"]["Verb"] == "POST" && i["labels"]["Resource"] == "deployments"),
+        "{api}"
+    );
+    for item in items {
+        assert_eq!(item["unit"], "ms");
+        assert!(item["data"]["Perc99"].as_f64().is_some(), "{item}");
+    }
     let html = std::fs::read_to_string(report_dir.join("cl2-report.html"))?;
     assert!(html.contains("Create deployments") && html.contains("PodStartupLatency"));
     let run: Value = serde_json::from_slice(&std::fs::read(report_dir.join("run.json"))?)?;

@@ -179,6 +179,8 @@ enum Running {
         task: JoinHandle<()>,
     },
     Timer(Instant),
+    /// The API server's request-duration histograms at `start`.
+    Responsiveness(super::api_responsiveness::Histograms),
     /// A wait's `start`: its params, which the `gather` call inherits.
     Started(Params),
 }
@@ -247,6 +249,24 @@ impl Measurements {
                 }
                 Err(e) => Err(e),
             },
+            (
+                "APIResponsiveness"
+                | "APIResponsivenessPrometheus"
+                | "APIResponsivenessPrometheusSimple",
+                "start",
+            ) => match self.scrape().await {
+                Ok(h) => {
+                    self.running.lock().insert(key, Running::Responsiveness(h));
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+            (
+                "APIResponsiveness"
+                | "APIResponsivenessPrometheus"
+                | "APIResponsivenessPrometheusSimple",
+                "gather",
+            ) => self.gather_responsiveness(&key, params, &mut result).await,
             ("Timer", "start") => {
                 self.running
                     .lock()
@@ -269,6 +289,54 @@ impl Measurements {
             result.verdict = Verdict::Failed(e);
         }
         result
+    }
+
+    /// The API server's request-duration histograms, from its `/metrics`.
+    async fn scrape(&self) -> Result<super::api_responsiveness::Histograms, String> {
+        let response = self
+            .objects
+            .client
+            .call(
+                "get",
+                "metrics",
+                hyper::Method::GET,
+                "/metrics",
+                None,
+                Default::default(),
+            )
+            .await
+            .map_err(|e| format!("{e:#}"))?;
+        if !response.status.is_success() {
+            return Err(format!("/metrics answered {}", response.status));
+        }
+        Ok(super::api_responsiveness::parse(&String::from_utf8_lossy(
+            &response.body,
+        )))
+    }
+
+    async fn gather_responsiveness(
+        &self,
+        key: &(String, String),
+        params: &Params,
+        result: &mut MeasurementResult,
+    ) -> Result<(), String> {
+        let Some(Running::Responsiveness(before)) = self.running.lock().remove(key) else {
+            return Err("gather without a start".into());
+        };
+        let after = self.scrape().await?;
+        let grown = super::api_responsiveness::growth(&before, &after);
+        let (summary, violations) = super::api_responsiveness::summarize(&grown);
+        let calls = summary["dataItems"].as_array().map_or(0, Vec::len);
+        result
+            .summaries
+            .push((format!("{}_{}", key.0, key.1), summary));
+        result.details = json!({"calls": calls, "violations": violations});
+        // As in clusterloader2, violations fail the run only with enableViolations.
+        let enforce = param_str(params, "enableViolations").is_some_and(|v| v == "true");
+        if enforce && !violations.is_empty() {
+            result.verdict = Verdict::Failed(violations.join("; "));
+        }
+        Ok(())
     }
 
     async fn pods(&self) -> Result<Resource, String> {
@@ -711,7 +779,7 @@ impl Measurements {
                     let _ = stop.send(true);
                     let _ = task.await;
                 }
-                Running::Timer(_) | Running::Started(_) => continue,
+                Running::Timer(_) | Running::Started(_) | Running::Responsiveness(_) => continue,
             }
             out.push(MeasurementResult {
                 method,

@@ -8,9 +8,11 @@
 //! - [`tuning`]: the tuning sets (when each action of a phase starts).
 //! - [`objects`]: the objects through the API (discovery, create/patch/delete, list).
 //! - [`runner`]: the steps and phases, with clusterloader2's replica semantics.
-//! - [`measurements`]: the measurements kemu computes, and the ones it reports as not computed.
+//! - [`measurements`]: the measurements kemu computes, and the ones it reports as not computed;
+//!   [`api_responsiveness`] from the API server's `/metrics`.
 //! - [`report`]: clusterloader2's result files and kemu's `cl2-report.json`/`.html`.
 
+pub mod api_responsiveness;
 pub mod config;
 pub mod gotmpl;
 pub mod measurements;

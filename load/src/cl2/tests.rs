@@ -68,9 +68,9 @@ fn the_density_config_loads_with_overrides_env_and_params() {
     // 5 nodes × 2 pods / 3 namespaces = 3 per namespace, in Deployments of 2: 1 each.
     assert_eq!(create.replicaspernamespace, 1);
     assert_eq!(create.objectbundle[0].templatefillmap["Replicas"], 2);
-    assert_eq!(test.steps[0].measurements[0].method, "PodStartupLatency");
+    assert_eq!(test.steps[0].measurements[1].method, "PodStartupLatency");
     assert_eq!(
-        test.steps[0].measurements[0].params["labelSelector"],
+        test.steps[0].measurements[1].params["labelSelector"],
         "group = density"
     );
 }
