@@ -558,6 +558,15 @@ fn schema_ty(schema: &Schema, resource: bool) -> Ty<'_> {
         Some("boolean") => Ty::Bool,
         Some("integer") => Ty::Int,
         Some("number") => Ty::Double,
+        // Kubernetes gives these formats their own CEL types (bytes, duration, timestamp).
+        Some("string")
+            if matches!(
+                schema.format.as_deref(),
+                Some("byte" | "duration" | "date" | "date-time")
+            ) =>
+        {
+            Ty::Unknown
+        }
         Some("string") => Ty::Str,
         Some(_) => Ty::Schema(schema, resource),
         None => Ty::Unknown,
@@ -643,13 +652,15 @@ impl<'s> Analyzer<'s, '_> {
                         ),
                     );
                 }
-                let mut first = Ty::Unknown;
-                for (i, arg) in call.args.iter().enumerate() {
+                let mut operands = Vec::new();
+                for arg in &call.args {
                     let (ty, arg_cost, _) = self.expr(arg);
                     cost += arg_cost;
-                    if i == 0 {
-                        first = ty;
-                    }
+                    operands.push(ty);
+                }
+                let first = operands.first().copied().unwrap_or(Ty::Unknown);
+                if let [left, right] = operands[..] {
+                    self.check_operands(expr, &call.func_name, left, right);
                 }
                 let ty = match call.func_name.as_str() {
                     "_+_" | "_-_" | "_*_" | "_/_" | "_%_" | "-_" => match first {
@@ -723,6 +734,29 @@ impl<'s> Analyzer<'s, '_> {
         }
     }
 
+    /// A binary operator's operands must be of one type, as cel-go's checker has it for the
+    /// common mistakes: a string compared with or added to a number or a bool (numbers of
+    /// different kinds compare across, as Kubernetes' CEL environment allows).
+    fn check_operands(&mut self, expr: &IdedExpr, operator: &str, left: Ty<'s>, right: Ty<'s>) {
+        const OPERATORS: &[&str] = &[
+            "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_", "_%_",
+        ];
+        if !OPERATORS.contains(&operator) {
+            return;
+        }
+        let (Some(a), Some(b)) = (primitive_name(left), primitive_name(right)) else {
+            return;
+        };
+        let numeric = |n: &str| n == "int" || n == "double";
+        if a == b || (numeric(a) && numeric(b)) {
+            return;
+        }
+        self.fail(
+            expr,
+            format!("found no matching overload for '{operator}' applied to '({a}, {b})'"),
+        );
+    }
+
     /// The type of `schema`'s field `field` (as a rule writes it, escaped).
     fn field(
         &mut self,
@@ -758,6 +792,17 @@ impl<'s> Analyzer<'s, '_> {
             self.fail(expr, format!("undefined field '{field}'"));
         }
         Ty::Unknown
+    }
+}
+
+/// The CEL name of a primitive type; `None` where the type is not known to be one.
+fn primitive_name(ty: Ty<'_>) -> Option<&'static str> {
+    match ty {
+        Ty::Bool => Some("bool"),
+        Ty::Int => Some("int"),
+        Ty::Double => Some("double"),
+        Ty::Str => Some("string"),
+        _ => None,
     }
 }
 

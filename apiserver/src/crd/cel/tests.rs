@@ -265,6 +265,26 @@ fn references_to_unknown_fields_variables_and_functions_are_refused() {
         function[0].contains("undeclared reference to 'frobnicate'"),
         "{function:?}"
     );
+    let mismatched = checked(
+        json!([{"rule": "self.name == 1"}]),
+        json!({"name": {"type": "string"}}),
+    );
+    assert!(
+        mismatched[0].ends_with("compilation failed: ERROR: <input>:1:11: found no matching overload for '_==_' applied to '(string, int)'\n | self.name == 1\n | ..........^"),
+        "{mismatched:?}"
+    );
+    let added = checked(json!([{"rule": "self.replicas + 'x' > 0"}]), props.clone());
+    assert!(
+        added[0].contains("found no matching overload for '_+_' applied to '(int, string)'"),
+        "{added:?}"
+    );
+    // Numbers compare across kinds; formats with CEL types of their own are not strings.
+    let numbers = checked(
+        json!([{"rule": "self.replicas < 2.5 && self.ratio >= 1 && self.at != ''"}]),
+        json!({"replicas": {"type": "integer"}, "ratio": {"type": "number"},
+            "at": {"type": "string", "format": "date-time"}}),
+    );
+    assert!(numbers.is_empty(), "{numbers:?}");
     let not_bool = checked(json!([{"rule": "self.replicas + 1"}]), props.clone());
     assert!(
         not_bool[0].ends_with(": cel expression must evaluate to a bool"),
