@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::Context;
 use common::{kemu_exe, workspace};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn cluster(name: &str, cl2: &str) -> String {
     format!(
@@ -150,5 +150,45 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
     assert!(html.contains("Create deployments") && html.contains("PodStartupLatency"));
     let run: Value = serde_json::from_slice(&std::fs::read(report_dir.join("run.json"))?)?;
     assert_eq!(run["passed"], true);
+    Ok(())
+}
+
+/// Every tuning-set kind, modules, bare pods in listed namespaces scaled from 3 to 1 (the
+/// deletes the count demands), ConfigMaps created, updated and deleted, measurement
+/// Instances; and one measurement kemu does not compute, which must fail the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("cl2-features");
+    let config = workspace().join("load/tests/cl2/features.yaml");
+    let cl2 = format!("{{ config = {:?} }}", config.display().to_string());
+    let (ok, stdout, stderr) = kemu_run(&cluster("cl2-features", &cl2), &dir).await?;
+    println!("{stdout}");
+    assert!(
+        !ok,
+        "a not-computed measurement passed:\n{stdout}\n{stderr}"
+    );
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report/cl2-report.json"))?)?;
+    assert_eq!(report["passed"], false);
+    let steps = report["steps"].as_array().context("steps")?;
+    let ops: Vec<u64> = steps
+        .iter()
+        .map(|s| s["object_operations"].as_u64().unwrap_or(0))
+        .collect();
+    // 3 pods in each of 2 namespaces; 2 ConfigMaps each, created then updated; 2 pods each
+    // deleted; the ConfigMaps deleted.
+    assert_eq!(ops, [6, 4, 4, 0, 4, 4], "{steps:?}");
+    assert!(steps.iter().all(|s| s["errors"] == 0), "{steps:?}");
+    let measurements = report["measurements"].as_array().context("measurements")?;
+    let verdict = |id: &str| {
+        measurements
+            .iter()
+            .find(|m| m["identifier"] == id)
+            .map(|m| m["verdict"]["status"].clone())
+    };
+    assert_eq!(verdict("Ns1"), Some(json!("passed")));
+    assert_eq!(verdict("Ns2"), Some(json!("passed")));
+    assert_eq!(verdict("Etcd"), Some(json!("not_computed")));
     Ok(())
 }
