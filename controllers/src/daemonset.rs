@@ -37,7 +37,7 @@ use crate::events::{reference, Recorder};
 use crate::expectations::Expectations;
 use crate::node_lifecycle::tolerates;
 use crate::owned_pods;
-use crate::owners::{controlled_by, controller_ref, key_of, now_seconds, seconds, split_key};
+use crate::owners::{controller_ref, key_of, now_seconds, seconds, split_key};
 use crate::pod_control::PodControl;
 use crate::pods;
 use crate::queue::WorkQueue;
@@ -769,15 +769,9 @@ impl Reconciler for DaemonSetController {
         let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
         let nodes = self.nodes.list();
         let nodes: Vec<&Node> = nodes.iter().map(|n| n.as_ref()).collect();
-        let all_revisions = self.revisions.list();
-        let revisions: Vec<&ControllerRevision> = all_revisions
-            .iter()
-            .map(|r| r.as_ref())
-            .filter(|r| {
-                r.metadata.namespace.as_deref() == Some(namespace)
-                    && controlled_by(&r.metadata, &uid)
-            })
-            .collect();
+        let all_revisions = revisions::owned_by(&self.revisions, namespace, &uid);
+        let revisions: Vec<&ControllerRevision> =
+            all_revisions.iter().map(|r| r.as_ref()).collect();
         let plan = plan(
             &ds,
             &nodes,

@@ -8,8 +8,10 @@
 //! beyond the history limit that nothing uses any more are deleted oldest first.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use api::client::{Client, DeleteParams, Patch};
+use api::informer::Store;
 use api::resources::{self, ResourceInfo};
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
@@ -17,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::{json, Value};
 
-use crate::owners::controller_ref;
+use crate::owners::{controlled_by, controller_ref};
 use crate::worker::ReconcileError;
 
 /// The revision data of a template: the strategic merge patch that restores it.
@@ -146,6 +148,21 @@ impl Owner<'_> {
             revision: Some(number),
         }
     }
+}
+
+/// The revisions in `namespace` whose controller is the object with `uid`.
+pub fn owned_by(
+    revisions: &Store<ControllerRevision>,
+    namespace: &str,
+    uid: &str,
+) -> Vec<Arc<ControllerRevision>> {
+    revisions
+        .list()
+        .into_iter()
+        .filter(|r| {
+            r.metadata.namespace.as_deref() == Some(namespace) && controlled_by(&r.metadata, uid)
+        })
+        .collect()
 }
 
 /// The revisions beyond `limit` among those not `live`, oldest first: what to delete.

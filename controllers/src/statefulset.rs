@@ -32,7 +32,7 @@ use tracing::debug;
 use crate::events::{error_text, reference, Recorder};
 use crate::expectations::Expectations;
 use crate::owned_pods;
-use crate::owners::{controlled_by, controller_ref, now_seconds, split_key};
+use crate::owners::{controller_ref, now_seconds, split_key};
 use crate::pods;
 use crate::queue::WorkQueue;
 use crate::revisions::{self, beyond_limit, Owner};
@@ -522,15 +522,9 @@ impl Reconciler for StatefulSetController {
         let uid = set.metadata.uid.clone().unwrap_or_default();
         let candidates = owned_pods::controlled_pods(&self.pods, namespace, &uid);
         let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
-        let all_revisions = self.revisions.list();
-        let revisions: Vec<&ControllerRevision> = all_revisions
-            .iter()
-            .map(|r| r.as_ref())
-            .filter(|r| {
-                r.metadata.namespace.as_deref() == Some(namespace)
-                    && controlled_by(&r.metadata, &uid)
-            })
-            .collect();
+        let all_revisions = revisions::owned_by(&self.revisions, namespace, &uid);
+        let revisions: Vec<&ControllerRevision> =
+            all_revisions.iter().map(|r| r.as_ref()).collect();
         let met = self.expectations.satisfied(key);
         let mut plan = plan(&set, &owned, &revisions, met, now_seconds());
 
