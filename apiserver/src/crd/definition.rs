@@ -396,20 +396,24 @@ fn validate_versions(crd: &Value, out: &mut Vec<Cause>) {
         }
         match version.pointer("/schema/openAPIV3Schema") {
             Some(schema) => {
-                let before = out.len();
-                structural(schema, &format!("{path}.schema.openAPIV3Schema"), true, out);
-                // Rules are compiled only against a sound schema, as kube-apiserver does.
+                // A schema every version shares is kube-apiserver's top-level validation (its
+                // conversion hoists it there), checked once and named by that path.
                 let shared = versions
                     .iter()
                     .all(|v| v.pointer("/schema/openAPIV3Schema") == Some(schema));
-                let rules_path = if shared {
+                let schema_path = if shared {
                     "spec.validation.openAPIV3Schema".to_string()
                 } else {
                     format!("{path}.schema.openAPIV3Schema")
                 };
-                if out.len() == before && (!shared || i == 0) {
-                    if let Some(parsed) = Schema::parse(schema) {
-                        out.extend(super::cel::check::check_schema(&parsed, &rules_path));
+                if !shared || i == 0 {
+                    let before = out.len();
+                    structural(schema, &schema_path, true, out);
+                    // Rules are compiled only against a sound schema, as kube-apiserver does.
+                    if out.len() == before {
+                        if let Some(parsed) = Schema::parse(schema) {
+                            out.extend(super::cel::check::check_schema(&parsed, &schema_path));
+                        }
                     }
                 }
             }

@@ -237,6 +237,16 @@ fn definitions_are_defaulted_and_validated() {
             "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[list].items: Required value: must be specified",
         ]
     );
+    // The same schema in every version: named once, as the top-level validation.
+    let mut shared = untyped.clone();
+    shared["spec"]["versions"][1]["schema"] = untyped["spec"]["versions"][0]["schema"].clone();
+    assert_eq!(
+        crd_messages(&shared),
+        [
+            "spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields",
+            "spec.validation.openAPIV3Schema.properties[spec].properties[list].items: Required value: must be specified",
+        ]
+    );
     let mut no_schema = good.clone();
     no_schema["spec"]["versions"][1]
         .as_object_mut()
