@@ -7,6 +7,7 @@
 //! - [`selectors`]: label and field selectors.
 //! - [`quantity`]: resource quantities (`100m`, `1Gi`).
 //! - [`quota`]: what a pod counts against a ResourceQuota, and its QoS class.
+//! - [`volumes`]: default StorageClasses, the class of a claim or volume, requested storage.
 //! - [`cron`]: CronJob schedules and time zones, parsed as Kubernetes parses them.
 //! - [`protocol`]: the apiserver ⇄ component wire types (bincode frames over QUIC, objects as
 //!   JSON bytes).
@@ -28,5 +29,6 @@ pub mod quantity;
 pub mod quota;
 pub mod resources;
 pub mod selectors;
+pub mod volumes;
 
 pub use resources::{ResourceInfo, RESOURCES};

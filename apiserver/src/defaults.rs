@@ -13,7 +13,12 @@
 //! - a DaemonSet gets the RollingUpdate strategy (maxUnavailable 1, maxSurge 0) and a
 //!   revisionHistoryLimit of 10;
 //! - a CronJob gets concurrencyPolicy `Allow`, `suspend: false` and history limits of 3
-//!   successful and 1 failed Job.
+//!   successful and 1 failed Job;
+//! - a PersistentVolume gets reclaim policy `Retain`, `volumeMode: Filesystem` and phase
+//!   Pending; a PersistentVolumeClaim `volumeMode: Filesystem` and phase Pending;
+//! - a StorageClass gets reclaimPolicy `Delete` and volumeBindingMode `Immediate`;
+//! - a CSIDriver gets attachRequired, no pod info on mount, no capacity tracking, the
+//!   `ReadWriteOnceWithFSType` fsGroupPolicy and the `Persistent` lifecycle mode.
 
 use api::ResourceInfo;
 use base64::Engine;
@@ -58,6 +63,26 @@ pub fn apply(resource: &ResourceInfo, object: &mut Value) {
             cron_job(object);
         }
         ("discovery.k8s.io", "EndpointSlice") => endpoint_slice_ports(object),
+        ("", "PersistentVolumeClaim") => {
+            if let Some(claim) = object.as_object_mut() {
+                persistent_volume_claim(claim);
+            }
+        }
+        ("", "PersistentVolume") => {
+            if let Some(volume) = object.as_object_mut() {
+                persistent_volume(volume);
+            }
+        }
+        ("storage.k8s.io", "StorageClass") => {
+            if let Some(class) = object.as_object_mut() {
+                storage_class(class);
+            }
+        }
+        ("storage.k8s.io", "CSIDriver") => {
+            if let Some(driver) = object.as_object_mut() {
+                csi_driver(driver);
+            }
+        }
         _ => {}
     }
 }
@@ -111,7 +136,6 @@ fn cron_job(object: &mut Value) {
 /// apps/v1 `SetDefaults_StatefulSet` (with the beta MaxUnavailableStatefulSet gate on, as in
 /// Kubernetes 1.37) and the claim templates' PersistentVolumeClaim defaults.
 fn stateful_set_spec(spec: &mut Map<String, Value>) {
-    let unset = |v: Option<&Value>| v.is_none_or(|v| v.is_null() || v == "");
     if unset(spec.get("podManagementPolicy")) {
         spec.insert("podManagementPolicy".into(), json!("OrderedReady"));
     }
@@ -156,17 +180,77 @@ fn stateful_set_spec(spec: &mut Map<String, Value>) {
     for claim in objects_in(spec, "volumeClaimTemplates") {
         claim.insert("apiVersion".into(), json!("v1"));
         claim.insert("kind".into(), json!("PersistentVolumeClaim"));
-        if let Some(claim_spec) = claim.get_mut("spec").and_then(Value::as_object_mut) {
-            if unset(claim_spec.get("volumeMode")) {
-                claim_spec.insert("volumeMode".into(), json!("Filesystem"));
+        persistent_volume_claim(claim);
+    }
+}
+
+/// Whether a defaulted field is still to be set: absent, null or empty.
+fn unset(value: Option<&Value>) -> bool {
+    value.is_none_or(|v| v.is_null() || v == "")
+}
+
+/// Sets `key` in `map` to `value` when it is [`unset`].
+fn default_field(map: &mut Map<String, Value>, key: &str, value: Value) {
+    if unset(map.get(key)) {
+        map.insert(key.into(), value);
+    }
+}
+
+/// `SetDefaults_PersistentVolumeClaim` and its spec's: a Filesystem volume, phase Pending.
+fn persistent_volume_claim(claim: &mut Map<String, Value>) {
+    if let Some(claim_spec) = claim.get_mut("spec").and_then(Value::as_object_mut) {
+        default_field(claim_spec, "volumeMode", json!("Filesystem"));
+    }
+    let status = claim.entry("status").or_insert_with(|| json!({}));
+    if let Some(status) = status.as_object_mut() {
+        default_field(status, "phase", json!("Pending"));
+    }
+}
+
+/// `SetDefaults_PersistentVolume`: reclaim Retain, a Filesystem volume, phase Pending, and a
+/// hostPath's empty `type` (Go's zero `HostPathType`).
+fn persistent_volume(volume: &mut Map<String, Value>) {
+    if let Some(spec) = volume.get_mut("spec").and_then(Value::as_object_mut) {
+        default_field(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+        default_field(spec, "volumeMode", json!("Filesystem"));
+        if let Some(host_path) = spec.get_mut("hostPath").and_then(Value::as_object_mut) {
+            if host_path.get("type").is_none_or(Value::is_null) {
+                host_path.insert("type".into(), json!(""));
             }
         }
-        let status = claim.entry("status").or_insert_with(|| json!({}));
-        if let Some(status) = status.as_object_mut() {
-            if unset(status.get("phase")) {
-                status.insert("phase".into(), json!("Pending"));
-            }
+    }
+    let status = volume.entry("status").or_insert_with(|| json!({}));
+    if let Some(status) = status.as_object_mut() {
+        default_field(status, "phase", json!("Pending"));
+    }
+}
+
+/// `SetDefaults_StorageClass`: reclaim Delete, bind Immediate.
+fn storage_class(class: &mut Map<String, Value>) {
+    default_field(class, "reclaimPolicy", json!("Delete"));
+    default_field(class, "volumeBindingMode", json!("Immediate"));
+}
+
+/// `SetDefaults_CSIDriver` (with SELinuxMountReadWriteOncePod on, as in Kubernetes 1.37).
+fn csi_driver(driver: &mut Map<String, Value>) {
+    let Some(spec) = driver.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (key, value) in [
+        ("attachRequired", json!(true)),
+        ("podInfoOnMount", json!(false)),
+        ("storageCapacity", json!(false)),
+        ("fsGroupPolicy", json!("ReadWriteOnceWithFSType")),
+        ("requiresRepublish", json!(false)),
+        ("seLinuxMount", json!(false)),
+    ] {
+        if spec.get(key).is_none_or(Value::is_null) {
+            spec.insert(key.into(), value);
         }
+    }
+    let modes = spec.get("volumeLifecycleModes").and_then(Value::as_array);
+    if modes.is_none_or(Vec::is_empty) {
+        spec.insert("volumeLifecycleModes".into(), json!(["Persistent"]));
     }
 }
 

@@ -12,6 +12,7 @@
 //! watches from the stored bytes without reordering them per request.
 
 mod autoscaling;
+mod storage;
 mod types;
 
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
@@ -102,6 +103,13 @@ fn kind_type(api_version: &str, kind: &str) -> Option<&'static Ty> {
         ("apps", "ReplicaSet") => &REPLICA_SET,
         ("apps", "StatefulSet") => &STATEFUL_SET,
         ("apps", "ControllerRevision") => &CONTROLLER_REVISION,
+        ("", "PersistentVolume") => &storage::PERSISTENT_VOLUME,
+        ("", "PersistentVolumeClaim") => &storage::PERSISTENT_VOLUME_CLAIM,
+        ("storage.k8s.io", "StorageClass") => &storage::STORAGE_CLASS,
+        ("storage.k8s.io", "CSIDriver") => &storage::CSI_DRIVER,
+        ("storage.k8s.io", "CSINode") => &storage::CSI_NODE,
+        ("storage.k8s.io", "VolumeAttachment") => &storage::VOLUME_ATTACHMENT,
+        ("storage.k8s.io", "CSIStorageCapacity") => &storage::CSI_STORAGE_CAPACITY,
         ("batch", "Job") => &JOB,
         ("batch", "CronJob") => &CRON_JOB,
         ("autoscaling", "Scale") => &SCALE,

@@ -1,7 +1,8 @@
 //! The kemu API server: the Kubernetes REST API over the kemu store.
 //!
 //! - [`admission`]: the admission plugins every write goes through (NamespaceLifecycle,
-//!   LimitRanger, ServiceAccount, NodeRestriction, PodSecurity, Priority, DefaultTolerationSeconds, ResourceQuota).
+//!   LimitRanger, ServiceAccount, NodeRestriction, PodSecurity, Priority, DefaultTolerationSeconds,
+//!   DefaultStorageClass, StorageObjectInUseProtection, PersistentVolumeClaimResize, ResourceQuota).
 //! - [`authn`]: who is asking (client certificates, bearer tokens); [`authz`]: may they
 //!   (`system:masters`, the node authorizer, RBAC), with the bootstrap policy.
 //! - [`https`]: the HTTP front's TLS listener, which hands each request its peer;

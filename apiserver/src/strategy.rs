@@ -34,7 +34,7 @@ pub fn prepare_create(
     }
     let custom = crate::crd::is_custom(resource);
     // Custom objects always start at generation 1, with or without a spec.
-    let has_spec = custom || object.get("spec").is_some();
+    let has_spec = custom || (object.get("spec").is_some() && tracks_generation(resource));
     {
         let metadata = meta::metadata_mut(object);
         let name = metadata
@@ -172,6 +172,15 @@ pub fn prepare_create(
         "Node" => {
             // A node registers with its status; it is kept.
         }
+        "PersistentVolume" => {
+            object["status"] =
+                json!({"phase": "Pending", "lastPhaseTransitionTime": meta::now_rfc3339()});
+        }
+        "PersistentVolumeClaim" => object["status"] = json!({"phase": "Pending"}),
+        // Go's zero IngressStatus: a struct-valued field is never omitted.
+        "Ingress" => object["status"] = json!({"loadBalancer": {}}),
+        // Go's zero VolumeAttachmentStatus: `attached` has no omitempty.
+        "VolumeAttachment" => object["status"] = json!({"attached": false}),
         "LimitRange" => crate::admission::limit_ranger::default_limit_range(object),
         "ResourceQuota" => {
             // Usage is the server's to count (admission sets it).
@@ -414,6 +423,9 @@ pub fn prepare_update(
             }
         }
     }
+    if resource.group.is_empty() && resource.kind == "PersistentVolume" {
+        stamp_phase_transition(old, new);
+    }
     let old_meta = old.get("metadata").unwrap_or(&Value::Null);
     let metadata = meta::metadata_mut(new);
     for key in [
@@ -433,6 +445,10 @@ pub fn prepare_update(
             }
         }
     }
+    if !tracks_generation(resource) {
+        metadata.remove("generation");
+        return;
+    }
     let old_generation = old_meta
         .get("generation")
         .and_then(Value::as_i64)
@@ -449,6 +465,28 @@ pub fn prepare_update(
     }
     if resource.group.is_empty() && resource.kind == "LimitRange" && subresource.is_none() {
         crate::admission::limit_ranger::default_limit_range(new);
+    }
+}
+
+/// Whether the kind's strategy keeps `metadata.generation`: the storage kinds' strategies do not
+/// (their objects carry none).
+fn tracks_generation(resource: &ResourceInfo) -> bool {
+    !matches!(
+        (resource.group, resource.kind),
+        ("", "PersistentVolume" | "PersistentVolumeClaim") | ("storage.k8s.io", _)
+    )
+}
+
+/// A PersistentVolume whose phase changes gets a new `lastPhaseTransitionTime`, unless the
+/// writer set one itself (as the PV status strategy does).
+fn stamp_phase_transition(old: &Value, new: &mut Value) {
+    let phase = |v: &Value| v.pointer("/status/phase").cloned();
+    let stamp = |v: &Value| v.pointer("/status/lastPhaseTransitionTime").cloned();
+    if phase(old) == phase(new) || (stamp(new).is_some() && stamp(new) != stamp(old)) {
+        return;
+    }
+    if let Some(status) = new.get_mut("status").and_then(Value::as_object_mut) {
+        status.insert("lastPhaseTransitionTime".into(), json!(meta::now_rfc3339()));
     }
 }
 

@@ -84,7 +84,7 @@ pub fn decode_owned(resource: &ResourceInfo, mut object: Value) -> Result<Value,
 
     use k8s_openapi::api::{
         apps, authentication, authorization, autoscaling, batch, coordination, core, discovery,
-        events, policy, rbac, scheduling,
+        events, networking, policy, rbac, scheduling, storage,
     };
     match (resource.group, resource.kind) {
         ("", "Pod") => round_trip::<core::v1::Pod>(resource, object),
@@ -103,6 +103,25 @@ pub fn decode_owned(resource: &ResourceInfo, mut object: Value) -> Result<Value,
         ("", "ResourceQuota") => round_trip::<core::v1::ResourceQuota>(resource, object),
         ("", "LimitRange") => round_trip::<core::v1::LimitRange>(resource, object),
         ("", "PodTemplate") => round_trip::<core::v1::PodTemplate>(resource, object),
+        ("", "PersistentVolume") => round_trip::<core::v1::PersistentVolume>(resource, object),
+        ("", "PersistentVolumeClaim") => {
+            round_trip::<core::v1::PersistentVolumeClaim>(resource, object)
+        }
+        ("networking.k8s.io", "Ingress") => round_trip::<networking::v1::Ingress>(resource, object),
+        ("networking.k8s.io", "IngressClass") => {
+            round_trip::<networking::v1::IngressClass>(resource, object)
+        }
+        ("storage.k8s.io", "StorageClass") => {
+            round_trip::<storage::v1::StorageClass>(resource, object)
+        }
+        ("storage.k8s.io", "CSIDriver") => round_trip::<storage::v1::CSIDriver>(resource, object),
+        ("storage.k8s.io", "CSINode") => round_trip::<storage::v1::CSINode>(resource, object),
+        ("storage.k8s.io", "CSIStorageCapacity") => {
+            round_trip::<storage::v1::CSIStorageCapacity>(resource, object)
+        }
+        ("storage.k8s.io", "VolumeAttachment") => {
+            round_trip::<storage::v1::VolumeAttachment>(resource, object)
+        }
         ("", "ReplicationController") => {
             round_trip::<core::v1::ReplicationController>(resource, object)
         }

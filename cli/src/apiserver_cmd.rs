@@ -37,7 +37,8 @@ pub struct ApiServerArgs {
     compaction_interval_secs: u64,
     /// Admission plugins to run in addition to the default ones (all kemu has:
     /// NamespaceLifecycle, LimitRanger, ServiceAccount, NodeRestriction, PodSecurity, Priority,
-    /// DefaultTolerationSeconds, ResourceQuota), comma-separated.
+    /// DefaultTolerationSeconds, DefaultStorageClass, StorageObjectInUseProtection,
+    /// PersistentVolumeClaimResize, ResourceQuota), comma-separated.
     #[arg(long, value_delimiter = ',')]
     enable_admission_plugins: Vec<String>,
     /// Default admission plugins not to run, comma-separated.

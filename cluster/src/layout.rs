@@ -808,7 +808,7 @@ mod tests {
             .args
             .contains(&"--enable-admission-plugins=NamespaceLifecycle,ResourceQuota".to_string()));
         assert!(api.args.contains(
-            &"--disable-admission-plugins=LimitRanger,ServiceAccount,NodeRestriction,PodSecurity,Priority,DefaultTolerationSeconds"
+            &"--disable-admission-plugins=LimitRanger,ServiceAccount,NodeRestriction,PodSecurity,Priority,DefaultTolerationSeconds,DefaultStorageClass,StorageObjectInUseProtection,PersistentVolumeClaimResize"
                 .to_string()
         ));
         let bad = ClusterConfig::parse(

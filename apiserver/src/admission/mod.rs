@@ -16,6 +16,9 @@
 //! - [`pod_security`] — PodSecurity: the namespace's `pod-security.kubernetes.io/enforce` level.
 //! - [`priority`] — Priority: a pod's priority from its PriorityClass.
 //! - [`tolerations`] — DefaultTolerationSeconds: tolerate not-ready/unreachable for 300 s.
+//! - [`volumes`] — DefaultStorageClass: a claim without a class gets the default one;
+//!   StorageObjectInUseProtection: new claims and volumes carry their protection finalizers;
+//!   PersistentVolumeClaimResize: only bound claims of expandable classes grow.
 //! - [`quota`] — ResourceQuota: usage charged with a compare-and-swap on each quota.
 //!
 //! The plugins themselves are pure functions of the object and what they look up; this module
@@ -30,6 +33,7 @@ pub mod priority;
 pub mod quota;
 pub mod service_account;
 pub mod tolerations;
+pub mod volumes;
 
 pub use service_account::default_service_account;
 
@@ -54,12 +58,15 @@ pub enum Plugin {
     PodSecurity,
     Priority,
     DefaultTolerationSeconds,
+    DefaultStorageClass,
+    StorageObjectInUseProtection,
+    PersistentVolumeClaimResize,
     ResourceQuota,
 }
 
 impl Plugin {
     /// Every plugin, in the order kube-apiserver runs them. All are on by default there too.
-    pub const ALL: [Plugin; 8] = [
+    pub const ALL: [Plugin; 11] = [
         Plugin::NamespaceLifecycle,
         Plugin::LimitRanger,
         Plugin::ServiceAccount,
@@ -67,6 +74,9 @@ impl Plugin {
         Plugin::PodSecurity,
         Plugin::Priority,
         Plugin::DefaultTolerationSeconds,
+        Plugin::DefaultStorageClass,
+        Plugin::StorageObjectInUseProtection,
+        Plugin::PersistentVolumeClaimResize,
         Plugin::ResourceQuota,
     ];
 
@@ -79,6 +89,9 @@ impl Plugin {
             Plugin::PodSecurity => "PodSecurity",
             Plugin::Priority => "Priority",
             Plugin::DefaultTolerationSeconds => "DefaultTolerationSeconds",
+            Plugin::DefaultStorageClass => "DefaultStorageClass",
+            Plugin::StorageObjectInUseProtection => "StorageObjectInUseProtection",
+            Plugin::PersistentVolumeClaimResize => "PersistentVolumeClaimResize",
             Plugin::ResourceQuota => "ResourceQuota",
         }
     }
@@ -302,6 +315,26 @@ impl Admission {
         if req.resource.group.is_empty() && req.resource.kind == "Pod" {
             self.mutate_pod(req, object)?;
         }
+        let core_kind = if req.resource.group.is_empty() {
+            req.resource.kind
+        } else {
+            ""
+        };
+        if core_kind == "PersistentVolumeClaim" && self.is_enabled(Plugin::DefaultStorageClass) {
+            let classes = self.list("storage.k8s.io", "storageclasses", None);
+            volumes::default_storage_class(object, &classes);
+        }
+        if self.is_enabled(Plugin::StorageObjectInUseProtection) {
+            match core_kind {
+                "PersistentVolumeClaim" => {
+                    volumes::protect(object, api::volumes::PVC_PROTECTION_FINALIZER)
+                }
+                "PersistentVolume" => {
+                    volumes::protect(object, api::volumes::PV_PROTECTION_FINALIZER)
+                }
+                _ => {}
+            }
+        }
         if self.is_enabled(Plugin::ResourceQuota)
             && req.resource.group.is_empty()
             && req.resource.kind == "ResourceQuota"
@@ -366,6 +399,30 @@ impl Admission {
             if let Some(ns) = req.namespace_facts {
                 pod_security::admit(ns, object).map_err(forbidden)?;
             }
+        }
+        Ok(())
+    }
+
+    /// The validating phase of an update of the object itself (not a subresource), after the
+    /// object's own validation.
+    pub fn validate_update(
+        &self,
+        resource: &ResourceInfo,
+        name: &str,
+        old: &Value,
+        new: &Value,
+    ) -> Result<(), ApiError> {
+        if resource.group.is_empty()
+            && resource.kind == "PersistentVolumeClaim"
+            && self.is_enabled(Plugin::PersistentVolumeClaimResize)
+        {
+            let class_name = api::volumes::class_of(new);
+            let classes = self.list("storage.k8s.io", "storageclasses", None);
+            let class = classes
+                .iter()
+                .find(|c| c.pointer("/metadata/name").and_then(Value::as_str) == Some(class_name));
+            volumes::check_resize(old, new, class)
+                .map_err(|why| ApiError::forbidden(resource, name, &why))?;
         }
         Ok(())
     }
@@ -441,7 +498,7 @@ mod tests {
         assert!(config.is_enabled(Plugin::NamespaceLifecycle));
         assert!(!config.is_enabled(Plugin::ResourceQuota));
         assert!(!config.is_enabled(Plugin::PodSecurity));
-        assert_eq!(config.enabled().len(), 6);
+        assert_eq!(config.enabled().len(), Plugin::ALL.len() - 2);
         let all = names(&Plugin::ALL.map(Plugin::name));
         assert!(AdmissionConfig::from_flags(&[], &all)
             .expect("valid")

@@ -99,6 +99,7 @@ fn viewable() -> Vec<Value> {
                 "resourcequotas/status",
                 "limitranges",
                 "persistentvolumeclaims",
+                "persistentvolumeclaims/status",
                 "podtemplates",
                 "replicationcontrollers",
                 "replicationcontrollers/scale",
@@ -140,6 +141,11 @@ fn viewable() -> Vec<Value> {
         rule(
             &["policy"],
             &["poddisruptionbudgets", "poddisruptionbudgets/status"],
+            READ,
+        ),
+        rule(
+            &["networking.k8s.io"],
+            &["ingresses", "ingresses/status"],
             READ,
         ),
         rule(&["metrics.k8s.io"], &["pods", "nodes"], READ),
@@ -189,6 +195,7 @@ fn editable() -> Vec<Value> {
         rule(&["batch"], &["jobs", "cronjobs"], WRITE),
         rule(&["autoscaling"], &["horizontalpodautoscalers"], WRITE),
         rule(&["policy"], &["poddisruptionbudgets"], WRITE),
+        rule(&["networking.k8s.io"], &["ingresses"], WRITE),
         rule(&["discovery.k8s.io"], &["endpointslices"], WRITE),
         rule(&["events.k8s.io"], &["events"], WRITE),
         rule(&["coordination.k8s.io"], &["leases"], WRITE),
@@ -222,6 +229,12 @@ pub fn policy() -> (Vec<Value>, Vec<Value>) {
         rule(&[""], &["pods/binding", "bindings"], &["create"]),
         rule(&[""], &["pods/status"], &["patch", "update"]),
         rule(&[""], &["pods"], &["delete"]),
+        // Kubernetes' system:volume-scheduler: delayed binding annotates claims and volumes.
+        rule(
+            &[""],
+            &["persistentvolumeclaims", "persistentvolumes"],
+            &["patch", "update"],
+        ),
         rule(
             &["", "events.k8s.io"],
             &["events"],

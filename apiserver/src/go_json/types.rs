@@ -265,7 +265,7 @@ static NODE_AFFINITY: Ty = Ty(&[
         &PREFERRED_SCHEDULING_TERM,
     ),
 ]);
-static NODE_SELECTOR: Ty = Ty(&[t("nodeSelectorTerms", &NODE_SELECTOR_TERM)]);
+pub(super) static NODE_SELECTOR: Ty = Ty(&[t("nodeSelectorTerms", &NODE_SELECTOR_TERM)]);
 static NODE_SELECTOR_TERM: Ty = Ty(&[
     t("matchExpressions", &SELECTOR_REQUIREMENT),
     t("matchFields", &SELECTOR_REQUIREMENT),
@@ -361,7 +361,8 @@ static ENV_VAR_SOURCE: Ty = Ty(&[
 static OBJECT_FIELD_SELECTOR: Ty = Ty(&[f("apiVersion"), f("fieldPath")]);
 static RESOURCE_FIELD_SELECTOR: Ty = Ty(&[f("containerName"), f("resource"), f("divisor")]);
 static KEY_SELECTOR: Ty = Ty(&[f("name"), f("key"), f("optional")]);
-static RESOURCE_REQUIREMENTS: Ty = Ty(&[f("limits"), f("requests"), t("claims", &RESOURCE_CLAIM)]);
+pub(super) static RESOURCE_REQUIREMENTS: Ty =
+    Ty(&[f("limits"), f("requests"), t("claims", &RESOURCE_CLAIM)]);
 static RESOURCE_CLAIM: Ty = Ty(&[f("name"), f("request")]);
 static VOLUME_MOUNT: Ty = Ty(&[
     f("name"),
@@ -453,7 +454,7 @@ static VOLUME: Ty = Ty(&[
     f("ephemeral"),
     f("image"),
 ]);
-static HOST_PATH: Ty = Ty(&[f("path"), f("type")]);
+pub(super) static HOST_PATH: Ty = Ty(&[f("path"), f("type")]);
 static EMPTY_DIR: Ty = Ty(&[f("medium"), f("sizeLimit")]);
 static SECRET_VOLUME: Ty = Ty(&[
     f("secretName"),
@@ -562,7 +563,7 @@ pub static BINDING: Ty = Ty(&[
     t("metadata", &OBJECT_META),
     t("target", &OBJECT_REFERENCE),
 ]);
-static OBJECT_REFERENCE: Ty = Ty(&[
+pub(super) static OBJECT_REFERENCE: Ty = Ty(&[
     f("kind"),
     f("namespace"),
     f("name"),
@@ -904,7 +905,10 @@ static STATEFUL_SET_SPEC: Ty = Ty(&[
     f("replicas"),
     t("selector", &LABEL_SELECTOR),
     t("template", &POD_TEMPLATE_SPEC),
-    t("volumeClaimTemplates", &PERSISTENT_VOLUME_CLAIM),
+    t(
+        "volumeClaimTemplates",
+        &super::storage::PERSISTENT_VOLUME_CLAIM,
+    ),
     f("serviceName"),
     f("podManagementPolicy"),
     t("updateStrategy", &STATEFUL_SET_UPDATE_STRATEGY),
@@ -931,34 +935,6 @@ static STATEFUL_SET_STATUS: Ty = Ty(&[
     f("collisionCount"),
     t("conditions", &NAMESPACE_CONDITION),
     f("availableReplicas"),
-]);
-static PERSISTENT_VOLUME_CLAIM: Ty = Ty(&[
-    f("kind"),
-    f("apiVersion"),
-    t("metadata", &OBJECT_META),
-    t("spec", &PVC_SPEC),
-    t("status", &PVC_STATUS),
-]);
-static PVC_SPEC: Ty = Ty(&[
-    f("accessModes"),
-    t("selector", &LABEL_SELECTOR),
-    t("resources", &RESOURCE_REQUIREMENTS),
-    f("volumeName"),
-    f("storageClassName"),
-    f("volumeMode"),
-    f("dataSource"),
-    f("dataSourceRef"),
-    f("volumeAttributesClassName"),
-]);
-static PVC_STATUS: Ty = Ty(&[
-    f("phase"),
-    f("accessModes"),
-    f("capacity"),
-    t("conditions", &CONDITION),
-    f("allocatedResources"),
-    f("allocatedResourceStatuses"),
-    f("currentVolumeAttributesClassName"),
-    f("modifyVolumeStatus"),
 ]);
 pub static CONTROLLER_REVISION: Ty = Ty(&[
     f("kind"),

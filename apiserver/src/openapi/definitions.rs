@@ -117,6 +117,10 @@ kinds! {
     "networking.k8s.io" "v1" "IngressClass" => api::networking::v1::IngressClass,
     "networking.k8s.io" "v1" "NetworkPolicy" => api::networking::v1::NetworkPolicy,
     "storage.k8s.io" "v1" "StorageClass" => api::storage::v1::StorageClass,
+    "storage.k8s.io" "v1" "CSIDriver" => api::storage::v1::CSIDriver,
+    "storage.k8s.io" "v1" "CSINode" => api::storage::v1::CSINode,
+    "storage.k8s.io" "v1" "CSIStorageCapacity" => api::storage::v1::CSIStorageCapacity,
+    "storage.k8s.io" "v1" "VolumeAttachment" => api::storage::v1::VolumeAttachment,
 }
 
 /// The definitions every group-version document carries: what the operations' bodies and

@@ -11,7 +11,7 @@
 //!
 //! The columns, the dispatch by resource and the JSON accessors live here; each kind's cells
 //! live with their neighbours in `pods`, `cluster` (nodes, namespaces, events), `workloads`,
-//! `network` (services, endpoints), `config` and `rbac`.
+//! `network` (services, endpoints, ingresses), `config`, `rbac` and `volumes` (volumes, claims, classes).
 
 mod autoscaling;
 mod cluster;
@@ -19,6 +19,7 @@ mod config;
 mod network;
 mod pods;
 mod rbac;
+mod volumes;
 mod workloads;
 
 use chrono::{DateTime, Duration, Utc};
@@ -564,6 +565,29 @@ impl Printer {
             ("coordination.k8s.io", "leases") => (LEASE_COLUMNS, lease_cells),
             ("", "resourcequotas") => (RESOURCEQUOTA_COLUMNS, resourcequota_cells),
             ("", "limitranges") => (LIMITRANGE_COLUMNS, limitrange_cells),
+            ("networking.k8s.io", "ingresses") => {
+                (network::INGRESS_COLUMNS, network::ingress_cells)
+            }
+            ("networking.k8s.io", "ingressclasses") => {
+                (network::INGRESS_CLASS_COLUMNS, network::ingress_class_cells)
+            }
+            ("", "persistentvolumes") => (volumes::PV_COLUMNS, volumes::pv_cells),
+            ("", "persistentvolumeclaims") => (volumes::PVC_COLUMNS, volumes::pvc_cells),
+            ("storage.k8s.io", "storageclasses") => {
+                (volumes::STORAGE_CLASS_COLUMNS, volumes::storage_class_cells)
+            }
+            ("storage.k8s.io", "csidrivers") => {
+                (volumes::CSI_DRIVER_COLUMNS, volumes::csi_driver_cells)
+            }
+            ("storage.k8s.io", "csinodes") => (volumes::CSI_NODE_COLUMNS, volumes::csi_node_cells),
+            ("storage.k8s.io", "volumeattachments") => (
+                volumes::VOLUME_ATTACHMENT_COLUMNS,
+                volumes::volume_attachment_cells,
+            ),
+            ("storage.k8s.io", "csistoragecapacities") => (
+                volumes::CSI_STORAGE_CAPACITY_COLUMNS,
+                volumes::csi_storage_capacity_cells,
+            ),
             ("rbac.authorization.k8s.io", "roles" | "clusterroles") => (ROLE_COLUMNS, role_cells),
             ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
                 (ROLE_BINDING_COLUMNS, role_binding_cells)

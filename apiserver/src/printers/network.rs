@@ -1,11 +1,11 @@
-//! Services and Endpoints.
+//! Services, Endpoints, Ingresses and IngressClasses.
 
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::{age, array_at, first_str, int_at, name, none_if_empty, str_at};
+use super::{age, array_at, first_str, int_at, name, none_if_empty, str_at, Column, AGE, NAME};
 
 pub(super) fn service_cells(svc: &Value, now: DateTime<Utc>) -> Vec<Value> {
     let svc_type = match str_at(svc, "/spec/type") {
@@ -131,4 +131,96 @@ pub(super) fn endpoints_cells(ep: &Value, now: DateTime<Utc>) -> Vec<Value> {
         }
     };
     vec![name(ep), text.into(), age(ep, now)]
+}
+
+pub(super) const INGRESS_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string(
+        "Class",
+        "The name of the IngressClass resource this Ingress uses.",
+    ),
+    Column::string(
+        "Hosts",
+        "Hosts that incoming requests are matched against before the ingress rule",
+    ),
+    Column::string(
+        "Address",
+        "Address is a list containing ingress points for the load-balancer",
+    ),
+    Column::string("Ports", "Ports of TLS configurations that open"),
+    AGE,
+];
+
+pub(super) const INGRESS_CLASS_COLUMNS: &[Column] = &[
+    NAME,
+    Column::string(
+        "Controller",
+        "Controller that is responsible for handling this class",
+    ),
+    Column::string(
+        "Parameters",
+        "A reference to a resource with additional parameters",
+    ),
+    AGE,
+];
+
+/// NAME CLASS HOSTS ADDRESS PORTS AGE: the first three hosts (`*` for none), the load
+/// balancer's addresses, `80` or `80, 443` with TLS.
+pub(super) fn ingress_cells(ingress: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let class = match ingress
+        .pointer("/spec/ingressClassName")
+        .and_then(Value::as_str)
+    {
+        Some(c) => c.to_string(),
+        None => "<none>".to_string(),
+    };
+    let hosts: Vec<&str> = array_at(ingress, "/spec/rules")
+        .iter()
+        .map(|r| str_at(r, "/host"))
+        .filter(|h| !h.is_empty())
+        .collect();
+    let shown = match hosts.len() {
+        0 => "*".to_string(),
+        n if n > 3 => format!("{} + {} more...", hosts[..3].join(","), n - 3),
+        _ => hosts.join(","),
+    };
+    let addresses: Vec<&str> = array_at(ingress, "/status/loadBalancer/ingress")
+        .iter()
+        .map(|i| first_str(i, &["/ip", "/hostname"]))
+        .filter(|a| !a.is_empty())
+        .collect();
+    let ports = if array_at(ingress, "/spec/tls").is_empty() {
+        "80"
+    } else {
+        "80, 443"
+    };
+    vec![
+        name(ingress),
+        class.into(),
+        shown.into(),
+        addresses.join(",").into(),
+        ports.into(),
+        age(ingress, now),
+    ]
+}
+
+pub(super) fn ingress_class_cells(class: &Value, now: DateTime<Utc>) -> Vec<Value> {
+    let parameters = match class.pointer("/spec/parameters") {
+        Some(p) if p.is_object() => {
+            let group = str_at(p, "/apiGroup");
+            let kind = if group.is_empty() {
+                str_at(p, "/kind").to_string()
+            } else {
+                format!("{}.{group}", str_at(p, "/kind"))
+            };
+            format!("{kind}/{}", str_at(p, "/name"))
+        }
+        _ => "<none>".to_string(),
+    };
+    vec![
+        name(class),
+        str_at(class, "/spec/controller").into(),
+        parameters.into(),
+        age(class, now),
+    ]
 }

@@ -534,6 +534,10 @@ impl Registry {
             if !causes.is_empty() {
                 return Err(ApiError::invalid(resource, name, causes));
             }
+            if subresource.is_none() {
+                self.admission
+                    .validate_update(resource, name, &existing, &next)?;
+            }
             self.check_rbac_write(resource, options, Some(&existing), &next)?;
             if options.dry_run {
                 return Ok(next);

@@ -10,7 +10,8 @@
 //!
 //! This module holds the entry points, metadata checks and the field-error vocabulary; the
 //! kinds' own rules live in `pod` (pod specs and their updates), `workloads` (Deployments,
-//! ReplicaSets, Jobs) and `objects` (Services, ConfigMaps, Secrets, Nodes, Endpoints).
+//! ReplicaSets, Jobs), `objects` (Services, ConfigMaps, Secrets, Nodes, Endpoints) and `volumes`
+//! (PersistentVolumes, claims and the storage.k8s.io kinds).
 
 mod autoscaling;
 mod cron_job;
@@ -18,6 +19,7 @@ mod objects;
 mod pod;
 mod policy;
 mod stateful_set;
+mod volumes;
 mod workloads;
 
 use serde_json::{Map, Value};
@@ -312,6 +314,15 @@ pub fn validate_update(resource: &ResourceInfo, old: &Value, new: &Value) -> Vec
         ("apps", "ControllerRevision") => {
             stateful_set::validate_revision_update(old, new, &mut out)
         }
+        ("", "PersistentVolumeClaim") => volumes::validate_claim_update(old, new, &mut out),
+        ("", "PersistentVolume") => volumes::validate_volume_update(old, new, &mut out),
+        ("storage.k8s.io", "StorageClass") => {
+            volumes::validate_storage_class_update(old, new, &mut out)
+        }
+        ("storage.k8s.io", "CSIDriver") => volumes::validate_csi_driver_update(old, new, &mut out),
+        ("storage.k8s.io", "VolumeAttachment") => {
+            volumes::validate_volume_attachment_update(old, new, &mut out)
+        }
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet") | ("batch", "Job") => {
             let (a, b) = (
                 old_spec.and_then(|s| field_of(s, "selector")),
@@ -468,6 +479,13 @@ fn validate_kind(resource: &ResourceInfo, object: &Value, out: &mut Vec<Cause>) 
         ("apps", "StatefulSet") => stateful_set::validate_spec(spec.unwrap_or(&Value::Null), out),
         ("apps", "ControllerRevision") => stateful_set::validate_revision(object, out),
         ("", "PodTemplate") => validate_pod_template(object, out),
+        ("", "PersistentVolumeClaim") => volumes::validate_claim(object, out),
+        ("", "PersistentVolume") => volumes::validate_volume(object, out),
+        ("storage.k8s.io", "StorageClass") => volumes::validate_storage_class(object, out),
+        ("storage.k8s.io", "CSIDriver") => volumes::validate_csi_driver(object, out),
+        ("storage.k8s.io", "CSINode") => volumes::validate_csi_node(object, out),
+        ("storage.k8s.io", "VolumeAttachment") => volumes::validate_volume_attachment(object, out),
+        ("storage.k8s.io", "CSIStorageCapacity") => volumes::validate_capacity(object, out),
         ("policy", "PodDisruptionBudget") => {
             policy::validate_pdb(spec.unwrap_or(&Value::Null), out)
         }

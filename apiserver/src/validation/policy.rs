@@ -74,7 +74,7 @@ pub(crate) fn parse_percent(s: &str) -> Option<u64> {
 }
 
 /// A `metav1.LabelSelector`: label keys and values, and each requirement's operator and values.
-fn validate_label_selector(selector: &Value, path: &str, out: &mut Vec<Cause>) {
+pub(super) fn validate_label_selector(selector: &Value, path: &str, out: &mut Vec<Cause>) {
     validate_labels(
         map_of(selector, "matchLabels"),
         &format!("{path}.matchLabels"),
