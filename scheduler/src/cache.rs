@@ -13,6 +13,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use crate::filters::{insufficient_resources, Reason};
 use crate::pod_info::{CachedPod, PodInfo};
 use crate::snapshot::Snapshot;
+use crate::volumes::{VolumePlan, VolumeState};
 
 #[derive(Clone, Debug)]
 struct Placed {
@@ -239,6 +240,22 @@ impl Cache {
             },
         );
         Ok(())
+    }
+
+    /// VolumeBinding's PreBind work for a pod just assumed onto `node`, counted in the volume
+    /// state at once (kube-scheduler's `AssumePodVolumes`); `None` when there is none.
+    pub fn assume_volumes(&mut self, pod: &PodInfo, node: &str) -> Option<VolumePlan> {
+        if pod.claims.is_empty() {
+            return None;
+        }
+        let labels = &self.snapshot.node(node)?.labels;
+        let plan = self.snapshot.volumes().plan(pod, node, labels)?;
+        self.snapshot.volumes_mut().assume(&plan, node);
+        Some(plan)
+    }
+
+    pub fn volumes_mut(&mut self) -> &mut VolumeState {
+        self.snapshot.volumes_mut()
     }
 
     /// Drops an assumption whose bind failed (a bound pod stays); a pod that was nominated

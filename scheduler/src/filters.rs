@@ -1,5 +1,5 @@
 //! The filter plugins, in kube-scheduler's order: NodeUnschedulable, NodeName, NodeReady,
-//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread,
+//! TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, PodTopologySpread,
 //! InterPodAffinity. [`PodCycle::prepare`] does the per-pod work once (kube-scheduler's
 //! PreFilter: counting pods per topology domain), then [`PodCycle::filter`] judges one node.
 //!
@@ -12,6 +12,7 @@ use std::fmt;
 use crate::node_info::{NodeInfo, TaintEffect};
 use crate::pod_info::{AffinityTerm, PodInfo};
 use crate::snapshot::Snapshot;
+use crate::volumes::{PodVolumes, VolumeState};
 
 /// Why a node does not fit, worded as kube-scheduler words it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,6 +35,14 @@ pub enum Reason {
     PodAffinity,
     PodAntiAffinity,
     ExistingAntiAffinity,
+    /// VolumeBinding: a bound claim's volume does not accept the node.
+    VolumeNodeConflict,
+    /// VolumeBinding: a claim waiting for its first consumer cannot be satisfied on the node.
+    VolumeBindConflict,
+    /// VolumeBinding: no published capacity the node reaches holds the claim.
+    NotEnoughStorage,
+    /// VolumeBinding: a claim is bound to a volume that does not exist.
+    VolumeNotExist,
 }
 
 impl fmt::Display for Reason {
@@ -61,6 +70,14 @@ impl fmt::Display for Reason {
             Reason::ExistingAntiAffinity => {
                 f.write_str("node(s) didn't satisfy existing pods anti-affinity rules")
             }
+            Reason::VolumeNodeConflict => f.write_str("node(s) had volume node affinity conflict"),
+            Reason::VolumeBindConflict => {
+                f.write_str("node(s) didn't find available persistent volumes to bind")
+            }
+            Reason::NotEnoughStorage => f.write_str("node(s) did not have enough free storage"),
+            Reason::VolumeNotExist => f.write_str(
+                "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)",
+            ),
         }
     }
 }
@@ -130,20 +147,30 @@ pub struct PodCycle<'a> {
     pub interpod: Option<InterPodState>,
     /// One per topology spread constraint (hard and soft).
     pub spread: Vec<SpreadState>,
+    /// The pod's claims, when it has any (VolumeBinding's PreFilter state).
+    pub volumes: Option<PodVolumes>,
+    /// The volume state the claims are judged against.
+    volume_state: &'a VolumeState,
 }
 
 impl<'a> PodCycle<'a> {
-    /// The PreFilter work: counting what the inter-pod and spread plugins need, over all
-    /// nodes, and only when the pod or the cluster asks for it.
-    pub fn prepare(snapshot: &Snapshot, pod: &'a PodInfo) -> PodCycle<'a> {
+    /// The PreFilter work: sorting the pod's claims (a claim that is missing or waits for the
+    /// PV controller makes the pod fit nowhere: the error is that message), and counting what
+    /// the inter-pod and spread plugins need, over all nodes, and only when the pod or the
+    /// cluster asks for it.
+    pub fn prepare(snapshot: &'a Snapshot, pod: &'a PodInfo) -> Result<PodCycle<'a>, String> {
+        let volume_state = snapshot.volumes();
+        let volumes = volume_state.prefilter(pod)?;
         let interpod = (pod.has_pod_affinity_terms() || snapshot.pods_with_affinity() > 0)
             .then(|| prepare_interpod(snapshot, pod));
         let spread = prepare_spread(snapshot, pod);
-        PodCycle {
+        Ok(PodCycle {
             pod,
             interpod,
             spread,
-        }
+            volumes,
+            volume_state,
+        })
     }
 
     /// Runs the filters on the snapshot's node `index`, honouring nominations: when pods of
@@ -233,6 +260,12 @@ impl<'a> PodCycle<'a> {
         let insufficient = insufficient_resources(node, pod);
         if !insufficient.is_empty() {
             return fail(insufficient, false);
+        }
+        // VolumeBinding
+        if let Some(volumes) = &self.volumes {
+            if let Err(reasons) = self.volume_state.filter(volumes, &node.name, &node.labels) {
+                return fail(reasons, true);
+            }
         }
         // PodTopologySpread (DoNotSchedule)
         for state in &self.spread {

@@ -3,7 +3,8 @@
 //!
 //! - The decision core (no I/O, no clock): [`resources`], [`pod_info`], [`node_info`] and
 //!   [`snapshot`] hold parsed cluster state; [`filters`] and [`scores`] are the plugins;
-//!   [`schedule::schedule`] picks a node; [`preemption::preempt`] frees one.
+//!   [`volumes`] is VolumeBinding's state; [`schedule::schedule`] picks a node;
+//!   [`preemption::preempt`] frees one.
 //! - The state around it: [`cache::Cache`] (nodes with bound and assumed pods, fed by
 //!   informers) and [`queue::SchedulingQueue`] (active, backoff, unschedulable).
 //! - The actors ([`actors`]): the queue actor, worker threads, the binder.
@@ -25,6 +26,7 @@ pub mod schedule;
 pub mod scores;
 pub mod server;
 pub mod snapshot;
+pub mod volumes;
 
 pub use config::{SchedulerConfig, SchedulerError};
 pub use pod_info::PodInfo;

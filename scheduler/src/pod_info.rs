@@ -81,7 +81,7 @@ pub struct NodeTerm {
 }
 
 impl NodeTerm {
-    fn parse(term: &NodeSelectorTerm) -> NodeTerm {
+    pub(crate) fn parse(term: &NodeSelectorTerm) -> NodeTerm {
         let parse_all = |rs: &Option<Vec<NodeSelectorRequirement>>| {
             rs.iter()
                 .flatten()
@@ -264,6 +264,9 @@ pub struct PodInfo {
     pub preferred_affinity: Vec<(i64, AffinityTerm)>,
     pub preferred_anti_affinity: Vec<(i64, AffinityTerm)>,
     pub spread: Vec<SpreadConstraint>,
+    /// The PersistentVolumeClaims the pod's volumes use, by name (generic ephemeral volumes'
+    /// claims are `<pod>-<volume>`).
+    pub claims: Vec<String>,
 }
 
 /// Drops what no scheduling decision reads, before [`CachedPod::new`] parses a pod and digests
@@ -510,6 +513,18 @@ impl PodInfo {
                 &pod_anti.preferred_during_scheduling_ignored_during_execution,
             ),
             spread,
+            claims: spec
+                .volumes
+                .iter()
+                .flatten()
+                .filter_map(|v| {
+                    if let Some(claim) = &v.persistent_volume_claim {
+                        Some(claim.claim_name.clone())
+                    } else {
+                        v.ephemeral.as_ref().map(|_| format!("{name}-{}", v.name))
+                    }
+                })
+                .collect(),
             namespace,
             name,
         }

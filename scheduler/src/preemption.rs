@@ -60,7 +60,13 @@ pub fn preempt(snapshot: &Snapshot, pod: &PodInfo, diagnosis: &Diagnosis) -> Pre
             };
         }
     }
-    let cycle = PodCycle::prepare(snapshot, pod);
+    let Ok(cycle) = PodCycle::prepare(snapshot, pod) else {
+        // Failed before any node: nothing on a node stands in its way.
+        let n = diagnosis.num_nodes;
+        return Preemption::Failed {
+            message: format!("preemption: 0/{n} nodes are available: {n} {NOT_HELPFUL}."),
+        };
+    };
     let mut histogram: HashMap<String, usize> = HashMap::new();
     let mut best: Option<(CandidateRank, Vec<Arc<PodInfo>>)> = None;
     for failure in &diagnosis.failures {

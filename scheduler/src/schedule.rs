@@ -63,6 +63,10 @@ pub enum Decision {
 pub struct Diagnosis {
     pub num_nodes: usize,
     pub failures: Vec<NodeFailure>,
+    /// Set when the pod failed before any node was looked at (a PreFilter's message, such as
+    /// `pod has unbound immediate PersistentVolumeClaims`); every node then counts as failed
+    /// for a reason preemption cannot remove.
+    pub pre_filter: Option<String>,
 }
 
 impl Diagnosis {
@@ -72,6 +76,9 @@ impl Diagnosis {
     pub fn message(&self) -> String {
         if self.num_nodes == 0 {
             return "no nodes available to schedule pods".to_string();
+        }
+        if let Some(message) = &self.pre_filter {
+            return format!("0/{} nodes are available: {message}.", self.num_nodes);
         }
         let mut histogram: HashMap<String, usize> = HashMap::new();
         for failure in &self.failures {
@@ -121,10 +128,29 @@ pub fn schedule(snapshot: &Snapshot, pod: &PodInfo, state: &mut ScheduleState) -
             diagnosis: Diagnosis {
                 num_nodes: 0,
                 failures: Vec::new(),
+                pre_filter: None,
             },
         };
     }
-    let cycle = PodCycle::prepare(snapshot, pod);
+    let cycle = match PodCycle::prepare(snapshot, pod) {
+        Ok(cycle) => cycle,
+        Err(message) => {
+            let failures = (0..n)
+                .map(|node| NodeFailure {
+                    node,
+                    reasons: Vec::new(),
+                    unresolvable: true,
+                })
+                .collect();
+            return Decision::Unschedulable {
+                diagnosis: Diagnosis {
+                    num_nodes: n,
+                    failures,
+                    pre_filter: Some(message),
+                },
+            };
+        }
+    };
     let nodes = snapshot.nodes();
 
     // A pod that preempted others goes to its nominated node if it fits there now.
@@ -171,6 +197,7 @@ pub fn schedule(snapshot: &Snapshot, pod: &PodInfo, state: &mut ScheduleState) -
             diagnosis: Diagnosis {
                 num_nodes: n,
                 failures,
+                pre_filter: None,
             },
         };
     }

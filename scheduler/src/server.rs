@@ -11,8 +11,10 @@ use api::client::{Client, ClientConfig, ListParams};
 use api::event_sink::EventSink;
 use api::informer::{Informer, InformerEvent, Store};
 use api::leader_election::LeaderElector;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::RwLock;
 use telemetry::{Condition, Telemetry};
 use tokio::sync::{mpsc, watch};
@@ -25,6 +27,7 @@ use crate::cache::Cache;
 use crate::config::{SchedulerConfig, SchedulerError};
 use crate::metrics::Metrics;
 use crate::pod_info::CachedPod;
+use crate::volumes::{CapacityInfo, ClassInfo};
 
 /// Runs the scheduler until `shutdown` resolves.
 pub async fn run(
@@ -60,7 +63,8 @@ pub async fn run(
     let actors = ActorSystem::start(&config, client.clone(), cache.clone(), metrics.clone())?;
     let queue = actors.queue.clone();
 
-    // Informers: every node, every pod, every PriorityClass.
+    // Informers: every node, every pod, every PriorityClass; and for VolumeBinding every claim,
+    // volume, StorageClass, CSIDriver and CSIStorageCapacity.
     let mut nodes = Informer::<Node>::new(
         client.clone(),
         resource("", "nodes"),
@@ -80,8 +84,62 @@ pub async fn run(
         None,
         ListParams::default(),
     );
+    // VolumeBinding's informers, carried into the bridge through one channel.
+    let (volume_tx, volume_rx) = mpsc::channel(1024);
+    let mut volume_stores: Vec<Box<dyn Fn() -> bool + Send + Sync>> = Vec::new();
+    spawn_volume_informer::<PersistentVolumeClaim>(
+        &mut tasks,
+        &client,
+        "persistentvolumeclaims",
+        "",
+        VolumeEvent::Claim,
+        &volume_tx,
+        &mut volume_stores,
+        stopped(),
+    );
+    spawn_volume_informer::<PersistentVolume>(
+        &mut tasks,
+        &client,
+        "persistentvolumes",
+        "",
+        VolumeEvent::Volume,
+        &volume_tx,
+        &mut volume_stores,
+        stopped(),
+    );
+    spawn_volume_informer::<StorageClass>(
+        &mut tasks,
+        &client,
+        "storageclasses",
+        STORAGE_GROUP,
+        VolumeEvent::Class,
+        &volume_tx,
+        &mut volume_stores,
+        stopped(),
+    );
+    spawn_volume_informer::<CSIDriver>(
+        &mut tasks,
+        &client,
+        "csidrivers",
+        STORAGE_GROUP,
+        VolumeEvent::Driver,
+        &volume_tx,
+        &mut volume_stores,
+        stopped(),
+    );
+    spawn_volume_informer::<CSIStorageCapacity>(
+        &mut tasks,
+        &client,
+        "csistoragecapacities",
+        STORAGE_GROUP,
+        VolumeEvent::Capacity,
+        &volume_tx,
+        &mut volume_stores,
+        stopped(),
+    );
+    drop(volume_tx);
     // Ready once the caches hold what the API server had (kube-scheduler's informer sync).
-    let synced = Condition::new("the node, pod and PriorityClass caches have not synced");
+    let synced = Condition::new("the node, pod, PriorityClass and volume caches have not synced");
     telemetry.health.readiness("informer-sync", synced.clone());
     let bridge = InformerBridge {
         synced,
@@ -89,8 +147,14 @@ pub async fn run(
         queue: queue.clone(),
         scheduler_name: config.scheduler_name.clone(),
         stores: (nodes.store(), pods.store(), classes.store()),
+        volume_stores,
     };
-    let channels = (nodes.subscribe(), pods.subscribe(), classes.subscribe());
+    let channels = (
+        nodes.subscribe(),
+        pods.subscribe(),
+        classes.subscribe(),
+        volume_rx,
+    );
     tasks.spawn(nodes.run(stopped()));
     tasks.spawn(pods.run(stopped()));
     tasks.spawn(classes.run(stopped()));
@@ -165,6 +229,58 @@ impl<T: Future> MapUnit for T {}
 
 fn resource(group: &str, plural: &str) -> &'static api::ResourceInfo {
     api::resources::find(group, "v1", plural).expect("served resource")
+}
+
+const STORAGE_GROUP: &str = "storage.k8s.io";
+
+/// A change VolumeBinding cares about, from one of its informers.
+enum VolumeEvent {
+    Claim(InformerEvent<PersistentVolumeClaim>),
+    Volume(InformerEvent<PersistentVolume>),
+    Class(InformerEvent<StorageClass>),
+    Driver(InformerEvent<CSIDriver>),
+    Capacity(InformerEvent<CSIStorageCapacity>),
+}
+
+/// Starts an informer for one of VolumeBinding's kinds, forwarding its events into `tx` and
+/// adding its store's sync check to `synced`.
+#[allow(clippy::too_many_arguments)]
+fn spawn_volume_informer<T>(
+    tasks: &mut tokio::task::JoinSet<()>,
+    client: &Client,
+    plural: &str,
+    group: &str,
+    wrap: fn(InformerEvent<T>) -> VolumeEvent,
+    tx: &mpsc::Sender<VolumeEvent>,
+    synced: &mut Vec<Box<dyn Fn() -> bool + Send + Sync>>,
+    stopped: impl Future<Output = ()> + Send + 'static,
+) where
+    T: k8s_openapi::Resource
+        + k8s_openapi::Metadata<Ty = ObjectMeta>
+        + serde::de::DeserializeOwned
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    let mut informer = Informer::<T>::new(
+        client.clone(),
+        resource(group, plural),
+        None,
+        ListParams::default(),
+    );
+    let store = informer.store();
+    synced.push(Box::new(move || store.has_synced()));
+    let mut events = informer.subscribe();
+    let tx = tx.clone();
+    tasks.spawn(informer.run(stopped));
+    tasks.spawn(async move {
+        while let Some(event) = events.recv().await {
+            if tx.send(wrap(event)).await.is_err() {
+                break;
+            }
+        }
+    });
 }
 
 /// The actix system thread and the addresses of its actors.
@@ -248,17 +364,20 @@ struct InformerBridge {
     queue: Addr<QueueActor>,
     scheduler_name: String,
     stores: (Store<Node>, Store<CachedPod>, Store<PriorityClass>),
+    /// Whether each of VolumeBinding's informers has synced.
+    volume_stores: Vec<Box<dyn Fn() -> bool + Send + Sync>>,
 }
 
 type Channels = (
     mpsc::Receiver<InformerEvent<Node>>,
     mpsc::Receiver<InformerEvent<CachedPod>>,
     mpsc::Receiver<InformerEvent<PriorityClass>>,
+    mpsc::Receiver<VolumeEvent>,
 );
 
 impl InformerBridge {
     async fn run(self, channels: Channels, shutdown: impl Future<Output = ()>) {
-        let (mut nodes, mut pods, mut classes) = channels;
+        let (mut nodes, mut pods, mut classes, mut volumes) = channels;
         tokio::pin!(shutdown);
         let mut announced = false;
         loop {
@@ -268,6 +387,7 @@ impl InformerBridge {
                 // Classes before pods, so priorities resolve; nodes before pods, so bound pods
                 // find their nodes.
                 Some(event) = classes.recv() => self.on_class(event),
+                Some(event) = volumes.recv() => self.on_volume(event),
                 Some(event) = nodes.recv() => self.on_node(event),
                 Some(event) = pods.recv() => self.on_pod(event),
                 else => return,
@@ -276,6 +396,8 @@ impl InformerBridge {
                 && self.stores.0.has_synced()
                 && self.stores.1.has_synced()
                 && self.stores.2.has_synced()
+                && self.volume_stores.iter().all(|synced| synced())
+                && volumes.is_empty()
                 && nodes.is_empty()
                 && pods.is_empty()
                 && classes.is_empty()
@@ -302,6 +424,46 @@ impl InformerBridge {
                 cache.delete_priority_class(c.metadata.name.as_deref().unwrap_or_default())
             }
         }
+    }
+
+    /// Claims, volumes, classes and capacity change what fits where: unschedulable pods are
+    /// retried (kube-scheduler's VolumeBinding queueing hints, coarsely).
+    fn on_volume(&self, event: VolumeEvent) {
+        fn name<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(o: &T) -> &str {
+            o.metadata().name.as_deref().unwrap_or_default()
+        }
+        fn key<T: k8s_openapi::Metadata<Ty = ObjectMeta>>(o: &T) -> String {
+            api::informer::key(o.metadata().namespace.as_deref(), name(o))
+        }
+        {
+            let mut cache = self.cache.write();
+            let volumes = cache.volumes_mut();
+            match event {
+                VolumeEvent::Claim(
+                    InformerEvent::Added(c) | InformerEvent::Updated { new: c, .. },
+                ) => volumes.apply_claim(&c),
+                VolumeEvent::Claim(InformerEvent::Deleted(c)) => volumes.delete_claim(&key(&*c)),
+                VolumeEvent::Volume(
+                    InformerEvent::Added(v) | InformerEvent::Updated { new: v, .. },
+                ) => volumes.apply_volume(&v),
+                VolumeEvent::Volume(InformerEvent::Deleted(v)) => volumes.delete_volume(name(&*v)),
+                VolumeEvent::Class(
+                    InformerEvent::Added(c) | InformerEvent::Updated { new: c, .. },
+                ) => volumes.apply_class(name(&*c), ClassInfo::new(&c)),
+                VolumeEvent::Class(InformerEvent::Deleted(c)) => volumes.delete_class(name(&*c)),
+                VolumeEvent::Driver(
+                    InformerEvent::Added(d) | InformerEvent::Updated { new: d, .. },
+                ) => volumes.apply_driver(&d),
+                VolumeEvent::Driver(InformerEvent::Deleted(d)) => volumes.delete_driver(name(&*d)),
+                VolumeEvent::Capacity(
+                    InformerEvent::Added(c) | InformerEvent::Updated { new: c, .. },
+                ) => volumes.apply_capacity(&key(&*c), CapacityInfo::new(&c)),
+                VolumeEvent::Capacity(InformerEvent::Deleted(c)) => {
+                    volumes.delete_capacity(&key(&*c))
+                }
+            }
+        }
+        self.queue.do_send(ClusterChanged);
     }
 
     fn on_node(&self, event: InformerEvent<Node>) {

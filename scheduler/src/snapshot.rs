@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
+use crate::volumes::VolumeState;
 
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -22,6 +23,8 @@ pub struct Snapshot {
     pods_with_required_anti_affinity: usize,
     /// Node name → the pods nominated to it (not yet bound).
     nominated: HashMap<Arc<str>, Vec<Arc<PodInfo>>>,
+    /// Claims, volumes, classes and storage capacity (VolumeBinding).
+    volumes: VolumeState,
 }
 
 impl Snapshot {
@@ -47,6 +50,14 @@ impl Snapshot {
 
     pub fn position(&self, name: &str) -> Option<usize> {
         self.index.get(name).copied()
+    }
+
+    pub fn volumes(&self) -> &VolumeState {
+        &self.volumes
+    }
+
+    pub fn volumes_mut(&mut self) -> &mut VolumeState {
+        &mut self.volumes
     }
 
     pub fn pods_with_affinity(&self) -> usize {

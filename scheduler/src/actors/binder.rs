@@ -1,10 +1,12 @@
 //! [`Binder`]: the scheduler's API writes. Binds assumed pods (`pods/binding`) and records the
-//! `Scheduled` event; reports pods that fit nowhere (`FailedScheduling` event, PodScheduled=False)
-//! and carries out preemption (deletes victims, sets `status.nominatedNodeName`). The calls run
-//! on the I/O runtime; their results come back as [`BindFinished`] messages.
+//! `Scheduled` event, after VolumeBinding's PreBind for pods with claims (selected-node
+//! annotations, volume pre-binding, the wait for bound claims); reports pods that fit nowhere
+//! (`FailedScheduling` event, PodScheduled=False) and carries out preemption (deletes victims,
+//! sets `status.nominatedNodeName`). The calls run on the I/O runtime; their results come back
+//! as [`BindFinished`] messages.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use api::client::{Client, ClientError, DeleteParams, Patch};
@@ -20,6 +22,13 @@ use crate::cache::Cache;
 use crate::metrics::{AttemptResult, Metrics};
 use crate::pod_info::PodInfo;
 use crate::preemption::Preemption;
+use crate::volumes::{VolumePlan, SELECTED_NODE_ANNOTATION};
+
+/// How long PreBind waits for the pod's claims to be bound (kube-scheduler's
+/// `bindTimeoutSeconds` default).
+pub const VOLUME_BIND_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often PreBind looks at the claims while it waits.
+const VOLUME_BIND_POLL: Duration = Duration::from_millis(100);
 
 /// Bind the assumed pod to `node`.
 #[derive(Message)]
@@ -28,6 +37,8 @@ pub struct Bind {
     pub pod: Arc<PodInfo>,
     pub node: String,
     pub started: Instant,
+    /// VolumeBinding's PreBind work, done (and waited for) before the pod is bound.
+    pub volumes: Option<VolumePlan>,
 }
 
 /// The pod fits nowhere: tell its owner why, and preempt if that helps.
@@ -46,6 +57,8 @@ pub enum BindResult {
     /// The pod is already bound (another scheduler, or an earlier attempt), or gone.
     Settled,
     Failed(ClientError),
+    /// PreBind could not bind the pod's volumes (an API error, or the claims stayed unbound).
+    VolumesFailed(String),
 }
 
 #[derive(Message)]
@@ -98,8 +111,16 @@ impl Handler<Bind> for Binder {
     fn handle(&mut self, msg: Bind, ctx: &mut Self::Context) {
         let (client, events, me) = (self.client.clone(), self.events.clone(), ctx.address());
         let component = self.component.clone();
+        let cache = self.cache.clone();
         self.io.spawn(async move {
-            let result = bind(&client, &events, &msg.pod, &msg.node, &component).await;
+            let prebound = match &msg.volumes {
+                Some(plan) => bind_volumes(&client, &cache, plan, &msg.node).await,
+                None => Ok(()),
+            };
+            let result = match prebound {
+                Ok(()) => bind(&client, &events, &msg.pod, &msg.node, &component).await,
+                Err(e) => BindResult::VolumesFailed(e),
+            };
             me.do_send(BindFinished {
                 key: msg.pod.key.clone(),
                 started: msg.started,
@@ -124,6 +145,12 @@ impl Handler<BindFinished> for Binder {
             }
             BindResult::Failed(e) => {
                 warn!(pod = %msg.key, error = %e, "bind failed; retrying after backoff");
+                self.cache.write().forget(&msg.key);
+                self.metrics.attempt(AttemptResult::Error);
+                Outcome::Failed
+            }
+            BindResult::VolumesFailed(e) => {
+                warn!(pod = %msg.key, error = %e, "binding volumes failed; retrying after backoff");
                 self.cache.write().forget(&msg.key);
                 self.metrics.attempt(AttemptResult::Error);
                 Outcome::Failed
@@ -177,6 +204,49 @@ async fn bind(
         }
         Err(e) => BindResult::Failed(e),
     }
+}
+
+/// VolumeBinding's PreBind: tells the provisioner where each delayed claim's consumer goes
+/// (the selected-node annotation), pre-binds chosen volumes to their claims (the PV controller
+/// completes the binding), then waits until every claim is bound, as kube-scheduler does, for
+/// at most [`VOLUME_BIND_TIMEOUT`].
+async fn bind_volumes(
+    client: &Client,
+    cache: &RwLock<Cache>,
+    plan: &VolumePlan,
+    node: &str,
+) -> Result<(), String> {
+    let claims = api::resources::find("", "v1", "persistentvolumeclaims").expect("served");
+    let volumes = api::resources::find("", "v1", "persistentvolumes").expect("served");
+    for key in &plan.provision {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        let patch =
+            Patch::Merge(json!({"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}}));
+        client
+            .patch::<Value>(claims, Some(namespace), name, &patch)
+            .await
+            .map_err(|e| format!("selecting node {node} for claim {key}: {e}"))?;
+    }
+    for (volume, claim, uid) in &plan.bind {
+        let (namespace, name) = claim.split_once('/').unwrap_or(("", claim));
+        let patch = Patch::Merge(json!({
+            "metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+            "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                                  "namespace": namespace, "name": name, "uid": uid}},
+        }));
+        client
+            .patch::<Value>(volumes, None, volume, &patch)
+            .await
+            .map_err(|e| format!("binding volume {volume} to claim {claim}: {e}"))?;
+    }
+    let deadline = Instant::now() + VOLUME_BIND_TIMEOUT;
+    while !cache.read().snapshot().volumes().all_bound(&plan.wait) {
+        if Instant::now() >= deadline {
+            return Err("binding volumes: timed out waiting for the condition".into());
+        }
+        tokio::time::sleep(VOLUME_BIND_POLL).await;
+    }
+    Ok(())
 }
 
 async fn preempt(

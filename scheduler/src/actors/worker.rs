@@ -58,9 +58,20 @@ impl Worker {
             let decision = schedule(self.cache.read().snapshot(), &pod, &mut self.state);
             match decision {
                 Decision::Feasible { node, .. } => {
-                    match self.cache.write().assume(pod.clone(), &node) {
-                        Ok(()) => {
-                            self.binder.do_send(Bind { pod, node, started });
+                    let assumed = {
+                        let mut cache = self.cache.write();
+                        cache
+                            .assume(pod.clone(), &node)
+                            .map(|()| cache.assume_volumes(&pod, &node))
+                    };
+                    match assumed {
+                        Ok(volumes) => {
+                            self.binder.do_send(Bind {
+                                pod,
+                                node,
+                                started,
+                                volumes,
+                            });
                             return Outcome::Assumed;
                         }
                         Err(e) => debug!(pod = %pod.key, error = %e, "lost a race; deciding again"),
