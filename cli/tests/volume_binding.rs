@@ -121,7 +121,7 @@ spec:
     storage: 1Gi
   accessModes: [ReadWriteOnce]
   csi:
-    driver: example.com/external
+    driver: external.example.com
     volumeHandle: {name}
   claimRef:
     namespace: default
