@@ -30,6 +30,22 @@ pub struct NodeHostArgs {
     /// by default derived from a trailing number in `--identity` (`nodehost-2` → nodes × 1).
     #[arg(long)]
     first_index: Option<usize>,
+    /// Where the nodes' pod ranges come from (kube-controller-manager's `--cluster-cidr`): one
+    /// CIDR, or an IPv4 and an IPv6 one for dual-stack (`10.128.0.0/9,fd00:10::/48`).
+    #[arg(long)]
+    cluster_cidr: Option<String>,
+    /// Prefix length of each node's pod range, single-stack (default 24 for IPv4, 64 for IPv6).
+    #[arg(long)]
+    node_cidr_mask_size: Option<u8>,
+    /// Prefix length of each node's IPv4 pod range (dual-stack).
+    #[arg(long)]
+    node_cidr_mask_size_ipv4: Option<u8>,
+    /// Prefix length of each node's IPv6 pod range (dual-stack).
+    #[arg(long)]
+    node_cidr_mask_size_ipv6: Option<u8>,
+    /// Where the nodes' InternalIPs come from: one CIDR per family (default 100.64.0.0/10).
+    #[arg(long)]
+    node_ip_cidr: Option<String>,
     /// TOML file with the node shape and runtime profile (see `node::config`).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -48,31 +64,7 @@ pub struct NodeHostArgs {
 }
 
 pub async fn run(args: NodeHostArgs) -> anyhow::Result<ExitCode> {
-    let mut config = match &args.config {
-        Some(path) => NodeHostConfig::from_file(path)?,
-        None => NodeHostConfig::default(),
-    };
-    if let Some(n) = args.nodes {
-        config.nodes = n;
-    }
-    if let Some(p) = args.name_prefix {
-        config.name_prefix = p;
-    }
-    config.first_index = match args.first_index {
-        Some(i) => i,
-        None => host_number(&args.identity).map_or(0, |k| k.saturating_sub(1) * config.nodes),
-    };
-    if let Some(name) = &args.runtime {
-        config.runtime = RuntimeProfile::named(name)
-            .with_context(|| format!("unknown runtime profile {name:?}"))?;
-    }
-    if let Some(dir) = args.static_pods {
-        config.static_pod_dir = Some(dir);
-    }
-    if let Some(addr) = args.logs_addr {
-        config.logs_addr = addr;
-    }
-    config.validate()?;
+    let config = configure(&args).map_err(cluster::supervisor::ConfigRejected)?;
     let client = ClientConfig::new(args.apiserver, &args.certs, &args.identity);
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let host = tokio::task::spawn_blocking(move || {
@@ -88,6 +80,57 @@ pub async fn run(args: NodeHostArgs) -> anyhow::Result<ExitCode> {
         result = &mut host => result.context("node host")?.context("node host")?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The node host's config: the file's, overridden by the flags, checked.
+fn configure(args: &NodeHostArgs) -> anyhow::Result<NodeHostConfig> {
+    let mut config = match &args.config {
+        Some(path) => NodeHostConfig::from_file(path)?,
+        None => NodeHostConfig::default(),
+    };
+    if let Some(n) = args.nodes {
+        config.nodes = n;
+    }
+    if let Some(p) = &args.name_prefix {
+        config.name_prefix = p.clone();
+    }
+    config.first_index = match args.first_index {
+        Some(i) => i,
+        None => host_number(&args.identity).map_or(0, |k| k.saturating_sub(1) * config.nodes),
+    };
+    if let Some(name) = &args.runtime {
+        config.runtime = RuntimeProfile::named(name)
+            .with_context(|| format!("unknown runtime profile {name:?}"))?;
+    }
+    if let Some(cidr) = &args.cluster_cidr {
+        config.cluster_cidr = cidr.clone();
+    }
+    if let Some(cidr) = &args.node_ip_cidr {
+        config.node_ip_cidr = cidr.clone();
+    }
+    for (flag, field) in [
+        (args.node_cidr_mask_size, &mut config.node_cidr_mask_size),
+        (
+            args.node_cidr_mask_size_ipv4,
+            &mut config.node_cidr_mask_size_ipv4,
+        ),
+        (
+            args.node_cidr_mask_size_ipv6,
+            &mut config.node_cidr_mask_size_ipv6,
+        ),
+    ] {
+        if flag.is_some() {
+            *field = flag;
+        }
+    }
+    if let Some(dir) = &args.static_pods {
+        config.static_pod_dir = Some(dir.clone());
+    }
+    if let Some(addr) = args.logs_addr {
+        config.logs_addr = addr;
+    }
+    config.validate()?;
+    Ok(config)
 }
 
 /// The trailing number of a node host's name (`nodehost-2` → 2).

@@ -88,7 +88,9 @@ pub async fn run(args: StoreArgs) -> anyhow::Result<ExitCode> {
     config.batch_window = Duration::from_micros(args.batch_window_us);
     config.restore_pause = Duration::from_millis(args.restore_pause_ms);
     config.listen_metrics = args.listen_metrics;
-    config.validate()?;
+    config
+        .validate()
+        .map_err(|e| cluster::supervisor::ConfigRejected(e.into()))?;
     store::service::run_member(config, cluster::shutdown::signal())
         .await
         .with_context(|| format!("store member {}", args.name))?;

@@ -203,6 +203,25 @@ pub struct NodesSection {
     pub taints: Vec<Taint>,
     /// `topology.kubernetes.io/zone` values, assigned to nodes round-robin.
     pub zones: Vec<String>,
+    /// Where the nodes' pod ranges (podCIDRs) come from, as kube-controller-manager's
+    /// `--cluster-cidr`: one CIDR, or an IPv4 and an IPv6 one for dual-stack
+    /// (`10.128.0.0/9,fd00:10::/48`; the first is the primary family).
+    pub cluster_cidr: String,
+    /// Prefix length of each node's pod range, single-stack only (`--node-cidr-mask-size`;
+    /// 24 for IPv4 and 64 for IPv6 when unset).
+    pub node_cidr_mask_size: Option<u8>,
+    /// The same per family (`--node-cidr-mask-size-ipv4` / `-ipv6`), for dual-stack.
+    pub node_cidr_mask_size_ipv4: Option<u8>,
+    pub node_cidr_mask_size_ipv6: Option<u8>,
+    /// Where the nodes' InternalIPs come from, one CIDR per family: node `i` gets the
+    /// address `i + 1` of each.
+    pub node_ip_cidr: String,
+    /// The kubelet's `nodeLeaseDurationSeconds`: each node renews its Lease every quarter of
+    /// it (10 s for the default 40), as the kubelet does.
+    pub node_lease_duration_seconds: u32,
+    /// The kubelet's `nodeStatusReportFrequency`: a node posts its status when it changes and
+    /// at least this often.
+    pub node_status_report_frequency_seconds: u32,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
@@ -325,6 +344,13 @@ impl Default for NodesSection {
             labels: BTreeMap::new(),
             taints: Vec::new(),
             zones: vec!["zone-a".into(), "zone-b".into(), "zone-c".into()],
+            cluster_cidr: node::addressing::DEFAULT_CLUSTER_CIDR.into(),
+            node_cidr_mask_size: None,
+            node_cidr_mask_size_ipv4: None,
+            node_cidr_mask_size_ipv6: None,
+            node_ip_cidr: node::addressing::DEFAULT_NODE_IP_CIDR.into(),
+            node_lease_duration_seconds: 40,
+            node_status_report_frequency_seconds: 300,
         }
     }
 }
@@ -475,8 +501,50 @@ impl ClusterConfig {
         if self.nodes.zones.iter().any(String::is_empty) {
             return bad("nodes.zones", "zone names must not be empty");
         }
+        if self.nodes.node_lease_duration_seconds < 4 {
+            return bad(
+                "nodes.node_lease_duration_seconds",
+                "must be at least 4 (a node renews its lease every quarter of it)",
+            );
+        }
+        if self.nodes.node_status_report_frequency_seconds == 0 {
+            return bad(
+                "nodes.node_status_report_frequency_seconds",
+                "must be at least 1",
+            );
+        }
+        self.validate_addressing()?;
         self.validate_hosts()?;
         Ok(())
+    }
+
+    /// Every node gets its pod ranges and InternalIPs, and every pod an IP.
+    fn validate_addressing(&self) -> Result<(), (String, String)> {
+        let n = &self.nodes;
+        let settings = node::addressing::AddressingSettings {
+            cluster_cidr: &n.cluster_cidr,
+            node_cidr_mask_size: n.node_cidr_mask_size,
+            node_cidr_mask_size_ipv4: n.node_cidr_mask_size_ipv4,
+            node_cidr_mask_size_ipv6: n.node_cidr_mask_size_ipv6,
+            node_ip_cidr: &n.node_ip_cidr,
+        };
+        let what = format!(
+            "{} nodes ({} hosts × {} per host)",
+            self.total_nodes(),
+            n.hosts,
+            n.per_host
+        );
+        node::addressing::Addressing::new(&settings, "nodes.")
+            .and_then(|a| {
+                a.check(
+                    self.total_nodes(),
+                    u64::from(n.pods),
+                    &what,
+                    "nodes.",
+                    "nodes.per_host",
+                )
+            })
+            .map_err(|e| (e.key, e.reason))
     }
 
     fn validate_hosts(&self) -> Result<(), (String, String)> {
@@ -529,6 +597,18 @@ impl ClusterConfig {
                 assigned.push(component);
             }
         }
+        if self.hosts.mode == HostMode::Netns {
+            // Each host takes an address of the /24 (.1 is the bridge); a component no host
+            // lists gets a host of its own.
+            let unlisted = names.iter().filter(|n| !assigned.contains(&n.as_str()));
+            let needed = self.hosts.hosts.len() + unlisted.count();
+            if needed > MAX_NETNS_HOSTS {
+                return Err((
+                    "hosts.mode".into(),
+                    format!("netns mode holds at most {MAX_NETNS_HOSTS} hosts (hosts.subnet is a /24) but this cluster needs {needed}: put components on shared hosts with [[hosts.host]]"),
+                ));
+            }
+        }
         if self.hosts.mode == HostMode::Remote {
             if let Some(missing) = names.iter().find(|n| !assigned.contains(&n.as_str())) {
                 return Err((
@@ -560,6 +640,9 @@ impl ClusterConfig {
         u64::from(self.nodes.hosts) * u64::from(self.nodes.per_host)
     }
 }
+
+/// Hosts a netns cluster may have: addresses .2 on of its /24, with room to spare.
+pub const MAX_NETNS_HOSTS: usize = 250;
 
 /// `a.b.c.0/24` → the first three octets.
 pub fn parse_subnet(subnet: &str) -> Result<[u8; 3], String> {
@@ -806,6 +889,53 @@ components = ["s1", "apiserver-1"]
         .unwrap_err()
         .to_string();
         assert!(e.contains("line 5") && e.contains("s9"), "{e}");
+    }
+
+    #[test]
+    fn addressing_limits_name_the_key() {
+        let e = parse("[nodes]\nhosts = 20\nper_host = 5000\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 3: nodes.per_host: 100000 nodes (20 hosts × 5000 per host) need 100000 /24 ranges but nodes.cluster_cidr 10.128.0.0/9 holds 32768"),
+            "{e}"
+        );
+        let c = parse("[nodes]\nhosts = 20\nper_host = 5000\ncluster_cidr = \"10.0.0.0/8\"\nnode_cidr_mask_size = 25\n").unwrap();
+        assert_eq!(c.total_nodes(), 100_000);
+        let e = parse("[nodes]\npods = 200\nnode_cidr_mask_size = 25\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2: nodes.pods: 200 pods per node need 200 addresses but a /25 node range (nodes.node_cidr_mask_size) gives 125"), "{e}");
+        let e = parse(
+            "[nodes]\ncluster_cidr = \"10.128.0.0/9,fd00:10::/48\"\nnode_cidr_mask_size = 24\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("line 3: nodes.node_cidr_mask_size: not allowed with a dual-stack"),
+            "{e}"
+        );
+        let c = parse("[nodes]\ncluster_cidr = \"10.128.0.0/9,fd00:10::/48\"\nnode_ip_cidr = \"fd00:64::/64\"\n").unwrap();
+        assert_eq!(c.nodes.node_cidr_mask_size_ipv6, None);
+        let e = parse("[nodes]\nnode_ip_cidr = \"10.200.0.0/16\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 2: nodes.node_ip_cidr: 10.200.0.0/16 overlaps"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn netns_host_count_is_checked_before_anything_starts() {
+        let e = parse("[nodes]\nhosts = 300\nper_host = 1\n[hosts]\nmode = \"netns\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 5: hosts.mode: netns mode holds at most 250 hosts")
+                && e.contains("needs 305"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -167,9 +167,10 @@ impl Layout {
                         specs.push((n.clone(), None, vec![n.clone()]));
                     }
                 }
-                if specs.len() > 250 {
+                if specs.len() > crate::config::MAX_NETNS_HOSTS {
                     bail!(
-                        "netns mode supports at most 250 hosts, this cluster needs {}",
+                        "netns mode supports at most {} hosts, this cluster needs {}",
+                        crate::config::MAX_NETNS_HOSTS,
                         specs.len()
                     );
                 }
@@ -716,6 +717,14 @@ fn nodehost_config(config: &ClusterConfig) -> anyhow::Result<String> {
         zones: &'a [String],
         labels: &'a BTreeMap<String, String>,
         taints: &'a [crate::config::Taint],
+        cluster_cidr: &'a str,
+        node_cidr_mask_size: Option<u8>,
+        node_cidr_mask_size_ipv4: Option<u8>,
+        node_cidr_mask_size_ipv6: Option<u8>,
+        node_ip_cidr: &'a str,
+        lease_duration_seconds: u32,
+        lease_interval: f64,
+        status_report_interval: u32,
     }
     let file = NodeHostFile {
         runtime: config.runtime.as_str(),
@@ -726,6 +735,15 @@ fn nodehost_config(config: &ClusterConfig) -> anyhow::Result<String> {
         zones: &config.nodes.zones,
         labels: &config.nodes.labels,
         taints: &config.nodes.taints,
+        cluster_cidr: &config.nodes.cluster_cidr,
+        node_cidr_mask_size: config.nodes.node_cidr_mask_size,
+        node_cidr_mask_size_ipv4: config.nodes.node_cidr_mask_size_ipv4,
+        node_cidr_mask_size_ipv6: config.nodes.node_cidr_mask_size_ipv6,
+        node_ip_cidr: &config.nodes.node_ip_cidr,
+        lease_duration_seconds: config.nodes.node_lease_duration_seconds,
+        // The kubelet renews every quarter of the lease duration.
+        lease_interval: f64::from(config.nodes.node_lease_duration_seconds) / 4.0,
+        status_report_interval: config.nodes.node_status_report_frequency_seconds,
     };
     Ok(toml::to_string(&file)?)
 }
@@ -772,6 +790,33 @@ mod tests {
         assert!(store.args.join(" ").contains(
             "--initial-cluster s1=10.213.0.3:2380,s2=10.213.0.4:2380,s3=10.213.0.5:2380"
         ));
+    }
+
+    #[test]
+    fn node_hosts_are_told_the_cluster_addressing() {
+        let c = config(
+            "[nodes]\nhosts = 2\nper_host = 3\npods = 100\ncluster_cidr = \"fd00:10::/48,10.0.0.0/8\"\nnode_cidr_mask_size_ipv4 = 25\nnode_ip_cidr = \"fd00:64::/64\"\n",
+        );
+        let text = nodehost_config(&c).unwrap();
+        let mut host: node::config::NodeHostConfig = toml::from_str(&text).unwrap();
+        (host.nodes, host.first_index) = (3, 3);
+        host.validate().unwrap();
+        assert_eq!(host.cluster_cidr, "fd00:10::/48,10.0.0.0/8");
+        assert_eq!(host.node_cidr_mask_size_ipv4, Some(25));
+        assert_eq!(host.node_cidr_mask_size, None);
+        assert_eq!(host.node_ip_cidr, "fd00:64::/64");
+        let defaults = nodehost_config(&config("")).unwrap();
+        let host: node::config::NodeHostConfig = toml::from_str(&defaults).unwrap();
+        assert_eq!(
+            host.addressing().unwrap(),
+            node::addressing::Addressing::default_ipv4()
+        );
+        assert_eq!(host.lease_interval, std::time::Duration::from_secs(10));
+        assert_eq!(host.lease_duration_seconds, 40);
+        assert_eq!(
+            host.status_report_interval,
+            std::time::Duration::from_secs(300)
+        );
     }
 
     #[test]

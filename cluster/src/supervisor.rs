@@ -24,6 +24,16 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A process that ran this long before exiting starts over at [`INITIAL_BACKOFF`]: back-off is
 /// for crash loops, and a member chaos kills every few seconds after serving is not one.
 const STABLE_RUN: Duration = Duration::from_secs(10);
+/// The exit status of a component whose config cannot work (sysexits' `EX_CONFIG`): restarting
+/// it would fail the same way, so if it exits so within [`STABLE_RUN`] of starting, the
+/// supervisor stops the launch with the component's own error message.
+pub const CONFIG_ERROR_EXIT: u8 = 78;
+
+/// A component's config that cannot work; `kemu` exits with [`CONFIG_ERROR_EXIT`] on it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct ConfigRejected(pub anyhow::Error);
+
 /// How long a stopped process gets between SIGTERM and SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_millis(250);
@@ -44,6 +54,8 @@ struct Proc {
     restarts: u32,
     restart_at: Option<Instant>,
     last_exit: Option<String>,
+    /// It exited at once rejecting its config: the message it gave.
+    rejected: Option<String>,
 }
 
 pub struct Supervisor {
@@ -80,6 +92,7 @@ impl Supervisor {
                 restarts: 0,
                 restart_at: None,
                 last_exit: None,
+                rejected: None,
             })
             .collect();
         let mut sup = Supervisor {
@@ -158,6 +171,16 @@ impl Supervisor {
                     _ = tokio::time::sleep(TICK) => {}
                 }
                 self.reap_and_restart();
+                if let Some((name, why)) = self
+                    .procs
+                    .iter()
+                    .find_map(|p| Some((&p.spec.name, p.rejected.as_ref()?)))
+                {
+                    bail!(
+                        "{name} rejected its config: {why} (see {})",
+                        self.layout.dir.join("logs").display()
+                    );
+                }
                 let (done, total) = self.stage_progress(stage, &members).await;
                 self.progress = (done, total);
                 self.write_state();
@@ -315,6 +338,10 @@ impl Supervisor {
             let ran = p.started.map(|s| s.elapsed()).unwrap_or_default();
             if ran >= STABLE_RUN {
                 p.crashes = 0;
+            } else if status.code() == Some(i32::from(CONFIG_ERROR_EXIT)) {
+                p.rejected = Some(
+                    last_error_line(&p.spec.log).unwrap_or_else(|| format!("exited ({status})")),
+                );
             }
             p.crashes += 1;
             let delay = backoff(p.crashes);
@@ -428,6 +455,16 @@ impl Supervisor {
     }
 }
 
+/// The last `error: …` line a component wrote to its log (how `kemu` reports a failure),
+/// without the prefix.
+fn last_error_line(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("error: "))
+        .map(str::to_string)
+}
+
 /// SIGTERMs every child, waits up to `grace` for them all, then SIGKILLs the rest.
 pub async fn stop_children(children: &mut [Child], grace: Duration) {
     for c in children.iter() {
@@ -474,6 +511,40 @@ mod tests {
     fn backoff_doubles_to_thirty_seconds() {
         let secs: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+
+    /// A component that rejects its config at once stops the launch with its message, instead
+    /// of being restarted every 30 s while the launch waits.
+    #[tokio::test]
+    async fn a_component_rejecting_its_config_stops_the_launch() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("component");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\necho 'starting' >&2\necho 'error: config nodes: too many' >&2\nexit 78\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let config =
+            crate::config::ClusterConfig::parse("[store]\nmembers = 1\n", Path::new("t.toml"))
+                .unwrap();
+        let cluster = dir.path().join("cluster");
+        let layout = Layout::plan(&config, &cluster, &exe).unwrap();
+        layout.write(&config, "").unwrap();
+        let started = Instant::now();
+        let e = Supervisor::run(&cluster, std::future::pending())
+            .await
+            .expect_err("the launch stops");
+        assert!(
+            e.to_string()
+                .starts_with("s1 rejected its config: config nodes: too many"),
+            "{e:#}"
+        );
+        assert!(started.elapsed() < STABLE_RUN, "{:?}", started.elapsed());
+        let state = ClusterState::read(&cluster).unwrap().unwrap();
+        assert!(matches!(state.phase, Phase::Failed(_)), "{:?}", state.phase);
+        assert_eq!(state.components[0].restarts, 0);
     }
 
     #[test]

@@ -10,11 +10,15 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::addressing::{
+    Addressing, AddressingError, AddressingSettings, DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_IP_CIDR,
+};
+
 /// A configuration that cannot work.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("node host config {field}: {reason}")]
-    Invalid { field: &'static str, reason: String },
+    Invalid { field: String, reason: String },
     #[error("cannot read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -27,6 +31,13 @@ pub enum ConfigError {
         #[source]
         source: toml::de::Error,
     },
+}
+
+fn addressing_error(e: AddressingError) -> ConfigError {
+    ConfigError::Invalid {
+        field: e.key,
+        reason: e.reason,
+    }
 }
 
 /// One taint every node of the host carries.
@@ -154,6 +165,17 @@ pub struct NodeHostConfig {
     pub logs_advertise: Option<SocketAddr>,
     /// How many nodes register at once at start-up.
     pub startup_concurrency: usize,
+    /// Where the nodes' pod ranges come from, as kube-controller-manager's `--cluster-cidr`:
+    /// one CIDR, or an IPv4 and an IPv6 one for dual-stack (`10.128.0.0/9,fd00:10::/48`).
+    pub cluster_cidr: String,
+    /// Prefix length of each node's pod range for a single-stack `cluster_cidr`
+    /// (`--node-cidr-mask-size`); by default 24 for IPv4 and 64 for IPv6.
+    pub node_cidr_mask_size: Option<u8>,
+    /// The same per family (`--node-cidr-mask-size-ipv4`/`-ipv6`), for dual-stack.
+    pub node_cidr_mask_size_ipv4: Option<u8>,
+    pub node_cidr_mask_size_ipv6: Option<u8>,
+    /// Where the nodes' InternalIPs come from: one CIDR per family, node `i` gets address `i + 1`.
+    pub node_ip_cidr: String,
     /// Seed of the jitter RNG; unset seeds from the OS.
     pub seed: Option<u64>,
 }
@@ -237,6 +259,11 @@ impl Default for NodeHostConfig {
             logs_advertise: None,
             startup_concurrency: 64,
             seed: None,
+            cluster_cidr: DEFAULT_CLUSTER_CIDR.into(),
+            node_cidr_mask_size: None,
+            node_cidr_mask_size_ipv4: None,
+            node_cidr_mask_size_ipv6: None,
+            node_ip_cidr: DEFAULT_NODE_IP_CIDR.into(),
         }
     }
 }
@@ -255,20 +282,14 @@ impl NodeHostConfig {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |field, reason: &str| {
+        let invalid = |field: &str, reason: &str| {
             Err(ConfigError::Invalid {
-                field,
+                field: field.into(),
                 reason: reason.into(),
             })
         };
         if self.nodes == 0 {
             return invalid("nodes", "at least one node");
-        }
-        if self.first_index + self.nodes > 128 * 256 {
-            return invalid(
-                "nodes",
-                "node indexes must stay below 32768 (pod CIDRs come from 10.128.0.0/9)",
-            );
         }
         if self.name_prefix.is_empty()
             || !self
@@ -322,7 +343,34 @@ impl NodeHostConfig {
         if self.startup_concurrency == 0 {
             return invalid("startup_concurrency", "must be positive");
         }
+        let end = (self.first_index as u64).saturating_add(self.nodes as u64);
+        let pods = api::quantity::parse(&self.pods).map_or(0, |q| q.as_units().max(0) as u64);
+        let what = format!(
+            "nodes {}{} to {}{}",
+            self.name_prefix,
+            self.first_index,
+            self.name_prefix,
+            end - 1
+        );
+        self.addressing()?
+            .check(end, pods, &what, "", "nodes")
+            .map_err(addressing_error)?;
         Ok(())
+    }
+
+    /// Where this host's nodes get their pod ranges and addresses.
+    pub fn addressing(&self) -> Result<Addressing, ConfigError> {
+        Addressing::new(
+            &AddressingSettings {
+                cluster_cidr: &self.cluster_cidr,
+                node_cidr_mask_size: self.node_cidr_mask_size,
+                node_cidr_mask_size_ipv4: self.node_cidr_mask_size_ipv4,
+                node_cidr_mask_size_ipv6: self.node_cidr_mask_size_ipv6,
+                node_ip_cidr: &self.node_ip_cidr,
+            },
+            "",
+        )
+        .map_err(addressing_error)
     }
 
     /// The name of this host's `i`-th node.

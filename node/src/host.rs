@@ -62,6 +62,7 @@ pub async fn run(
     shutdown: tokio::sync::oneshot::Receiver<()>,
 ) -> Result<(), NodeHostError> {
     config.validate()?;
+    let addressing = config.addressing()?;
     client_config.validate()?;
     let identity = TlsIdentity::load(&client_config.certs_dir, &client_config.identity)?;
     let client = Client::with_identity(client_config, &identity)?;
@@ -124,6 +125,7 @@ pub async fn run(
         failing_images: Arc::new(config.failing_image_patterns.clone()),
         startup: Arc::new(tokio::sync::Semaphore::new(config.startup_concurrency)),
         config: Arc::new(config),
+        addressing,
         logs,
         metrics,
         logs_addr: advertised.to_string(),

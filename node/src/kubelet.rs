@@ -21,6 +21,7 @@ use serde::de::IgnoredAny;
 use serde_json::{json, Value};
 use tracing::{debug, info, warn, Instrument};
 
+use crate::addressing::Addressing;
 use crate::api_time::rfc3339;
 use crate::config::{NodeHostConfig, RuntimeProfile};
 use crate::lifecycle::{Command, Input, PodLifecycle};
@@ -52,6 +53,8 @@ pub struct Shared {
     /// Where this host's kubelets' events go (several per call).
     pub events: EventSink,
     pub config: Arc<NodeHostConfig>,
+    /// Where the nodes' pod ranges and addresses come from.
+    pub addressing: Addressing,
     pub profile: Arc<RuntimeProfile>,
     pub failing_images: Arc<Vec<String>>,
     pub logs: Arc<LogStore>,
@@ -99,13 +102,13 @@ pub struct Kubelet {
 
 impl Kubelet {
     pub fn new(shared: Arc<Shared>, local_index: usize, seed: u64) -> Kubelet {
-        let node = NodeIdentity::new(&shared.config, local_index);
+        let node = NodeIdentity::new(&shared.config, &shared.addressing, local_index);
         let runtime = NodeRuntime::new(
             shared.profile.clone(),
             shared.failing_images.clone(),
             &shared.config.images,
-            node.pod_network,
-            node.internal_ip,
+            node.pod_cidrs.clone(),
+            node.internal_ips.clone(),
             allocatable(&shared.config),
             seed ^ (node.index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
         );

@@ -12,9 +12,12 @@
 //! - [`static_pods`]: manifests directory → mirror pods.
 //! - [`node_object`]: the Node, its status and its Lease.
 //! - [`api_time`]: time as the Kubernetes API writes it.
+//! - [`addressing`]: podCIDRs, node InternalIPs and pod IPs from the cluster's ranges
+//!   (IPv4, IPv6, dual-stack).
 //! - [`config`]: [`NodeHostConfig`](config::NodeHostConfig) and the runtime latency profiles.
 //! - [`metrics`]: counters and lease timeliness as Prometheus text.
 
+pub mod addressing;
 pub mod api_time;
 pub mod config;
 pub mod host;

@@ -1,11 +1,12 @@
 //! [`NodeIdentity`]: everything that tells one emulated node from another — its name, IPs,
 //! podCIDR, zone, system info — and the Node object, status and Lease built from it.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 
+use crate::addressing::{Addressing, Cidr};
 use crate::api_time::rfc3339;
 use crate::config::NodeHostConfig;
 use crate::runtime::Resources;
@@ -19,28 +20,28 @@ pub struct NodeIdentity {
     pub name: String,
     /// Index across the cluster (this host's offset included).
     pub index: usize,
-    pub internal_ip: Ipv4Addr,
-    /// The node's /24 pod network (`10.<128+x>.<y>.0`).
-    pub pod_network: Ipv4Addr,
+    /// One per family of the node IP range, primary first.
+    pub internal_ips: Vec<IpAddr>,
+    /// The node's pod ranges (podCIDRs), one per family of the cluster CIDR, primary first.
+    pub pod_cidrs: Vec<Cidr>,
     pub zone: String,
 }
 
 impl NodeIdentity {
-    pub fn new(config: &NodeHostConfig, local: usize) -> NodeIdentity {
+    pub fn new(config: &NodeHostConfig, addressing: &Addressing, local: usize) -> NodeIdentity {
         let index = config.first_index + local;
-        let n = index as u32;
         NodeIdentity {
             name: config.node_name(local),
             index,
-            // 100.64.0.0/10 (shared address space): never routed, only a label here.
-            internal_ip: Ipv4Addr::from(u32::from(Ipv4Addr::new(100, 64, 0, 0)) + n + 1),
-            pod_network: Ipv4Addr::new(10, 128 + (n >> 8) as u8, (n & 0xff) as u8, 0),
+            internal_ips: addressing.node_ips(index),
+            pod_cidrs: addressing.pod_cidrs(index),
             zone: config.zones[index % config.zones.len()].clone(),
         }
     }
 
-    pub fn pod_cidr(&self) -> String {
-        format!("{}/24", self.pod_network)
+    /// `spec.podCIDRs` (and its first, `spec.podCIDR`).
+    pub fn pod_cidr_texts(&self) -> Vec<String> {
+        self.pod_cidrs.iter().map(Cidr::to_string).collect()
     }
 
     /// Stable pseudo-random hex for machine and boot ids.
@@ -99,9 +100,10 @@ impl NodeIdentity {
                 taint
             })
             .collect();
+        let cidrs = self.pod_cidr_texts();
         let mut spec = json!({
-            "podCIDR": self.pod_cidr(),
-            "podCIDRs": [self.pod_cidr()],
+            "podCIDR": cidrs.first(),
+            "podCIDRs": cidrs,
             "providerID": format!("kemu://{}", self.name),
         });
         if !taints.is_empty() {
@@ -146,6 +148,12 @@ impl NodeIdentity {
                 "lastHeartbeatTime": rfc3339(now), "lastTransitionTime": rfc3339(since),
             })
         };
+        let mut addresses: Vec<Value> = self
+            .internal_ips
+            .iter()
+            .map(|ip| json!({"type": "InternalIP", "address": ip.to_string()}))
+            .collect();
+        addresses.push(json!({"type": "Hostname", "address": self.name}));
         json!({
             "capacity": resources,
             "allocatable": resources,
@@ -156,10 +164,7 @@ impl NodeIdentity {
                 condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
                 condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
             ],
-            "addresses": [
-                {"type": "InternalIP", "address": self.internal_ip.to_string()},
-                {"type": "Hostname", "address": self.name},
-            ],
+            "addresses": addresses,
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
                 "machineID": self.hex("machine", 32),
@@ -222,12 +227,13 @@ mod tests {
             first_index: 300,
             ..Default::default()
         };
-        let a = NodeIdentity::new(&config, 0);
-        let b = NodeIdentity::new(&config, 1);
+        let addressing = config.addressing().expect("valid");
+        let a = NodeIdentity::new(&config, &addressing, 0);
+        let b = NodeIdentity::new(&config, &addressing, 1);
         assert_eq!(a.name, "node-300");
-        assert_eq!(a.pod_cidr(), "10.129.44.0/24");
-        assert_ne!(a.pod_cidr(), b.pod_cidr());
-        assert_ne!(a.internal_ip, b.internal_ip);
+        assert_eq!(a.pod_cidr_texts(), ["10.129.44.0/24"]);
+        assert_ne!(a.pod_cidrs, b.pod_cidrs);
+        assert_ne!(a.internal_ips, b.internal_ips);
         let node = a.node(&config, "127.0.0.1:1", Utc::now());
         let info = node["status"]["nodeInfo"].as_object().expect("nodeInfo");
         assert_eq!(info.len(), 10);
@@ -251,5 +257,29 @@ mod tests {
         let typed: k8s_openapi::api::coordination::v1::Lease =
             serde_json::from_value(lease).expect("a Lease");
         assert_eq!(typed.spec.and_then(|s| s.lease_duration_seconds), Some(40));
+    }
+
+    #[test]
+    fn dual_stack_nodes_have_both_families_primary_first() {
+        let config = NodeHostConfig {
+            first_index: 70_000,
+            cluster_cidr: "fd00:10::/40,10.0.0.0/8".into(),
+            node_cidr_mask_size_ipv4: Some(26),
+            pods: "60".into(),
+            node_ip_cidr: "100.64.0.0/10,fd00:64::/64".into(),
+            ..Default::default()
+        };
+        config.validate().expect("valid");
+        let id = NodeIdentity::new(&config, &config.addressing().expect("valid"), 0);
+        let node = id.node(&config, "127.0.0.1:1", Utc::now());
+        assert_eq!(node["spec"]["podCIDR"], "fd00:10:1:1170::/64");
+        assert_eq!(
+            node["spec"]["podCIDRs"],
+            json!(["fd00:10:1:1170::/64", "10.68.92.0/26"])
+        );
+        let addresses = &node["status"]["addresses"];
+        assert_eq!(addresses[0]["address"], "100.65.17.113");
+        assert_eq!(addresses[1]["address"], "fd00:64::1:1171");
+        assert_eq!(addresses[2]["type"], "Hostname");
     }
 }

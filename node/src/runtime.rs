@@ -4,12 +4,13 @@
 //! No I/O and no clock: the core asks it "how long does this take" and "which IP is free".
 
 use std::collections::HashSet;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use crate::addressing::{Cidr, PodIpPool};
 use crate::config::RuntimeProfile;
 
 /// A CRI call whose latency the profile gives.
@@ -63,10 +64,10 @@ pub struct NodeRuntime {
     profile: Arc<RuntimeProfile>,
     failing_images: Arc<Vec<String>>,
     images: HashSet<String>,
-    /// The node's podCIDR network (a /24): pods get .2 to .254.
-    pod_network: Ipv4Addr,
-    ips_in_use: [u64; 4],
-    pub host_ip: Ipv4Addr,
+    /// Pod IPs from the node's podCIDRs.
+    pod_ips: PodIpPool,
+    /// The node's InternalIPs, primary first: a host-network pod's IPs.
+    pub host_ips: Vec<IpAddr>,
     pub allocatable: Resources,
     used: Resources,
     /// xorshift64* state: latency jitter, deterministic for a given seed.
@@ -78,8 +79,8 @@ impl NodeRuntime {
         profile: Arc<RuntimeProfile>,
         failing_images: Arc<Vec<String>>,
         images: &[String],
-        pod_network: Ipv4Addr,
-        host_ip: Ipv4Addr,
+        pod_cidrs: Vec<Cidr>,
+        host_ips: Vec<IpAddr>,
         allocatable: Resources,
         seed: u64,
     ) -> NodeRuntime {
@@ -87,10 +88,8 @@ impl NodeRuntime {
             profile,
             failing_images,
             images: images.iter().cloned().collect(),
-            pod_network,
-            // .0 (network) and .1 (the bridge) are never handed out; .255 neither.
-            ips_in_use: [0b11, 0, 0, 1 << 63],
-            host_ip,
+            pod_ips: PodIpPool::new(pod_cidrs),
+            host_ips,
             allocatable,
             used: Resources::default(),
             rng: seed | 1,
@@ -142,24 +141,13 @@ impl NodeRuntime {
         self.images.insert(image.to_string());
     }
 
-    /// A free pod IP, or `None` when the /24 is full.
-    pub fn allocate_ip(&mut self) -> Option<Ipv4Addr> {
-        for (word, bits) in self.ips_in_use.iter_mut().enumerate() {
-            if *bits != u64::MAX {
-                let bit = bits.trailing_ones() as usize;
-                *bits |= 1 << bit;
-                let host = (word * 64 + bit) as u32;
-                return Some(Ipv4Addr::from(u32::from(self.pod_network) | host));
-            }
-        }
-        None
+    /// A pod's IPs, one per podCIDR (primary first), or `None` when the ranges are full.
+    pub fn allocate_ips(&mut self) -> Option<Vec<IpAddr>> {
+        self.pod_ips.allocate()
     }
 
-    pub fn release_ip(&mut self, ip: Ipv4Addr) {
-        let host = (u32::from(ip) & 0xff) as usize;
-        if (2..255).contains(&host) && u32::from(ip) & !0xff == u32::from(self.pod_network) {
-            self.ips_in_use[host / 64] &= !(1 << (host % 64));
-        }
+    pub fn release_ips(&mut self, ips: &[IpAddr]) {
+        self.pod_ips.release(ips);
     }
 
     /// Admits a pod asking for `request` if it fits; the kubelet's resource-fit admission.
@@ -263,8 +251,8 @@ mod tests {
             Arc::new(RuntimeProfile::realistic()),
             Arc::new(vec!["fail".into()]),
             &[],
-            Ipv4Addr::new(10, 64, 0, 0),
-            Ipv4Addr::new(100, 64, 0, 1),
+            vec![Cidr::parse("10.64.0.0/24").expect("a CIDR")],
+            vec![IpAddr::from([100, 64, 0, 1])],
             Resources {
                 cpu_milli: 1000,
                 memory: 1 << 30,
@@ -282,8 +270,8 @@ mod tests {
             Arc::new(RuntimeProfile::instant()),
             Arc::new(Vec::new()),
             &given,
-            Ipv4Addr::new(10, 64, 0, 0),
-            Ipv4Addr::new(100, 64, 0, 1),
+            vec![Cidr::parse("10.64.0.0/24").expect("a CIDR")],
+            vec![IpAddr::from([100, 64, 0, 1])],
             Resources::default(),
             7,
         );
@@ -294,17 +282,10 @@ mod tests {
     #[test]
     fn ips_come_from_the_pod_cidr_and_are_reused() {
         let mut r = runtime();
-        let a = r.allocate_ip().expect("ip");
-        assert_eq!(a, Ipv4Addr::new(10, 64, 0, 2));
-        let b = r.allocate_ip().expect("ip");
-        assert_eq!(b, Ipv4Addr::new(10, 64, 0, 3));
-        r.release_ip(a);
-        assert_eq!(r.allocate_ip(), Some(a));
-        let mut n = 3;
-        while r.allocate_ip().is_some() {
-            n += 1;
-        }
-        assert_eq!(n, 254, ".2 to .254 are handed out");
+        let a = r.allocate_ips().expect("ip");
+        assert_eq!(a, [IpAddr::from([10, 64, 0, 2])]);
+        r.release_ips(&a);
+        assert_eq!(r.allocate_ips(), Some(a));
     }
 
     #[test]

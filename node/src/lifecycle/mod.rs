@@ -25,7 +25,7 @@ mod status;
 mod termination;
 
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -339,12 +339,13 @@ pub struct PodLifecycle {
     admitted: bool,
     rejection: Option<(String, String)>,
     start_time: Option<DateTime<Utc>>,
-    pod_ip: Option<Ipv4Addr>,
-    /// The pod IP stays in the status after the sandbox is gone.
-    shown_ip: Option<Ipv4Addr>,
+    /// The IPs the sandbox holds from the node's pool, one per family.
+    pod_ips: Vec<IpAddr>,
+    /// The pod IPs stay in the status after the sandbox is gone (empty until it runs).
+    shown_ips: Vec<IpAddr>,
     sandbox_ready: bool,
-    /// The node's IP, once the sandbox runs.
-    host_ip: Option<Ipv4Addr>,
+    /// The node's IPs, once the sandbox runs.
+    host_ips: Vec<IpAddr>,
     /// Condition type → (status, lastTransitionTime).
     conditions: BTreeMap<&'static str, (bool, DateTime<Utc>)>,
     /// A hash of the status last sent: an unchanged status is not sent again. (A hash, not the
@@ -395,10 +396,10 @@ impl PodLifecycle {
             admitted: false,
             rejection: None,
             start_time: None,
-            pod_ip: None,
-            shown_ip: None,
+            pod_ips: Vec::new(),
+            shown_ips: Vec::new(),
             sandbox_ready: false,
-            host_ip: None,
+            host_ips: Vec::new(),
             conditions: BTreeMap::new(),
             last_status: None,
             next_id: 0,
@@ -527,13 +528,17 @@ impl PodLifecycle {
             }
             Stage::Sandbox { until } if until <= now => {
                 let host_network = self.spec_flag(|s| s.host_network);
-                self.pod_ip = if host_network {
-                    None
+                self.pod_ips = if host_network {
+                    Vec::new()
                 } else {
-                    node.allocate_ip()
+                    node.allocate_ips().unwrap_or_default()
                 };
-                self.shown_ip = Some(self.pod_ip.unwrap_or(node.host_ip));
-                self.host_ip = Some(node.host_ip);
+                self.shown_ips = if self.pod_ips.is_empty() {
+                    node.host_ips.clone()
+                } else {
+                    self.pod_ips.clone()
+                };
+                self.host_ips = node.host_ips.clone();
                 self.sandbox_ready = true;
                 let wanted = self.volume_sources();
                 if wanted.is_empty() {
@@ -624,9 +629,7 @@ impl PodLifecycle {
     }
 
     fn release(&mut self, node: &mut NodeRuntime) {
-        if let Some(ip) = self.pod_ip.take() {
-            node.release_ip(ip);
-        }
+        node.release_ips(&std::mem::take(&mut self.pod_ips));
         if self.admitted {
             node.release(self.request);
             self.admitted = false;

@@ -1,5 +1,7 @@
 //! The pod status the kubelet reports: phase, conditions, IPs and container statuses.
 
+use std::net::IpAddr;
+
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
@@ -96,13 +98,17 @@ impl PodLifecycle {
         if let Some(t) = self.start_time {
             status.insert("startTime".into(), json!(rfc3339(t)));
         }
-        if let Some(ip) = self.shown_ip {
+        let ips = |ips: &[IpAddr]| -> Vec<Value> {
+            ips.iter().map(|ip| json!({"ip": ip.to_string()})).collect()
+        };
+        if let Some(ip) = self.shown_ips.first() {
             status.insert("podIP".into(), json!(ip.to_string()));
-            status.insert("podIPs".into(), json!([{"ip": ip.to_string()}]));
+            status.insert("podIPs".into(), json!(ips(&self.shown_ips)));
         }
-        if self.shown_ip.is_some() || self.sandbox_ready {
-            status.insert("hostIP".into(), json!(self.host_ip_text()));
-            status.insert("hostIPs".into(), json!([{"ip": self.host_ip_text()}]));
+        if !self.shown_ips.is_empty() || self.sandbox_ready {
+            let first = self.host_ips.first().map(IpAddr::to_string);
+            status.insert("hostIP".into(), json!(first.unwrap_or_default()));
+            status.insert("hostIPs".into(), json!(ips(&self.host_ips)));
         }
         if let Some(qos) = self.pod.status.as_ref().and_then(|s| s.qos_class.clone()) {
             status.insert("qosClass".into(), json!(qos));
@@ -129,10 +135,6 @@ impl PodLifecycle {
             Value::Array(statuses(self.mains_from..self.containers.len())),
         );
         Value::Object(status)
-    }
-
-    fn host_ip_text(&self) -> String {
-        self.host_ip.map(|ip| ip.to_string()).unwrap_or_default()
     }
 
     fn pod_scheduled(&self) -> Vec<Value> {

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::addressing::Cidr;
 use crate::config::RuntimeProfile;
 use serde_json::json;
 
@@ -20,8 +21,8 @@ fn node() -> NodeRuntime {
         Arc::new(profile),
         Arc::new(vec!["fail".into()]),
         &[],
-        Ipv4Addr::new(10, 64, 0, 0),
-        Ipv4Addr::new(100, 64, 0, 1),
+        vec![Cidr::parse("10.64.0.0/24").expect("a CIDR")],
+        vec![IpAddr::from([100, 64, 0, 1])],
         Resources {
             cpu_milli: 4000,
             memory: 8 << 30,
@@ -387,8 +388,8 @@ fn server_exits_on_sigterm_and_force_delete_cleans_up() {
     h.feed(Input::Removed);
     assert_eq!(h.node.used().pods, 0);
     assert_eq!(
-        h.node.allocate_ip(),
-        Some(Ipv4Addr::new(10, 64, 0, 2)),
+        h.node.allocate_ips(),
+        Some(vec![IpAddr::from([10, 64, 0, 2])]),
         "the IP was released"
     );
 }
