@@ -74,6 +74,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads(&cli.command))
         .enable_all()
         .build()
     {
@@ -104,9 +105,37 @@ fn main() -> std::process::ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            // A config that cannot work gets its own status: the supervisor does not restart
+            // a component that exits so, it stops the launch with this message.
+            if e.downcast_ref::<cluster::supervisor::ConfigRejected>()
+                .is_some()
+            {
+                std::process::ExitCode::from(cluster::supervisor::CONFIG_ERROR_EXIT)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
         }
     }
+}
+
+/// Worker threads of the process's async runtime: `KEMU_WORKER_THREADS` if set, else what the
+/// component's work needs, never more than the cores. Not one per core: a runtime wakes idle
+/// workers to steal each burst of tasks, work that grows with the workers and not with the
+/// load (at the same pod rate, a whole cluster used 3.8 times the CPU per pod on 16 cores as on
+/// 2). A node host's kubelets run on a thread of their own, as does a store member's raft core.
+fn worker_threads(command: &Command) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let configured = std::env::var("KEMU_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0);
+    let wanted = match command {
+        Command::NodeHost(_) => 1,
+        Command::Store(_) | Command::Scheduler(_) | Command::Controllers(_) => 2,
+        Command::Apiserver(_) => 4,
+        _ => cores,
+    };
+    configured.unwrap_or(wanted.min(cores))
 }
 
 /// Logs go to stderr; the level comes from `RUST_LOG` (default `info` for kemu's crates, `warn`
