@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use common::{kemu_exe, wait_until, Cluster};
 use serde_json::Value;
-use transport::pki::{self, CertSpec};
 
 /// The node host process; killed when dropped.
 struct NodeHost(Child);
@@ -24,16 +23,14 @@ impl Drop for NodeHost {
     }
 }
 
+/// Issues nodehost-1's certificate (organization `system:nodes`); returns the certs directory.
+fn node_host_certs(c: &Cluster) -> anyhow::Result<std::path::PathBuf> {
+    common::control_plane::issue(c, "nodehost-1", "system:nodes")?;
+    Ok(c.store.certs_dir())
+}
+
 fn start_node_host(c: &Cluster, static_dir: &Path) -> anyhow::Result<NodeHost> {
-    let certs = c.store.certs_dir();
-    pki::issue(
-        &certs,
-        &CertSpec {
-            name: "nodehost-1".into(),
-            organizations: vec!["system:nodes".into()],
-            sans: vec![],
-        },
-    )?;
+    let certs = node_host_certs(c)?;
     let config = c.file(
         "nodehost.toml",
         "cpu = \"4\"\nmemory = \"8Gi\"\nzones = [\"zone-a\"]\nlease_interval = 2\n[runtime]\npull_image_ms = 300\nrun_sandbox_ms = 100\n",
@@ -415,5 +412,84 @@ async fn out_of_cpu_pods_fail_admission() -> anyhow::Result<()> {
         pod_json(&c, "huge").expect("pod")["status"]["phase"],
         "Failed"
     );
+    Ok(())
+}
+
+/// Dual-stack addressing from the flags, past the old 32,768-node limit: the node's podCIDRs
+/// and InternalIPs of both families (the first CIDR's family primary), and a pod with an IP of
+/// each. A node host whose nodes do not fit its ranges exits at once with status 78.
+#[tokio::test]
+async fn dual_stack_nodes_past_32768_get_both_families() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let certs = node_host_certs(&c)?;
+    let node_host = |extra: &[&str]| {
+        let mut command = Command::new(kemu_exe());
+        command
+            .args(["node-host", "--apiserver", &c.api.quic.to_string()])
+            .arg("--certs")
+            .arg(&certs)
+            .args([
+                "--identity",
+                "nodehost-1",
+                "--nodes",
+                "1",
+                "--runtime",
+                "instant",
+            ])
+            .args(["--first-index", "70000", "--node-cidr-mask-size-ipv4", "25"])
+            .args(["--node-ip-cidr", "100.64.0.0/10,fd00:64::/64"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        command
+    };
+    let refused = node_host(&["--cluster-cidr", "10.128.0.0/9,fd00:10::/48"]).output()?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(78), "{stderr}");
+    assert!(
+        stderr.contains("node host config nodes: nodes node-70000 to node-70000 need 70001 /25 ranges but cluster_cidr 10.128.0.0/9 holds 65536"),
+        "{stderr}"
+    );
+    let log = std::fs::File::create(c.dir.path().join("nodehost.log"))?;
+    let _host = NodeHost(
+        node_host(&["--cluster-cidr", "fd00:10::/40,10.0.0.0/8"])
+            .stderr(log)
+            .spawn()?,
+    );
+    wait_until("the node is Ready", Duration::from_secs(30), || async {
+        c.kubectl_text(&["get", "node", "node-70000", "--no-headers"])
+            .contains(" Ready ")
+    })
+    .await?;
+    let node: Value = serde_json::from_str(&c.ok(&["get", "node", "node-70000", "-o", "json"]))?;
+    assert_eq!(node["spec"]["podCIDR"], "fd00:10:1:1170::/64");
+    assert_eq!(
+        node["spec"]["podCIDRs"],
+        serde_json::json!(["fd00:10:1:1170::/64", "10.136.184.0/25"])
+    );
+    let addresses: Vec<&str> = node["status"]["addresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["address"].as_str())
+        .collect();
+    assert_eq!(
+        addresses,
+        ["100.65.17.113", "fd00:64::1:1171", "node-70000"]
+    );
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod("dual", "node-70000", "", "  - name: c\n    image: nginx\n"),
+    );
+    wait_status(&c, "dual", "Running", Duration::from_secs(30)).await?;
+    let pod = pod_json(&c, "dual").expect("pod");
+    assert_eq!(pod["status"]["podIP"], "fd00:10:1:1170::2");
+    assert_eq!(
+        pod["status"]["podIPs"],
+        serde_json::json!([{"ip": "fd00:10:1:1170::2"}, {"ip": "10.136.184.2"}])
+    );
+    assert_eq!(pod["status"]["hostIP"], "100.65.17.113");
+    let wide = c.ok(&["get", "pod", "dual", "-o", "wide"]);
+    assert!(wide.contains("fd00:10:1:1170::2"), "{wide}");
     Ok(())
 }
