@@ -29,7 +29,7 @@ pub struct ControllersArgs {
     #[arg(long, default_value_t = 5)]
     workers: usize,
     /// Seconds without a heartbeat before a node is Unknown and tainted unreachable.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 50)]
     node_monitor_grace_secs: u64,
     /// Seconds between looks at every node.
     #[arg(long, default_value_t = 5)]

@@ -47,7 +47,9 @@ pub struct NodeLifecycleConfig {
 impl Default for NodeLifecycleConfig {
     fn default() -> Self {
         NodeLifecycleConfig {
-            grace_period: Duration::from_secs(40),
+            // kube-controller-manager's default since 1.32: five node status periods of 10 s
+            // and room for the kubelet's client to reconnect.
+            grace_period: Duration::from_secs(50),
             monitor_period: Duration::from_secs(5),
         }
     }
