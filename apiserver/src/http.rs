@@ -515,19 +515,16 @@ async fn authorized_resource_request(
         (None, selector) => selector.map(String::as_str),
     };
     let authz_started = Instant::now();
-    let allowed = state.authorizer.check(&Attributes {
+    let attributes = Attributes {
         user,
         verb,
         target: Target::Resource(ResourceAttributes {
-            group: resource.group,
-            resource: resource.plural,
-            subresource,
-            namespace,
-            name,
             field_selector,
             object: object.as_ref(),
+            ..ResourceAttributes::on(resource, subresource, namespace, name)
         }),
-    });
+    };
+    let allowed = state.authorizer.check_consistent(&attributes).await;
     *authz_time = authz_started.elapsed();
     state.registry.pipeline().observe(Stage::Authz, *authz_time);
     allowed?;

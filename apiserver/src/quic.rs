@@ -116,7 +116,7 @@ impl ComponentFront {
 
     /// Checks one call against the authorizer.
     #[allow(clippy::too_many_arguments)]
-    fn authorize(
+    async fn authorize(
         &self,
         user: &UserInfo,
         verb: &str,
@@ -128,19 +128,16 @@ impl ComponentFront {
         object: Option<&Value>,
     ) -> Result<(), ApiError> {
         let started = std::time::Instant::now();
-        let allowed = self.authorizer.check(&Attributes {
-            user,
-            verb,
-            target: Target::Resource(ResourceAttributes {
-                group: resource.group,
-                resource: resource.plural,
-                subresource: subresource.unwrap_or(""),
-                namespace: namespace.unwrap_or(""),
-                name,
-                field_selector,
-                object,
-            }),
+        let (subresource, namespace) = (subresource.unwrap_or(""), namespace.unwrap_or(""));
+        let target = Target::Resource(ResourceAttributes {
+            field_selector,
+            object,
+            ..ResourceAttributes::on(resource, subresource, namespace, name)
         });
+        let allowed = self
+            .authorizer
+            .check_consistent(&Attributes { user, verb, target })
+            .await;
         self.registry
             .pipeline()
             .observe(crate::pipeline::Stage::Authz, started.elapsed());
@@ -219,7 +216,8 @@ impl ComponentFront {
                     }
                     Some(_) => return Err(not_found_path()),
                 };
-                self.authorize(user, "get", resource, sub, ns, &name, None, None)?;
+                self.authorize(user, "get", resource, sub, ns, &name, None, None)
+                    .await?;
                 if sub == Some("scale") {
                     let write = as_requester(user, resource);
                     return object(
@@ -247,7 +245,8 @@ impl ComponentFront {
                     "",
                     field_selector.as_deref(),
                     None,
-                )?;
+                )
+                .await?;
                 let options = ListOptions {
                     label_selector,
                     field_selector,
@@ -335,7 +334,8 @@ impl ComponentFront {
                     &name,
                     None,
                     Some(&body),
-                )?;
+                )
+                .await?;
                 if resource.plural == "namespaces" && subresource.as_deref() == Some("finalize") {
                     // The namespace controller's last step, as over HTTP.
                     let finalized = crate::http::finalize_namespace(
@@ -378,7 +378,8 @@ impl ComponentFront {
                 let resource = self.resolve(&resource).await?;
                 let ns = named_scope(resource, namespace.as_deref())?;
                 let sub = writable_subresource(resource, subresource.as_deref())?;
-                self.authorize(user, "patch", resource, sub, ns, &name, None, None)?;
+                self.authorize(user, "patch", resource, sub, ns, &name, None, None)
+                    .await?;
                 let custom = crate::crd::is_custom(resource);
                 let patch_type = PatchType::from_content_type(&patch_type)
                     .filter(|t| !custom || *t != PatchType::StrategicMerge)
@@ -410,7 +411,8 @@ impl ComponentFront {
             } => {
                 let resource = self.resolve(&resource).await?;
                 let ns = named_scope(resource, namespace.as_deref())?;
-                self.authorize(user, "delete", resource, None, ns, &name, None, None)?;
+                self.authorize(user, "delete", resource, None, ns, &name, None, None)
+                    .await?;
                 let options = delete_options(&options)?;
                 match registry.delete(resource, ns, &name, &options).await? {
                     Deleted::Gone(last) | Deleted::Pending(last) => object(&last),
@@ -433,7 +435,8 @@ impl ComponentFront {
                     "",
                     field_selector.as_deref(),
                     None,
-                )?;
+                )
+                .await?;
                 let list = ListOptions {
                     label_selector,
                     field_selector,
@@ -468,7 +471,8 @@ impl ComponentFront {
                     &name,
                     None,
                     None,
-                )?;
+                )
+                .await?;
                 let binding = json!({
                     "apiVersion": "v1",
                     "kind": "Binding",
@@ -502,7 +506,8 @@ impl ComponentFront {
             "",
             None,
             Some(&body),
-        )?;
+        )
+        .await?;
         if reviews::is_review(resource) {
             return reviews::answer(resource, &self.authorizer, user, namespace, body);
         }
@@ -537,7 +542,8 @@ impl ComponentFront {
                 "",
                 field_selector.as_deref(),
                 None,
-            )?;
+            )
+            .await?;
             if send_initial_events && !bookmarks {
                 return Err(ApiError::Invalid {
                     message: "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan and allowWatchBookmarks".into(),

@@ -115,6 +115,25 @@ impl ApiServerTask {
     }
 }
 
+/// Waits until the API server that `client` reaches answers over QUIC.
+async fn wait_answering(client: &Client) {
+    let namespaces = api::resources::find("", "v1", "namespaces").expect("namespaces");
+    wait_until(
+        "the API server answers over QUIC",
+        Duration::from_secs(30),
+        || {
+            let client = client.clone();
+            async move {
+                client
+                    .get::<Value>(namespaces, None, "default")
+                    .await
+                    .is_ok()
+            }
+        },
+    )
+    .await;
+}
+
 /// A one-member store and one API server, with certificates for a node host.
 struct Cluster {
     _dir: tempfile::TempDir,
@@ -174,22 +193,7 @@ impl Cluster {
             store_stop: Some(store_stop),
             apiserver: Some(apiserver),
         };
-        let client = cluster.client();
-        let namespaces = api::resources::find("", "v1", "namespaces").expect("namespaces");
-        wait_until(
-            "the API server answers over QUIC",
-            Duration::from_secs(30),
-            || {
-                let client = client.clone();
-                async move {
-                    client
-                        .get::<Value>(namespaces, None, "default")
-                        .await
-                        .is_ok()
-                }
-            },
-        )
-        .await;
+        wait_answering(&cluster.client()).await;
         cluster
     }
 
@@ -749,6 +753,65 @@ async fn node_hosts_write_only_what_their_nodes_own() -> TestResult {
         .await
         .expect_err("an unbound pod");
     assert!(refused.code() == Some(403), "{refused}");
+    if let Some(apiserver) = cluster.apiserver {
+        apiserver.stop().await;
+    }
+    Ok(())
+}
+
+/// Registration of many nodes at once: a node host writes each Node's status and Lease right
+/// after creating it, through another API server whose cache has not seen the Node yet, and
+/// is never refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_registered_at_once_are_written_at_once() -> TestResult {
+    let cluster = Cluster::start().await;
+    let other = ApiServerTask::start(cluster.store, &cluster.certs, free_udp_port());
+    let creator = cluster.client_as(cluster.quic(), NODE_HOST);
+    let writer = cluster.client_as(other.quic, NODE_HOST);
+    let nodes = api::resources::find("", "v1", "nodes").expect("nodes");
+    let leases = api::resources::find("coordination.k8s.io", "v1", "leases").expect("leases");
+    wait_answering(&cluster.client_of(other.quic)).await;
+    let mut registrations = tokio::task::JoinSet::new();
+    for i in 0..300 {
+        let (creator, writer) = (creator.clone(), writer.clone());
+        registrations.spawn(async move {
+            let name = format!("burst-{i}");
+            let _: Value = creator.create(nodes, None, &node_manifest(&name)).await?;
+            let ready = Patch::Merge(
+                json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            );
+            writer
+                .patch_status::<Value>(nodes, None, &name, &ready)
+                .await?;
+            let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": name}});
+            let _: Value = writer
+                .create(leases, Some("kube-node-lease"), &lease)
+                .await?;
+            Ok::<_, api::client::ClientError>(())
+        });
+    }
+    let mut refused = Vec::new();
+    while let Some(done) = registrations.join_next().await {
+        if let Err(e) = done? {
+            refused.push(e.to_string());
+        }
+    }
+    assert!(
+        refused.is_empty(),
+        "{} refused: {:?}",
+        refused.len(),
+        refused.first()
+    );
+    // A host still may not write a node it does not own, however fresh the cache.
+    let theirs = cluster.client_as(other.quic, OTHER_HOST);
+    let e = theirs
+        .patch_status::<Value>(nodes, None, "burst-0", &Patch::Merge(json!({"status": {}})))
+        .await
+        .expect_err("another host's node");
+    assert_eq!(e.code(), Some(403), "{e}");
+    other.stop().await;
     if let Some(apiserver) = cluster.apiserver {
         apiserver.stop().await;
     }

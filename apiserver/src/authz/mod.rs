@@ -21,6 +21,10 @@ use crate::watch_cache::{Filter, WatchCache};
 use node::{NodeDecision, NodeGraph, OWNER_LABEL};
 use rbac::RbacAuthorizer;
 
+/// How long a node host's denied request waits for the watch cache to reach the store's
+/// revision before the denial stands.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What a request wants to do, as authorizers see it.
 #[derive(Debug)]
 pub struct Attributes<'a> {
@@ -49,6 +53,26 @@ pub struct ResourceAttributes<'a> {
     pub field_selector: Option<&'a str>,
     /// A create's object, when the front has it (the node authorizer reads its name).
     pub object: Option<&'a Value>,
+}
+
+impl<'a> ResourceAttributes<'a> {
+    /// A request on `resource` (no field selector, no object).
+    pub fn on(
+        resource: &api::ResourceInfo,
+        subresource: &'a str,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> ResourceAttributes<'a> {
+        ResourceAttributes {
+            group: resource.group,
+            resource: resource.plural,
+            subresource,
+            namespace,
+            name,
+            field_selector: None,
+            object: None,
+        }
+    }
 }
 
 /// How requests are authorized.
@@ -91,6 +115,29 @@ impl Authorizer {
             return Ok(());
         }
         Err(forbidden(attributes, reason.as_deref()))
+    }
+
+    /// [`Authorizer::check`], made consistent with the store for node hosts: a host that
+    /// registered a Node moments ago (through this API server or another) writes its status
+    /// and Lease before this API server's watch cache has seen the Node, so a node host's
+    /// denial is decided again once the cache has caught up with the store's current
+    /// revision. Denials that stand cost one linearizable read.
+    pub async fn check_consistent(&self, attributes: &Attributes<'_>) -> Result<(), ApiError> {
+        let first = self.check(attributes);
+        let Authorizer::NodeRbac { cache, .. } = self else {
+            return first;
+        };
+        if first.is_ok() || !attributes.user.in_group(NODES) {
+            return first;
+        }
+        let Ok(revision) = cache.current_store_revision().await else {
+            return first;
+        };
+        // The cache may have caught up since the first decision: decide again either way.
+        if cache.wait_for(revision, CATCH_UP).await.is_err() {
+            return first;
+        }
+        self.check(attributes)
     }
 
     /// Whether the request would be allowed (SelfSubjectAccessReview).
