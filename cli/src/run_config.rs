@@ -151,6 +151,35 @@ restore_after = 2.0
         );
     }
 
+    /// Every config in `clusters/` passes every check, and taking the 100,000-node one back to
+    /// the default pod ranges is refused before anything starts, naming the key and the limit.
+    #[test]
+    fn the_shipped_configs_pass_and_limits_name_the_key() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../clusters");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                RunConfig::load(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+                checked += 1;
+            }
+        }
+        assert!(checked >= 8, "{checked} configs");
+        let text = std::fs::read_to_string(dir.join("scale-100k.toml")).unwrap();
+        let big = parse(&text).unwrap();
+        assert_eq!(big.cluster.total_nodes(), 100_000);
+        let e = parse(&text.replace(
+            "cluster_cidr = \"10.0.0.0/8\"\nnode_cidr_mask_size = 25\n",
+            "",
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.ends_with("nodes.per_host: 100000 nodes (20 hosts × 5000 per host) need 100000 /24 ranges but nodes.cluster_cidr 10.128.0.0/9 holds 32768"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn a_chaos_plan_keeps_the_store_history_of_the_run() {
         let api_args = |text: &str| {
