@@ -44,6 +44,18 @@ pub struct ControllersArgs {
     /// The scale-down stabilization window of autoscalers without a `behavior`, in seconds.
     #[arg(long, default_value_t = 300)]
     horizontal_pod_autoscaler_downscale_stabilization_secs: u64,
+    /// Milliseconds the emulated CSI driver takes to create or delete a volume.
+    #[arg(long, default_value_t = 0)]
+    volume_provision_latency_ms: u64,
+    /// Milliseconds the emulated CSI driver takes to grow a volume.
+    #[arg(long, default_value_t = 0)]
+    volume_resize_latency_ms: u64,
+    /// Do not create the default StorageClass `standard` at start.
+    #[arg(long)]
+    no_default_storage_class: bool,
+    /// volumeBindingMode of the default StorageClass: Immediate or WaitForFirstConsumer.
+    #[arg(long, default_value = "Immediate")]
+    default_storage_class_binding_mode: String,
     /// Run without leader election (a single controller manager).
     #[arg(long)]
     no_leader_elect: bool,
@@ -62,6 +74,10 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<ExitCode> {
         Duration::from_secs(args.horizontal_pod_autoscaler_sync_period_secs);
     config.horizontal.downscale_window =
         Duration::from_secs(args.horizontal_pod_autoscaler_downscale_stabilization_secs);
+    config.volumes.provision_latency = Duration::from_millis(args.volume_provision_latency_ms);
+    config.volumes.resize_latency = Duration::from_millis(args.volume_resize_latency_ms);
+    config.volumes.default_class = !args.no_default_storage_class;
+    config.volumes.default_binding_mode = args.default_storage_class_binding_mode;
     controllers::manager::run(config, cluster::shutdown::signal())
         .await
         .context("controller manager")?;

@@ -25,7 +25,13 @@ impl Recorder {
         let now = Utc::now();
         let stamp = k8s_openapi::jiff::Timestamp::new(now.timestamp(), 0)
             .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-        let namespace = object.namespace.clone().unwrap_or_default();
+        // Events about cluster-scoped objects (volumes, nodes) live in `default`, as upstream's
+        // recorders put them.
+        let namespace = object
+            .namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".into());
         let name = object.name.clone().unwrap_or_default();
         let event = Event {
             metadata: ObjectMeta {

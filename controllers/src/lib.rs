@@ -15,7 +15,9 @@
 //!   [`garbage_collector`] (with [`custom_kinds`], the custom resources it follows),
 //!   [`resource_quota`], [`service_accounts`] (the `default` ServiceAccount and the
 //!   `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
-//!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`).
+//!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`), [`persistent_volume`]
+//!   and [`persistent_volume_controller`] (binding, the emulated CSI driver's provisioning,
+//!   expansion and reclaim, pvc- and pv-protection).
 //! - [`events`]: the events controllers record, through the manager's shared event sink;
 //!   [`pod_control`]: pod creation and deletion with their events.
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
@@ -38,6 +40,8 @@ pub mod namespace;
 pub mod node_lifecycle;
 pub mod owned_pods;
 pub mod owners;
+pub mod persistent_volume;
+pub mod persistent_volume_controller;
 pub mod pod_control;
 pub mod pods;
 pub mod queue;
@@ -48,5 +52,7 @@ pub mod service_accounts;
 pub mod statefulset;
 pub mod worker;
 
+#[cfg(test)]
+mod persistent_volume_tests;
 #[cfg(test)]
 mod test_objects;

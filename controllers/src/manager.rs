@@ -19,11 +19,12 @@ use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
-    ConfigMap, Endpoints, Namespace, Node, Pod, ReplicationController, ResourceQuota, Service,
-    ServiceAccount,
+    ConfigMap, Endpoints, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+    ReplicationController, ResourceQuota, Service, ServiceAccount,
 };
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::StorageClass;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use telemetry::Telemetry;
@@ -41,6 +42,9 @@ use crate::job::JobController;
 use crate::metrics::Metrics;
 use crate::namespace::NamespaceController;
 use crate::node_lifecycle::{NodeLifecycleConfig, NodeLifecycleController};
+use crate::persistent_volume_controller::{
+    ensure_driver_objects, PersistentVolumeController, VolumeConfig,
+};
 use crate::queue::WorkQueue;
 use crate::replicaset::{ReplicaSetController, ReplicationManager};
 use crate::resource_quota::{self, ResourceQuotaController};
@@ -65,6 +69,8 @@ pub struct ControllerManagerConfig {
     pub quota_resync: Duration,
     /// The HorizontalPodAutoscaler controller's sync period and default scale-down window.
     pub horizontal: HorizontalConfig,
+    /// The volume controllers and the emulated CSI driver.
+    pub volumes: VolumeConfig,
 }
 
 /// Why the manager stopped.
@@ -102,6 +108,7 @@ impl ControllerManagerConfig {
             metrics_addr: None,
             quota_resync: resource_quota::DEFAULT_RESYNC,
             horizontal: HorizontalConfig::default(),
+            volumes: VolumeConfig::default(),
         }
     }
 
@@ -124,6 +131,12 @@ impl ControllerManagerConfig {
                 reason: "must be longer than 0".into(),
             });
         }
+        self.volumes
+            .validate()
+            .map_err(|reason| ManagerError::Config {
+                field: "volumes",
+                reason,
+            })?;
         self.client.validate().map_err(ManagerError::Client)?;
         self.node_lifecycle.validate()
     }
@@ -350,6 +363,24 @@ fn start_controllers(
         None,
         all.clone(),
     );
+    let mut claims = Informer::<PersistentVolumeClaim>::new(
+        client.clone(),
+        find("", "persistentvolumeclaims"),
+        None,
+        all.clone(),
+    );
+    let mut volumes = Informer::<PersistentVolume>::new(
+        client.clone(),
+        find("", "persistentvolumes"),
+        None,
+        all.clone(),
+    );
+    let mut classes = Informer::<StorageClass>::new(
+        client.clone(),
+        find("storage.k8s.io", "storageclasses"),
+        None,
+        all.clone(),
+    );
     let mut accounts = service_accounts::named_informer::<ServiceAccount>(
         client,
         find("", "serviceaccounts"),
@@ -456,6 +487,22 @@ fn start_controllers(
         stop.clone(),
     );
     start("resourcequota", rq, q);
+    let (pv, q) = PersistentVolumeController::new(
+        client.clone(),
+        &mut claims,
+        &mut volumes,
+        &mut classes,
+        &nodes,
+        &mut pods,
+        events.clone(),
+        config.volumes.clone(),
+    );
+    start("persistentvolume-binder", pv, q);
+    tokio::spawn(ensure_driver_objects(
+        client.clone(),
+        config.volumes.clone(),
+        stop.clone(),
+    ));
     let (hpa, q) = HorizontalController::new(
         client.clone(),
         &mut autoscalers,
@@ -486,6 +533,9 @@ fn start_controllers(
         spawn_informer(endpoints, stop.clone()),
         spawn_informer(slices, stop.clone()),
         spawn_informer(quotas, stop.clone()),
+        spawn_informer(claims, stop.clone()),
+        spawn_informer(volumes, stop.clone()),
+        spawn_informer(classes, stop.clone()),
         spawn_informer(accounts, stop.clone()),
         spawn_informer(root_cas, stop.clone()),
     ] {

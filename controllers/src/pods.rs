@@ -78,6 +78,13 @@ pub fn keep_controller_fields(pod: &mut Pod) {
             active_deadline_seconds: spec.active_deadline_seconds.take(),
             priority_class_name: spec.priority_class_name.take(),
             affinity: if daemon { spec.affinity.take() } else { None },
+            // The volume controllers read which claims a pod uses.
+            volumes: spec.volumes.take().map(|volumes| {
+                volumes
+                    .into_iter()
+                    .filter(|v| v.persistent_volume_claim.is_some())
+                    .collect()
+            }),
             ..Default::default()
         };
     }

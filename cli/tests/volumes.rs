@@ -1,0 +1,347 @@
+//! End to end with the real kubectl against a control plane with the controller manager: the
+//! PersistentVolume binder and the emulated CSI driver — a claim provisioned and bound
+//! dynamically (with the provisioner's latency), one waiting for its first consumer, a static
+//! volume bound by selector, reclaim Delete removing a provisioned volume and Retain keeping a
+//! static one Released, pvc-protection holding a claim a pod uses, and an expansion through
+//! the resize conditions; plus the default StorageClass and CSIDriver every cluster starts with.
+
+mod common;
+
+use std::time::Duration;
+
+use common::control_plane::{common_args, issue, spawn, start_node_host, start_scheduler};
+use common::{wait_until, Cluster};
+use serde_json::Value;
+
+fn json(c: &Cluster, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    serde_json::from_str(&c.ok(&all)).unwrap_or(Value::Null)
+}
+
+fn phase(c: &Cluster, kind: &str, name: &str) -> String {
+    let out = c.kubectl(&["get", kind, name, "-o", "jsonpath={.status.phase}"]);
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn gone(c: &Cluster, kind: &str, name: &str) -> bool {
+    c.ok(&["get", kind, name, "--ignore-not-found", "-o", "name"])
+        .trim()
+        .is_empty()
+}
+
+/// The reasons of the events about the object of `kind` named `name`.
+fn reasons(c: &Cluster, namespace: &str, kind: &str, name: &str) -> Vec<(String, String)> {
+    json(c, &["get", "events", "-n", namespace])["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["involvedObject"]["kind"] == kind && e["involvedObject"]["name"] == name)
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or("").to_string(),
+                e["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+const CLASSES: &str = "apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: late
+provisioner: csi.kemu.dev
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: fixed
+provisioner: csi.kemu.dev
+";
+
+fn claim(name: &str, class: &str, size: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: {name}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: {class}
+  resources:
+    requests:
+      storage: {size}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_are_provisioned_bound_protected_expanded_and_reclaimed() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 1, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    issue(&c, "controllers", "system:kube-controller-manager")?;
+    let mut args = common_args(&c, "controllers", "controllers");
+    args.extend(["--volume-provision-latency-ms", "1500"].map(String::from));
+    let _controllers = spawn(&c, "controllers", &args)?;
+
+    // Every cluster starts with the emulated driver and a default class.
+    wait_until(
+        "the default class exists",
+        Duration::from_secs(30),
+        || async { !gone(&c, "sc", "standard") },
+    )
+    .await?;
+    let sc = c.ok(&["get", "sc", "standard", "--no-headers"]);
+    assert!(sc.starts_with("standard (default)"), "{sc}");
+    assert!(sc.contains("csi.kemu.dev"), "{sc}");
+    let driver = json(&c, &["get", "csidriver", "csi.kemu.dev"]);
+    assert_eq!(driver["spec"]["attachRequired"], false);
+    c.ok_stdin(&["apply", "-f", "-"], CLASSES);
+
+    // Dynamic provisioning: Pending through the provisioner's latency, then Bound.
+    let started = std::time::Instant::now();
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &claim("data", "standard", "1Gi").replace("  storageClassName: standard\n", ""),
+    );
+    let pending = json(&c, &["get", "pvc", "data"]);
+    assert_eq!(pending["status"]["phase"], "Pending");
+    wait_until("data is bound", Duration::from_secs(30), || async {
+        phase(&c, "pvc", "data") == "Bound"
+    })
+    .await?;
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "bound before the provisioner's latency"
+    );
+    let bound = json(&c, &["get", "pvc", "data"]);
+    let volume = bound["spec"]["volumeName"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(
+        volume,
+        format!("pvc-{}", bound["metadata"]["uid"].as_str().unwrap_or(""))
+    );
+    assert_eq!(
+        bound["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"],
+        "yes"
+    );
+    assert_eq!(
+        bound["metadata"]["annotations"]["volume.kubernetes.io/storage-provisioner"],
+        "csi.kemu.dev"
+    );
+    assert_eq!(bound["status"]["capacity"]["storage"], "1Gi");
+    let pv = json(&c, &["get", "pv", &volume]);
+    assert_eq!(pv["status"]["phase"], "Bound");
+    assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], "Delete");
+    assert_eq!(pv["spec"]["csi"]["driver"], "csi.kemu.dev");
+    assert_eq!(pv["spec"]["claimRef"]["name"], "data");
+    assert_eq!(
+        pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"],
+        "csi.kemu.dev"
+    );
+    let table = c.ok(&["get", "pvc", "data", "--no-headers"]);
+    let cells: Vec<&str> = table.split_whitespace().collect();
+    assert_eq!(
+        cells[..6],
+        ["data", "Bound", volume.as_str(), "1Gi", "RWO", "standard"]
+    );
+    let events = reasons(&c, "default", "PersistentVolumeClaim", "data");
+    for want in [
+        "ExternalProvisioning",
+        "Provisioning",
+        "ProvisioningSucceeded",
+    ] {
+        assert!(events.iter().any(|(r, _)| r == want), "{want}: {events:?}");
+    }
+    assert!(
+        events.contains(&(
+            "ProvisioningSucceeded".into(),
+            format!("Successfully provisioned volume {volume}")
+        )),
+        "{events:?}"
+    );
+
+    // WaitForFirstConsumer: Pending with its event, nothing provisioned.
+    c.ok_stdin(&["apply", "-f", "-"], &claim("later", "late", "1Gi"));
+    wait_until(
+        "the claim says it waits",
+        Duration::from_secs(20),
+        || async {
+            reasons(&c, "default", "PersistentVolumeClaim", "later")
+                .iter()
+                .any(|(r, m)| {
+                    r == "WaitForFirstConsumer"
+                        && m == "waiting for first consumer to be created before binding"
+                })
+        },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(phase(&c, "pvc", "later"), "Pending");
+    let later = json(&c, &["get", "pvc", "later"]);
+    assert!(later["spec"]["volumeName"].is_null(), "{later}");
+
+    // A static volume bound by selector; Retain keeps it Released when the claim goes.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: plain
+spec:
+  capacity: {storage: 2Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /data/plain}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: gold
+  labels: {tier: gold}
+spec:
+  capacity: {storage: 5Gi}
+  accessModes: [ReadWriteOnce, ReadWriteMany]
+  hostPath: {path: /data/gold}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: picky
+spec:
+  storageClassName: \"\"
+  accessModes: [ReadWriteOnce]
+  selector:
+    matchLabels: {tier: gold}
+  resources:
+    requests: {storage: 1Gi}
+",
+    );
+    wait_until("picky binds to gold", Duration::from_secs(20), || async {
+        phase(&c, "pvc", "picky") == "Bound"
+    })
+    .await?;
+    assert_eq!(
+        json(&c, &["get", "pvc", "picky"])["spec"]["volumeName"],
+        "gold"
+    );
+    assert_eq!(phase(&c, "pv", "plain"), "Available");
+    let pv_table = c.ok(&["get", "pv", "gold", "--no-headers"]);
+    let cells: Vec<&str> = pv_table.split_whitespace().collect();
+    assert_eq!(
+        cells[..6],
+        ["gold", "5Gi", "RWO,RWX", "Retain", "Bound", "default/picky"]
+    );
+    c.ok(&["delete", "pvc", "picky"]);
+    wait_until("gold is released", Duration::from_secs(20), || async {
+        phase(&c, "pv", "gold") == "Released"
+    })
+    .await?;
+
+    // pvc-protection: a claim a pod uses stays (Terminating) until the pod is gone.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: user
+spec:
+  containers:
+  - name: app
+    image: nginx
+  volumes:
+  - name: data
+    persistentVolumeClaim:
+      claimName: data
+",
+    );
+    wait_until("the pod runs", Duration::from_secs(30), || async {
+        phase(&c, "pod", "user") == "Running"
+    })
+    .await?;
+
+    // Expansion: the resizer, then the node once a running pod mounts the claim.
+    c.ok(&[
+        "patch",
+        "pvc",
+        "data",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"resources":{"requests":{"storage":"3Gi"}}}}"#,
+    ]);
+    wait_until("data grows to 3Gi", Duration::from_secs(30), || async {
+        json(&c, &["get", "pvc", "data"])["status"]["capacity"]["storage"] == "3Gi"
+    })
+    .await?;
+    let grown = json(&c, &["get", "pvc", "data"]);
+    assert_eq!(grown["status"]["allocatedResources"]["storage"], "3Gi");
+    assert!(grown["status"]["conditions"].is_null(), "{grown}");
+    assert_eq!(
+        json(&c, &["get", "pv", &volume])["spec"]["capacity"]["storage"],
+        "3Gi"
+    );
+    let events = reasons(&c, "default", "PersistentVolumeClaim", "data");
+    for want in [
+        "Resizing",
+        "FileSystemResizeRequired",
+        "FileSystemResizeSuccessful",
+    ] {
+        assert!(events.iter().any(|(r, _)| r == want), "{want}: {events:?}");
+    }
+    let shrink = c.fails(&[
+        "patch",
+        "pvc",
+        "data",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"resources":{"requests":{"storage":"1Gi"}}}}"#,
+    ]);
+    assert!(
+        shrink.contains("spec.resources.requests.storage: Forbidden: field can not be less than status.capacity"),
+        "{shrink}"
+    );
+    // The fixed class does not expand.
+    c.ok_stdin(&["apply", "-f", "-"], &claim("stuck", "fixed", "1Gi"));
+    wait_until("stuck is bound", Duration::from_secs(30), || async {
+        phase(&c, "pvc", "stuck") == "Bound"
+    })
+    .await?;
+    let refused = c.fails(&[
+        "patch",
+        "pvc",
+        "stuck",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"resources":{"requests":{"storage":"2Gi"}}}}"#,
+    ]);
+    assert!(
+        refused.contains("persistentvolumeclaims \"stuck\" is forbidden: only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize"),
+        "{refused}"
+    );
+
+    c.ok(&["delete", "pvc", "data", "--wait=false"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let held = json(&c, &["get", "pvc", "data"]);
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    assert_eq!(
+        held["metadata"]["finalizers"],
+        serde_json::json!(["kubernetes.io/pvc-protection"])
+    );
+    assert_eq!(phase(&c, "pv", &volume), "Bound");
+
+    // Reclaim Delete: once the pod is gone the claim goes, then its provisioned volume.
+    c.ok(&["delete", "pod", "user", "--grace-period=0", "--force"]);
+    wait_until("the claim is gone", Duration::from_secs(30), || async {
+        gone(&c, "pvc", "data")
+    })
+    .await?;
+    wait_until("its volume is deleted", Duration::from_secs(30), || async {
+        gone(&c, "pv", &volume)
+    })
+    .await?;
+    assert_eq!(phase(&c, "pv", "gold"), "Released");
+    Ok(())
+}
