@@ -188,6 +188,33 @@ async fn stateful_set_lifecycle() -> anyhow::Result<()> {
     let all = c.ok(&["get", "all"]);
     assert!(all.contains("statefulset.apps/web"), "{all}");
 
+    // Each pod has its own claim from the template, made before it and bound by the default
+    // class; the claims carry the set's selector labels and no owner (Retain).
+    let claims = get_json(&c, &["get", "pvc", "-l", "app=web"]);
+    let mut seen: Vec<(String, String)> = claims["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|pvc| {
+                    let name = pvc["metadata"]["name"].as_str().unwrap_or("").to_string();
+                    let phase = pvc["status"]["phase"].as_str().unwrap_or("").to_string();
+                    (name, phase)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    seen.sort();
+    let expected: Vec<(String, String)> = ["www-web-0", "www-web-1", "www-web-2"]
+        .iter()
+        .map(|n| (n.to_string(), "Bound".to_string()))
+        .collect();
+    assert_eq!(seen, expected, "{claims}");
+    assert!(
+        claims["items"][0]["metadata"]["ownerReferences"].is_null(),
+        "{claims}"
+    );
+
     // Scaling down removes the highest ordinal first.
     c.ok(&["scale", "sts", "web", "--replicas=1"]);
     let violations = Mutex::new(Vec::new());
@@ -211,6 +238,11 @@ async fn stateful_set_lifecycle() -> anyhow::Result<()> {
             (
                 "SuccessfulCreate",
                 "statefulset-controller",
+                "create Claim www-web-0 Pod web-0 in StatefulSet web success",
+            ),
+            (
+                "SuccessfulCreate",
+                "statefulset-controller",
                 "create Pod web-0 in StatefulSet web successful",
             ),
             (
@@ -226,6 +258,9 @@ async fn stateful_set_lifecycle() -> anyhow::Result<()> {
         ],
     )
     .await?;
+    // Retain: the claims of the removed pods stay, and the pods take them back.
+    let kept = c.ok(&["get", "pvc", "www-web-2", "-o", "name"]);
+    assert_eq!(kept.trim(), "persistentvolumeclaim/www-web-2");
     c.ok(&["scale", "sts", "web", "--replicas=3"]);
     wait_until("3 web pods run again", Duration::from_secs(60), || async {
         exactly_running(&c, "app=web", 3, &[])
@@ -418,6 +453,56 @@ async fn parallel_sets_cascade_and_invalid_specs() -> anyhow::Result<()> {
         "the cache pods are gone",
         Duration::from_secs(60),
         || async { pods_json(&c, &["-l", "app=cache"]).is_empty() },
+    )
+    .await?;
+
+    // whenScaled and whenDeleted Delete: a scale-down takes the removed pod's claim with it,
+    // and deleting the set takes the rest.
+    let logs = DB
+        .replace("NAME", "logs")
+        .replace(
+            "  podManagementPolicy: Parallel\n",
+            "  podManagementPolicy: Parallel\n  persistentVolumeClaimRetentionPolicy:\n    whenDeleted: Delete\n    whenScaled: Delete\n",
+        )
+        + "  volumeClaimTemplates:\n  - metadata:\n      name: data\n    spec:\n      accessModes: [ReadWriteOnce]\n      resources:\n        requests:\n          storage: 1Gi\n";
+    c.ok_stdin(&["apply", "-f", "-"], &logs);
+    wait_until("both logs pods run", Duration::from_secs(60), || async {
+        exactly_running(&c, "app=logs", 2, &[])
+    })
+    .await?;
+    let claim_names = || {
+        let out = c.ok(&["get", "pvc", "-l", "app=logs", "-o", "name"]);
+        let mut names: Vec<String> = out.lines().map(str::to_string).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        claim_names(),
+        [
+            "persistentvolumeclaim/data-logs-0",
+            "persistentvolumeclaim/data-logs-1"
+        ]
+    );
+    let owner =
+        get_json(&c, &["get", "pvc", "data-logs-0"])["metadata"]["ownerReferences"][0].clone();
+    assert_eq!(owner["kind"], "StatefulSet", "{owner}");
+    c.ok(&["scale", "sts", "logs", "--replicas=1"]);
+    let scaled = wait_until(
+        "data-logs-1 goes with logs-1",
+        Duration::from_secs(60),
+        || async { claim_names() == ["persistentvolumeclaim/data-logs-0"] },
+    )
+    .await;
+    if scaled.is_err() {
+        eprintln!("{}", c.ok(&["get", "pvc,pods", "-o", "yaml"]));
+        eprintln!("{}", controllers.log());
+    }
+    scaled?;
+    c.ok(&["delete", "sts", "logs"]);
+    wait_until(
+        "data-logs-0 goes with the set",
+        Duration::from_secs(60),
+        || async { claim_names().is_empty() },
     )
     .await?;
 

@@ -50,6 +50,7 @@ pub mod resource_quota;
 pub mod revisions;
 pub mod service_accounts;
 pub mod statefulset;
+pub mod statefulset_claims;
 pub mod worker;
 
 #[cfg(test)]

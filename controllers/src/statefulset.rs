@@ -10,8 +10,8 @@
 //!
 //! The decision is the pure [`plan`]; [`StatefulSetController`] does the I/O. PersistentVolume
 //! claims from `volumeClaimTemplates` appear in each pod as `persistentVolumeClaim` volumes named
-//! `TEMPLATE-POD`, as on Kubernetes; the claims themselves are not created, since kemu does not
-//! serve PersistentVolumeClaims.
+//! `TEMPLATE-POD`, as on Kubernetes; [`crate::statefulset_claims`] creates them before the pod and
+//! carries out the claim retention policy.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -37,6 +37,7 @@ use crate::pods;
 use crate::queue::WorkQueue;
 use crate::revisions::{self, beyond_limit, Owner};
 pub use crate::revisions::{revision_data, revision_template};
+use crate::statefulset_claims as claims;
 use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// The pod's own name, so a Service can select exactly one member.
@@ -171,7 +172,7 @@ pub fn new_pod(set: &StatefulSet, template: &PodTemplateSpec, revision: &str, or
             volumes.push(Volume {
                 name: claim_name.to_string(),
                 persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                    claim_name: format!("{claim_name}-{name}"),
+                    claim_name: claims::claim_name(claim_name, &name),
                     read_only: None,
                 }),
                 ..Default::default()
@@ -502,6 +503,28 @@ impl StatefulSetController {
     }
 }
 
+impl StatefulSetController {
+    /// Records the creation of a claim for `pod` as the StatefulSet controller words it.
+    fn record_claim(&self, set: &StatefulSet, pod: &str, claim: &str, error: Option<&str>) {
+        let object = reference("apps/v1", "StatefulSet", &set.metadata);
+        let set_name = name_of(&set.metadata);
+        match error {
+            None => {
+                let message =
+                    format!("create Claim {claim} Pod {pod} in StatefulSet {set_name} success");
+                self.events
+                    .record(object, false, "SuccessfulCreate", &message);
+            }
+            Some(e) => {
+                let message = format!(
+                    "create Claim {claim} for Pod {pod} in StatefulSet {set_name} failed error: {e}"
+                );
+                self.events.record(object, true, "FailedCreate", &message);
+            }
+        }
+    }
+}
+
 impl crate::manager::HasCaches for StatefulSetController {
     fn caches_synced(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
         let (a, b, c) = (self.sets.clone(), self.pods.clone(), self.revisions.clone());
@@ -553,15 +576,29 @@ impl Reconciler for StatefulSetController {
             for pod in plan.create_pods.clone() {
                 let client = self.client.clone();
                 let namespace = namespace.to_string();
+                let set = set.clone();
                 tasks.spawn(async move {
-                    let result = client
-                        .create::<Pod, Value>(resources::pods(), Some(&namespace), &pod)
-                        .await;
-                    (pod.metadata.name.unwrap_or_default(), result)
+                    let name = pod.metadata.name.clone().unwrap_or_default();
+                    // The claims first: a pod never starts without the volumes it mounts.
+                    let (claims, ready) = claims::create_missing(&client, &set, &name).await;
+                    let result = match ready {
+                        Ok(()) => {
+                            client
+                                .create::<Pod, Value>(resources::pods(), Some(&namespace), &pod)
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    (name, claims, result)
                 });
             }
             while let Some(done) = tasks.join_next().await {
-                match done {
+                if let Ok((pod, claims, _)) = &done {
+                    for (claim, error) in claims {
+                        self.record_claim(&set, pod, claim, error.as_deref());
+                    }
+                }
+                match done.map(|(pod, _, result)| (pod, result)) {
                     Ok((pod, Ok(_))) => self.record_pod(&set, "create", &pod, None),
                     Ok((pod, Err(e))) => {
                         self.expectations.creation_observed(key);
@@ -583,7 +620,16 @@ impl Reconciler for StatefulSetController {
                 .iter()
                 .map(|n| api::informer::key(Some(namespace), n));
             self.expectations.expect(key, 0, keys);
+            let replicas = set.spec.replicas.unwrap_or(1);
             for pod in &plan.delete_pods {
+                let condemned = owned.iter().find(|p| name_of(&p.metadata) == pod.as_str());
+                let scaled_away = ordinal_of(name, pod).is_some_and(|o| o >= replicas);
+                if let (Some(condemned), true) = (condemned, scaled_away) {
+                    if let Err(e) = claims::hand_to_pod(&self.client, &set, condemned).await {
+                        first_error.get_or_insert(ReconcileError::api("hand claims to pod")(e));
+                        continue;
+                    }
+                }
                 let result = self
                     .client
                     .delete::<Value>(
