@@ -30,7 +30,9 @@ pub const BY_NODE: &str = "node";
 /// Kept for the garbage collector, which takes its pod graph from this informer: uid,
 /// ownerReferences, finalizers, deletionTimestamp.
 ///
-/// Dropped: managedFields, annotations, images, commands, probes, volumes and every other spec
+/// Kept for the volume controllers: the `persistentVolumeClaim` volumes.
+///
+/// Dropped: managedFields, annotations, images, commands, probes, other volumes and every other spec
 /// field, the other conditions, hostIP, podIPs, container states. A controller that writes a pod's
 /// conditions must therefore patch by condition type (a strategic merge), never write the
 /// cached list back.
@@ -79,12 +81,16 @@ pub fn keep_controller_fields(pod: &mut Pod) {
             priority_class_name: spec.priority_class_name.take(),
             affinity: if daemon { spec.affinity.take() } else { None },
             // The volume controllers read which claims a pod uses.
-            volumes: spec.volumes.take().map(|volumes| {
-                volumes
-                    .into_iter()
-                    .filter(|v| v.persistent_volume_claim.is_some())
-                    .collect()
-            }),
+            volumes: spec
+                .volumes
+                .take()
+                .map(|volumes| {
+                    volumes
+                        .into_iter()
+                        .filter(|v| v.persistent_volume_claim.is_some())
+                        .collect::<Vec<_>>()
+                })
+                .filter(|claims| !claims.is_empty()),
             ..Default::default()
         };
     }
@@ -278,7 +284,8 @@ mod tests {
                     {"name": "sidecar", "image": "envoy",
                     "ports": [{"name": "admin", "containerPort": 9901}],
                     "resources": {"requests": {"cpu": "50m"}}}],
-                "volumes": [{"name": "data", "emptyDir": {}}],
+                "volumes": [{"name": "data", "emptyDir": {}},
+                    {"name": "db", "persistentVolumeClaim": {"claimName": "db-web-0"}}],
                 "nodeName": "node-1", "schedulerName": "default-scheduler",
                 "priority": 1000, "priorityClassName": "high", "activeDeadlineSeconds": 600,
                 "restartPolicy": "Always", "dnsPolicy": "ClusterFirst",
@@ -358,7 +365,21 @@ mod tests {
             assert!(kept.metadata.annotations.is_none());
             if let Some(spec) = &kept.spec {
                 assert!(spec.containers.iter().all(|c| c.image.is_none()));
-                assert!(spec.volumes.is_none());
+                // Only the claims stay.
+                let names: Vec<&str> = spec
+                    .volumes
+                    .iter()
+                    .flatten()
+                    .map(|v| v.name.as_str())
+                    .collect();
+                let claims: Vec<&str> = full
+                    .spec
+                    .iter()
+                    .flat_map(|s| s.volumes.iter().flatten())
+                    .filter(|v| v.persistent_volume_claim.is_some())
+                    .map(|v| v.name.as_str())
+                    .collect();
+                assert_eq!(names, claims);
             }
         }
     }
