@@ -200,8 +200,8 @@ async fn schedules_explains_and_handles_conflicts() -> anyhow::Result<()> {
     )
     .await?;
     let want = "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) didn't match Pod's node \
-                affinity/selector. preemption: 0/5 nodes are available: 5 No preemption victims \
-                found for incoming pod.";
+                affinity/selector. preemption: 0/5 nodes are available: 2 No preemption victims \
+                found for incoming pod, 3 Preemption is not helpful for scheduling.";
     let reported = wait_until(
         "big is reported unschedulable",
         Duration::from_secs(30),

@@ -108,8 +108,8 @@ fn the_issue_message_is_exact() {
     assert_eq!(
         message(&s, p),
         "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) didn't match Pod's node \
-         affinity/selector. preemption: 0/5 nodes are available: 5 No preemption victims found \
-         for incoming pod."
+         affinity/selector. preemption: 0/5 nodes are available: 2 No preemption victims found \
+         for incoming pod, 3 Preemption is not helpful for scheduling."
     );
 }
 
@@ -139,7 +139,8 @@ fn reasons_sort_as_strings_and_resources_list_every_shortage() {
         "0/6 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint \
          {dedicated: gpu}, 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, \
          1 node(s) were unschedulable, 3 Insufficient memory. preemption: 0/6 nodes are \
-         available: 6 No preemption victims found for incoming pod."
+         available: 3 No preemption victims found for incoming pod, 3 Preemption is not helpful \
+         for scheduling."
     );
 }
 
@@ -424,7 +425,8 @@ fn topology_spread_do_not_schedule() {
         message(&s, only_b),
         "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints, \
          2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are \
-         available: 3 No preemption victims found for incoming pod."
+         available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful \
+         for scheduling."
     );
     // Without a zone label a node cannot take part.
     assert!(message(&s, {

@@ -70,6 +70,11 @@ pub fn preempt(snapshot: &Snapshot, pod: &PodInfo, diagnosis: &Diagnosis) -> Pre
     let mut histogram: HashMap<String, usize> = HashMap::new();
     let mut best: Option<(CandidateRank, Vec<Arc<PodInfo>>)> = None;
     for failure in &diagnosis.failures {
+        // Nodes no eviction can fix are set aside before any victim is looked for.
+        if failure.unresolvable {
+            *histogram.entry(NOT_HELPFUL.into()).or_default() += 1;
+            continue;
+        }
         let node = &snapshot.nodes()[failure.node];
         let mut lower: Vec<Arc<PodInfo>> = node
             .pods
@@ -79,10 +84,6 @@ pub fn preempt(snapshot: &Snapshot, pod: &PodInfo, diagnosis: &Diagnosis) -> Pre
             .collect();
         if lower.is_empty() {
             *histogram.entry(NO_VICTIMS.into()).or_default() += 1;
-            continue;
-        }
-        if failure.unresolvable {
-            *histogram.entry(NOT_HELPFUL.into()).or_default() += 1;
             continue;
         }
         let mut trial = node.clone();
