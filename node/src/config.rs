@@ -141,7 +141,8 @@ pub struct NodeHostConfig {
     /// Zones assigned round-robin (`topology.kubernetes.io/zone`).
     pub zones: Vec<String>,
     pub kubelet_version: String,
-    /// Lease renewal period; each renewal is jittered by up to ±10 %.
+    /// Lease renewal period; each renewal waits up to 4 % longer (kubelet's jitter
+    /// factor 0.04).
     #[serde(with = "secs")]
     pub lease_interval: Duration,
     pub lease_duration_seconds: i32,
