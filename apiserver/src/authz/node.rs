@@ -15,12 +15,12 @@
 //!   and update/patch of `status` for pods bound to its nodes (and get of a pod that does not
 //!   exist, answered 404: mirror pods are looked up before they are created); create of
 //!   (mirror) pods bound to its nodes;
-//! - events (core and events.k8s.io): create, update, patch;
-//! - configmaps and secrets: get, when a pod bound to one of its nodes uses them;
 //! - persistentvolumeclaims: get, when a pod bound to one of its nodes uses them; and
 //!   persistentvolumes: get, when bound to such a claim;
 //! - volumeattachments: get, of its nodes; csidrivers: get, list, watch (as the `system:node`
-//!   role grants them).
+//!   role grants them);
+//! - events (core and events.k8s.io): create, update, patch;
+//! - configmaps and secrets: get, when a pod bound to one of its nodes uses them.
 //!
 //! Anything else gets no opinion here (RBAC may still allow it).
 
@@ -120,8 +120,11 @@ pub fn decide(attributes: &Attributes<'_>, graph: &dyn NodeGraph) -> NodeDecisio
             }
         }
         ("" | "events.k8s.io", "events", "") => matches!(verb, "create" | "update" | "patch"),
-        ("", kind @ ("configmaps" | "secrets" | "persistentvolumeclaims"), "") => {
+        ("", kind @ ("configmaps" | "secrets"), "") => {
             verb == "get" && graph.pod_uses(host, r.namespace, kind, r.name)
+        }
+        ("", "persistentvolumeclaims", "") => {
+            verb == "get" && graph.pod_uses(host, r.namespace, "persistentvolumeclaims", r.name)
         }
         ("", "persistentvolumes", "") => {
             verb == "get"
@@ -481,7 +484,17 @@ mod tests {
         assert!(!ask("h1", core("get", "secrets", "", "dev", "cfg")));
         assert!(!ask("h2", core("get", "configmaps", "", "dev", "cfg")));
         assert!(!ask("h1", core("list", "secrets", "", "dev", "")));
-        // Claims its pods use, the volumes bound to them, its nodes' attachments.
+        assert!(!ask(
+            "h1",
+            Ask {
+                group: "apps",
+                ..core("get", "deployments", "", "dev", "d")
+            }
+        ));
+    }
+
+    #[test]
+    fn claims_their_volumes_and_attachments_of_own_pods_and_nodes() {
         assert!(ask(
             "h1",
             core("get", "persistentvolumeclaims", "", "dev", "data")
@@ -519,12 +532,5 @@ mod tests {
         assert!(!ask("h1", storage("update", "volumeattachments", "csi-1")));
         assert!(ask("h1", storage("watch", "csidrivers", "")));
         assert!(!ask("h1", storage("delete", "csidrivers", "csi.kemu.dev")));
-        assert!(!ask(
-            "h1",
-            Ask {
-                group: "apps",
-                ..core("get", "deployments", "", "dev", "d")
-            }
-        ));
     }
 }
