@@ -579,3 +579,106 @@ spec:
     assert_eq!(phase(&c, "pvc", "huge"), "Pending");
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_provisions_and_attaches_are_reported_and_retried() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 1, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    issue(&c, "controllers", "system:kube-controller-manager")?;
+    let mut args = common_args(&c, "controllers", "controllers");
+    args.extend(
+        [
+            "--volume-provision-failure-rate",
+            "1",
+            "--volume-attach-failure-rate",
+            "1",
+        ]
+        .map(String::from),
+    );
+    let _controllers = spawn(&c, "controllers", &args)?;
+    wait_until(
+        "the default class exists",
+        Duration::from_secs(30),
+        || async { !gone(&c, "sc", "standard") },
+    )
+    .await?;
+
+    // Every provisioning attempt fails: the claim stays Pending, told so.
+    c.ok_stdin(&["apply", "-f", "-"], &claim("broken", "standard", "1Gi"));
+    let failed = "failed to provision volume with StorageClass \"standard\": rpc error: code = Internal desc = emulated provisioning failure";
+    wait_until(
+        "the claim says its provisioning failed",
+        Duration::from_secs(20),
+        || async {
+            reasons(&c, "default", "PersistentVolumeClaim", "broken")
+                .iter()
+                .any(|(r, m)| r == "ProvisioningFailed" && m == failed)
+        },
+    )
+    .await?;
+    assert_eq!(phase(&c, "pvc", "broken"), "Pending");
+
+    // A volume of the driver that cannot be attached keeps its pod in ContainerCreating.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: disk
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  csi: {driver: csi.kemu.dev, volumeHandle: disk-1}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: static
+spec:
+  storageClassName: \"\"
+  volumeName: disk
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests: {storage: 1Gi}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: stuck
+spec:
+  containers:
+  - name: app
+    image: nginx
+  volumes:
+  - name: data
+    persistentVolumeClaim:
+      claimName: static
+",
+    );
+    let message = "AttachVolume.Attach failed for volume \"disk\" : rpc error: code = Internal desc = emulated attach failure";
+    wait_until(
+        "the pod is told its volume failed to attach",
+        Duration::from_secs(30),
+        || async {
+            reasons(&c, "default", "Pod", "stuck")
+                .iter()
+                .any(|(r, m)| r == "FailedAttachVolume" && m == message)
+        },
+    )
+    .await?;
+    let name = api::volumes::attachment_name("disk-1", "csi.kemu.dev", "node-0");
+    let attachment = json(&c, &["get", "volumeattachment", &name]);
+    assert_eq!(attachment["status"]["attached"], false);
+    assert_eq!(
+        attachment["status"]["attachError"]["message"],
+        "rpc error: code = Internal desc = emulated attach failure"
+    );
+    let pod = json(&c, &["get", "pod", "stuck"]);
+    assert_eq!(pod["status"]["phase"], "Pending");
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
+    Ok(())
+}
