@@ -1,6 +1,7 @@
 //! What the API server's admission and printers and the volume controllers all read of
 //! StorageClasses, PersistentVolumes and PersistentVolumeClaims: the default-class annotations,
-//! the effective class of a volume or claim, and requested and offered storage.
+//! the effective class of a volume or claim, and requested and offered storage; the emulated
+//! CSI driver's names and the VolumeAttachment name of a volume on a node.
 
 use serde_json::Value;
 
@@ -19,6 +20,34 @@ pub const BETA_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class
 /// volumes; the protection controllers remove them once nothing uses the object.
 pub const PVC_PROTECTION_FINALIZER: &str = "kubernetes.io/pvc-protection";
 pub const PV_PROTECTION_FINALIZER: &str = "kubernetes.io/pv-protection";
+
+/// The emulated CSI driver every kemu cluster runs: provisioner, attacher and resizer.
+pub const EMULATED_DRIVER: &str = "csi.kemu.dev";
+
+/// The node label the emulated driver's topology segments are keyed by (one segment per node),
+/// as a CSI node plugin reports it and the kubelet labels its Node.
+pub const EMULATED_TOPOLOGY_KEY: &str = "topology.csi.kemu.dev/node";
+
+/// The name of the VolumeAttachment that attaches a CSI volume to a node, as the
+/// attach/detach controller and the kubelet both compute it: `csi-` and the hex SHA-256 of the
+/// volume handle, the driver and the node.
+pub fn attachment_name(volume_handle: &str, driver: &str, node: &str) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{volume_handle}{driver}{node}").as_bytes(),
+    );
+    let mut name = String::with_capacity(4 + 64);
+    name.push_str("csi-");
+    for byte in digest.as_ref() {
+        name.push_str(&format!("{byte:02x}"));
+    }
+    name
+}
+
+/// The unique name of a CSI volume in a Node's `volumesAttached` and `volumesInUse`.
+pub fn csi_unique_name(driver: &str, volume_handle: &str) -> String {
+    format!("kubernetes.io/csi/{driver}^{volume_handle}")
+}
 
 /// Whether a StorageClass is marked default (`"true"` in either annotation).
 pub fn is_default_class(class: &Value) -> bool {
@@ -122,6 +151,20 @@ mod tests {
         assert!(default_class(&classes[1..2]).is_none());
         let beta = json!({"metadata": {"annotations": {"storageclass.beta.kubernetes.io/is-default-class": "true"}}});
         assert!(is_default_class(&beta));
+    }
+
+    #[test]
+    fn attachments_are_named_by_the_hash_of_handle_driver_and_node() {
+        let name = attachment_name("vol-1", EMULATED_DRIVER, "node-0");
+        assert_eq!(
+            name,
+            "csi-f22c3a439dcf335166ad6dc30164648f71d3d5f0ccd4163bfba84207e2d0584a"
+        );
+        assert_ne!(name, attachment_name("vol-1", EMULATED_DRIVER, "node-1"));
+        assert_eq!(
+            csi_unique_name(EMULATED_DRIVER, "vol-1"),
+            "kubernetes.io/csi/csi.kemu.dev^vol-1"
+        );
     }
 
     #[test]

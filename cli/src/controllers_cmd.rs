@@ -50,6 +50,19 @@ pub struct ControllersArgs {
     /// Milliseconds the emulated CSI driver takes to grow a volume.
     #[arg(long, default_value_t = 0)]
     volume_resize_latency_ms: u64,
+    /// Milliseconds the emulated CSI driver takes to attach a volume to a node or detach it.
+    #[arg(long, default_value_t = 0)]
+    volume_attach_latency_ms: u64,
+    /// What the emulated CSI driver can provision on each node (a quantity, e.g. `100Gi`);
+    /// published as CSIStorageCapacity objects. Unset: no limit.
+    #[arg(long)]
+    volume_node_capacity: Option<String>,
+    /// The share of the emulated driver's provisioning attempts that fail (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    volume_provision_failure_rate: f64,
+    /// The share of the emulated driver's attach attempts that fail (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    volume_attach_failure_rate: f64,
     /// Do not create the default StorageClass `standard` at start.
     #[arg(long)]
     no_default_storage_class: bool,
@@ -76,6 +89,15 @@ pub async fn run(args: ControllersArgs) -> anyhow::Result<ExitCode> {
         Duration::from_secs(args.horizontal_pod_autoscaler_downscale_stabilization_secs);
     config.volumes.provision_latency = Duration::from_millis(args.volume_provision_latency_ms);
     config.volumes.resize_latency = Duration::from_millis(args.volume_resize_latency_ms);
+    config.volumes.attach_latency = Duration::from_millis(args.volume_attach_latency_ms);
+    config.volumes.node_capacity = args
+        .volume_node_capacity
+        .as_deref()
+        .map(api::quantity::Quantity::parse)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--volume-node-capacity: {e}"))?;
+    config.volumes.provision_failure_rate = args.volume_provision_failure_rate;
+    config.volumes.attach_failure_rate = args.volume_attach_failure_rate;
     config.volumes.default_class = !args.no_default_storage_class;
     config.volumes.default_binding_mode = args.default_storage_class_binding_mode;
     controllers::manager::run(config, cluster::shutdown::signal())

@@ -5,14 +5,16 @@
 //! drives a CustomResourceDefinition's objects through the dynamic client;
 //! tests/python/test_stream.py execs in and port-forwards to a pod a node host runs;
 //! tests/python/test_autoscaling.py drives HorizontalPodAutoscalers (v1 and v2) and
-//! metrics.k8s.io. Each exits 0 when all its checks hold.
+//! metrics.k8s.io; tests/python/test_storage.py, with the controller manager, binds a claim
+//! dynamically and a static volume by selector and expands a claim. Each exits 0 when all its
+//! checks hold.
 
 mod common;
 
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::control_plane::start_node_host;
+use common::control_plane::{start_controllers, start_node_host};
 use common::{python_path, workspace, Cluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,6 +23,7 @@ async fn official_python_client_round_trips_pods_nodes_and_events() -> anyhow::R
         3,
         "test_client.py",
         "python client: all checks passed",
+        false,
         false,
     )
     .await
@@ -33,6 +36,7 @@ async fn official_python_dynamic_client_serves_a_custom_resource() -> anyhow::Re
         "test_crd.py",
         "python dynamic client: all checks passed",
         false,
+        false,
     )
     .await
 }
@@ -44,6 +48,7 @@ async fn official_python_client_execs_and_port_forwards() -> anyhow::Result<()> 
         "test_stream.py",
         "python streams: all checks passed",
         true,
+        false,
     )
     .await
 }
@@ -55,21 +60,41 @@ async fn official_python_client_drives_autoscalers_and_resource_metrics() -> any
         "test_autoscaling.py",
         "python autoscaling: all checks passed",
         false,
+        false,
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_client_binds_provisions_and_expands_claims() -> anyhow::Result<()> {
+    run_script(
+        1,
+        "test_storage.py",
+        "python storage: all checks passed",
+        false,
+        true,
     )
     .await
 }
 
 /// Runs tests/python/`script` against a fresh cluster of `members` store members (with a node
-/// host running `node-0` when `node_host`); it must exit 0 and print `passed`.
+/// host running `node-0` when `node_host`, the controller manager when `controllers`); it must
+/// exit 0 and print `passed`.
 async fn run_script(
     members: usize,
     script: &str,
     passed: &str,
     node_host: bool,
+    controllers: bool,
 ) -> anyhow::Result<()> {
     let cluster = Cluster::start(members).await?;
     let _host = if node_host {
         Some(start_node_host(&cluster, 1, 1, "node-")?)
+    } else {
+        None
+    };
+    let _controllers = if controllers {
+        Some(start_controllers(&cluster, 40)?)
     } else {
         None
     };

@@ -97,7 +97,7 @@ async fn claims_are_provisioned_bound_protected_expanded_and_reclaimed() -> anyh
     assert!(sc.starts_with("standard (default)"), "{sc}");
     assert!(sc.contains("csi.kemu.dev"), "{sc}");
     let driver = json(&c, &["get", "csidriver", "csi.kemu.dev"]);
-    assert_eq!(driver["spec"]["attachRequired"], false);
+    assert_eq!(driver["spec"]["attachRequired"], true);
     c.ok_stdin(&["apply", "-f", "-"], CLASSES);
 
     // Dynamic provisioning: Pending through the provisioner's latency, then Bound.
@@ -343,5 +343,342 @@ spec:
     })
     .await?;
     assert_eq!(phase(&c, "pv", "gold"), "Released");
+    Ok(())
+}
+
+fn pod_events(c: &Cluster, pod: &str) -> Vec<(String, String)> {
+    reasons(c, "default", "Pod", pod)
+}
+
+/// The pod's PodScheduled=False message, "" while there is none.
+fn unschedulable(c: &Cluster, pod: &str) -> String {
+    json(c, &["get", "pod", pod])["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
+        })
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_wait_for_claims_and_attachments_and_node_capacity_bounds_scheduling(
+) -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 1, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    issue(&c, "controllers", "system:kube-controller-manager")?;
+    let mut args = common_args(&c, "controllers", "controllers");
+    args.extend(
+        [
+            "--volume-provision-latency-ms",
+            "4000",
+            "--volume-attach-latency-ms",
+            "1000",
+            "--volume-node-capacity",
+            "3Gi",
+        ]
+        .map(String::from),
+    );
+    let _controllers = spawn(&c, "controllers", &args)?;
+    wait_until(
+        "the default class and the node's CSINode exist",
+        Duration::from_secs(30),
+        || async { !gone(&c, "sc", "standard") && !gone(&c, "csinode", "node-0") },
+    )
+    .await?;
+    let driver = json(&c, &["get", "csidriver", "csi.kemu.dev"]);
+    assert_eq!(driver["spec"]["attachRequired"], true);
+    assert_eq!(driver["spec"]["storageCapacity"], true);
+    let csi_node = json(&c, &["get", "csinode", "node-0"]);
+    assert_eq!(
+        csi_node["spec"]["drivers"],
+        serde_json::json!([{"name": "csi.kemu.dev", "nodeID": "node-0",
+                            "topologyKeys": ["topology.csi.kemu.dev/node"]}])
+    );
+    let node = json(&c, &["get", "node", "node-0"]);
+    assert_eq!(
+        node["metadata"]["labels"]["topology.csi.kemu.dev/node"],
+        "node-0"
+    );
+
+    // A pod put on the node before its claim is provisioned waits in ContainerCreating.
+    c.ok_stdin(&["apply", "-f", "-"], &claim("slow", "standard", "1Gi"));
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: waiter
+spec:
+  nodeName: node-0
+  containers:
+  - name: app
+    image: nginx
+  volumes:
+  - name: data
+    persistentVolumeClaim:
+      claimName: slow
+",
+    );
+    let not_bound = "Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: error processing PVC default/slow: PVC is not bound";
+    wait_until(
+        "the pod cannot mount its claim",
+        Duration::from_secs(20),
+        || async {
+            pod_events(&c, "waiter")
+                .iter()
+                .any(|(r, m)| r == "FailedMount" && m == not_bound)
+        },
+    )
+    .await?;
+    let waiting = json(&c, &["get", "pod", "waiter"]);
+    assert_eq!(waiting["status"]["phase"], "Pending");
+    assert_eq!(
+        waiting["status"]["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
+    wait_until("the pod runs", Duration::from_secs(30), || async {
+        phase(&c, "pod", "waiter") == "Running"
+    })
+    .await?;
+
+    // It ran once its volume was attached to the node.
+    let bound = json(&c, &["get", "pvc", "slow"]);
+    let volume = bound["spec"]["volumeName"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let handle = json(&c, &["get", "pv", &volume])["spec"]["csi"]["volumeHandle"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let name = api::volumes::attachment_name(&handle, "csi.kemu.dev", "node-0");
+    let attachment = json(&c, &["get", "volumeattachment", &name]);
+    assert_eq!(attachment["spec"]["attacher"], "csi.kemu.dev");
+    assert_eq!(attachment["spec"]["nodeName"], "node-0");
+    assert_eq!(attachment["spec"]["source"]["persistentVolumeName"], volume);
+    assert_eq!(attachment["status"]["attached"], true);
+    assert_eq!(
+        attachment["metadata"]["finalizers"],
+        serde_json::json!(["external-attacher/csi-kemu-dev"])
+    );
+    let unique = format!("kubernetes.io/csi/csi.kemu.dev^{handle}");
+    wait_until(
+        "the node lists the volume attached and in use",
+        Duration::from_secs(20),
+        || async {
+            let status = &json(&c, &["get", "node", "node-0"])["status"];
+            status["volumesAttached"] == serde_json::json!([{"name": unique, "devicePath": ""}])
+                && status["volumesInUse"] == serde_json::json!([unique])
+        },
+    )
+    .await?;
+    let events = pod_events(&c, "waiter");
+    assert!(
+        events.contains(&(
+            "SuccessfulAttachVolume".into(),
+            format!("AttachVolume.Attach succeeded for volume \"{volume}\" ")
+        )),
+        "{events:?}"
+    );
+    let table = c.ok(&["get", "volumeattachment", &name, "--no-headers"]);
+    let cells: Vec<&str> = table.split_whitespace().collect();
+    assert_eq!(
+        cells[..5],
+        [
+            name.as_str(),
+            "csi.kemu.dev",
+            volume.as_str(),
+            "node-0",
+            "true"
+        ]
+    );
+
+    // Gone with the pod: detached, and off the node's lists.
+    c.ok(&["delete", "pod", "waiter", "--grace-period=1"]);
+    wait_until(
+        "the attachment is gone",
+        Duration::from_secs(30),
+        || async { gone(&c, "volumeattachment", &name) },
+    )
+    .await?;
+    wait_until(
+        "the node lists nothing",
+        Duration::from_secs(20),
+        || async {
+            let status = &json(&c, &["get", "node", "node-0"])["status"];
+            status["volumesAttached"].is_null() && status["volumesInUse"].is_null()
+        },
+    )
+    .await?;
+
+    // Capacity: 3Gi per node, published per class of the driver and node.
+    c.ok_stdin(&["apply", "-f", "-"], CLASSES);
+    let published = |class: &'static str| {
+        let c = &c;
+        async move {
+            json(c, &["get", "csistoragecapacities", "-n", "kube-system"])["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|o| {
+                    o["storageClassName"] == class
+                        && o["nodeTopology"]["matchLabels"]["topology.csi.kemu.dev/node"]
+                            == "node-0"
+                })
+                .map(|o| o["capacity"].as_str().unwrap_or("").to_string())
+        }
+    };
+    wait_until("capacity is published", Duration::from_secs(20), || async {
+        published("late").await.as_deref() == Some("3Gi")
+    })
+    .await?;
+    let consumer = |name: &str, claim_name: &str| {
+        format!(
+            "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  containers:
+  - name: app
+    image: nginx
+  volumes:
+  - name: data
+    persistentVolumeClaim:
+      claimName: {claim_name}
+"
+        )
+    };
+    c.ok_stdin(&["apply", "-f", "-"], &claim("fits", "late", "2Gi"));
+    c.ok_stdin(&["apply", "-f", "-"], &consumer("fitting", "fits"));
+    wait_until("the fitting pod runs", Duration::from_secs(40), || async {
+        phase(&c, "pod", "fitting") == "Running"
+    })
+    .await?;
+    wait_until(
+        "the node's capacity shrinks",
+        Duration::from_secs(20),
+        || async { published("late").await.as_deref() == Some("1Gi") },
+    )
+    .await?;
+    c.ok_stdin(&["apply", "-f", "-"], &claim("huge", "late", "2Gi"));
+    c.ok_stdin(&["apply", "-f", "-"], &consumer("hungry", "huge"));
+    let full = "0/1 nodes are available: 1 node(s) did not have enough free storage.";
+    wait_until(
+        "the scheduler finds no storage",
+        Duration::from_secs(20),
+        || async { unschedulable(&c, "hungry").starts_with(full) },
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(phase(&c, "pod", "hungry"), "Pending");
+    assert_eq!(phase(&c, "pvc", "huge"), "Pending");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_provisions_and_attaches_are_reported_and_retried() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 1, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    issue(&c, "controllers", "system:kube-controller-manager")?;
+    let mut args = common_args(&c, "controllers", "controllers");
+    args.extend(
+        [
+            "--volume-provision-failure-rate",
+            "1",
+            "--volume-attach-failure-rate",
+            "1",
+        ]
+        .map(String::from),
+    );
+    let _controllers = spawn(&c, "controllers", &args)?;
+    wait_until(
+        "the default class exists",
+        Duration::from_secs(30),
+        || async { !gone(&c, "sc", "standard") },
+    )
+    .await?;
+
+    // Every provisioning attempt fails: the claim stays Pending, told so.
+    c.ok_stdin(&["apply", "-f", "-"], &claim("broken", "standard", "1Gi"));
+    let failed = "failed to provision volume with StorageClass \"standard\": rpc error: code = Internal desc = emulated provisioning failure";
+    wait_until(
+        "the claim says its provisioning failed",
+        Duration::from_secs(20),
+        || async {
+            reasons(&c, "default", "PersistentVolumeClaim", "broken")
+                .iter()
+                .any(|(r, m)| r == "ProvisioningFailed" && m == failed)
+        },
+    )
+    .await?;
+    assert_eq!(phase(&c, "pvc", "broken"), "Pending");
+
+    // A volume of the driver that cannot be attached keeps its pod in ContainerCreating.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: disk
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  csi: {driver: csi.kemu.dev, volumeHandle: disk-1}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: static
+spec:
+  storageClassName: \"\"
+  volumeName: disk
+  accessModes: [ReadWriteOnce]
+  resources:
+    requests: {storage: 1Gi}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: stuck
+spec:
+  containers:
+  - name: app
+    image: nginx
+  volumes:
+  - name: data
+    persistentVolumeClaim:
+      claimName: static
+",
+    );
+    let message = "AttachVolume.Attach failed for volume \"disk\" : rpc error: code = Internal desc = emulated attach failure";
+    wait_until(
+        "the pod is told its volume failed to attach",
+        Duration::from_secs(30),
+        || async {
+            reasons(&c, "default", "Pod", "stuck")
+                .iter()
+                .any(|(r, m)| r == "FailedAttachVolume" && m == message)
+        },
+    )
+    .await?;
+    let name = api::volumes::attachment_name("disk-1", "csi.kemu.dev", "node-0");
+    let attachment = json(&c, &["get", "volumeattachment", &name]);
+    assert_eq!(attachment["status"]["attached"], false);
+    assert_eq!(
+        attachment["status"]["attachError"]["message"],
+        "rpc error: code = Internal desc = emulated attach failure"
+    );
+    let pod = json(&c, &["get", "pod", "stuck"]);
+    assert_eq!(pod["status"]["phase"], "Pending");
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
     Ok(())
 }

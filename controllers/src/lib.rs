@@ -17,11 +17,15 @@
 //!   `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
 //!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`), [`persistent_volume`]
 //!   and [`persistent_volume_controller`] (binding, the emulated CSI driver's provisioning,
-//!   expansion and reclaim, pvc- and pv-protection).
+//!   expansion and reclaim, pvc- and pv-protection), [`attach_detach`] and
+//!   [`attach_detach_controller`] (VolumeAttachments, the emulated driver's attacher, its
+//!   CSINodes and CSIStorageCapacities).
 //! - [`events`]: the events controllers record, through the manager's shared event sink;
 //!   [`pod_control`]: pod creation and deletion with their events.
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
 
+pub mod attach_detach;
+pub mod attach_detach_controller;
 pub mod cronjob;
 pub mod custom_kinds;
 pub mod daemonset;

@@ -24,13 +24,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, StorageClass, VolumeAttachment};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use telemetry::Telemetry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::attach_detach_controller::AttachDetachController;
 use crate::cronjob::CronJobController;
 use crate::daemonset::DaemonSetController;
 use crate::deployment::DeploymentController;
@@ -381,6 +382,18 @@ fn start_controllers(
         None,
         all.clone(),
     );
+    let drivers = Informer::<CSIDriver>::new(
+        client.clone(),
+        find("storage.k8s.io", "csidrivers"),
+        None,
+        all.clone(),
+    );
+    let mut attachments = Informer::<VolumeAttachment>::new(
+        client.clone(),
+        find("storage.k8s.io", "volumeattachments"),
+        None,
+        all.clone(),
+    );
     let mut accounts = service_accounts::named_informer::<ServiceAccount>(
         client,
         find("", "serviceaccounts"),
@@ -498,6 +511,19 @@ fn start_controllers(
         config.volumes.clone(),
     );
     start("persistentvolume-binder", pv, q);
+    let (ad, q) = AttachDetachController::new(
+        client.clone(),
+        &mut pods,
+        &mut claims,
+        &mut volumes,
+        &mut classes,
+        &drivers,
+        &mut attachments,
+        &mut nodes,
+        events.clone(),
+        config.volumes.clone(),
+    );
+    start("attachdetach", ad, q);
     tokio::spawn(ensure_driver_objects(
         client.clone(),
         config.volumes.clone(),
@@ -536,6 +562,8 @@ fn start_controllers(
         spawn_informer(claims, stop.clone()),
         spawn_informer(volumes, stop.clone()),
         spawn_informer(classes, stop.clone()),
+        spawn_informer(drivers, stop.clone()),
+        spawn_informer(attachments, stop.clone()),
         spawn_informer(accounts, stop.clone()),
         spawn_informer(root_cas, stop.clone()),
     ] {

@@ -35,10 +35,11 @@ pub const ANN_BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storag
 pub const ANN_PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
 
 /// The emulated CSI driver: its provisioner creates and deletes volumes, its resizer grows them.
-pub const EMULATED_DRIVER: &str = "csi.kemu.dev";
+pub use api::volumes::EMULATED_DRIVER;
 
-/// The node label the emulated driver's volumes are pinned to under WaitForFirstConsumer.
-pub const TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
+/// The node label the emulated driver's volumes are pinned to under WaitForFirstConsumer: its
+/// topology key, one segment per node.
+pub const TOPOLOGY_KEY: &str = api::volumes::EMULATED_TOPOLOGY_KEY;
 
 /// An event to record, about the claim or (`on_volume`) the volume.
 #[derive(Clone, Debug, PartialEq)]

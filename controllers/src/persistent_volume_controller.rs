@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use api::client::Client;
 use api::event_sink::EventSink;
 use api::informer::{Informer, InformerEvent, Store};
+use api::quantity::Quantity;
 use api::resources::{self, ResourceInfo};
 use api::volumes::{PVC_PROTECTION_FINALIZER, PV_PROTECTION_FINALIZER};
 use k8s_openapi::api::core::v1::{
@@ -63,6 +64,15 @@ pub struct VolumeConfig {
     pub default_class: bool,
     /// `volumeBindingMode` of `standard`: `Immediate` or `WaitForFirstConsumer`.
     pub default_binding_mode: String,
+    /// How long the emulated driver takes to attach a volume to a node or detach it.
+    pub attach_latency: Duration,
+    /// What the emulated driver can provision on each node; `None`: no limit, and no
+    /// CSIStorageCapacity objects.
+    pub node_capacity: Option<Quantity>,
+    /// The share of provisioning attempts that fail (0 to 1), retried with back-off.
+    pub provision_failure_rate: f64,
+    /// The share of attach attempts that fail (0 to 1), retried with back-off.
+    pub attach_failure_rate: f64,
 }
 
 impl Default for VolumeConfig {
@@ -72,12 +82,31 @@ impl Default for VolumeConfig {
             resize_latency: Duration::ZERO,
             default_class: true,
             default_binding_mode: "Immediate".into(),
+            attach_latency: Duration::ZERO,
+            node_capacity: None,
+            provision_failure_rate: 0.0,
+            attach_failure_rate: 0.0,
         }
     }
 }
 
 impl VolumeConfig {
     pub fn validate(&self) -> Result<(), String> {
+        for (field, rate) in [
+            ("provision_failure_rate", self.provision_failure_rate),
+            ("attach_failure_rate", self.attach_failure_rate),
+        ] {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(format!("{field} {rate}: must be between 0 and 1"));
+            }
+        }
+        if self
+            .node_capacity
+            .as_ref()
+            .is_some_and(|q| q.is_negative() || q.is_zero())
+        {
+            return Err("node_capacity: must be positive".into());
+        }
         match self.default_binding_mode.as_str() {
             "Immediate" | "WaitForFirstConsumer" => Ok(()),
             other => Err(format!(
@@ -104,6 +133,31 @@ pub struct PersistentVolumeController {
     started: Mutex<HashMap<String, Instant>>,
     /// The last event recorded per object, so a claim waiting in one state says so once.
     last_note: Mutex<HashMap<String, (&'static str, String)>>,
+    /// Failed attempts per emulated operation (the failure pattern and back-off read it).
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+/// Whether attempt `attempt` of `operation` fails under a failure `rate`: a fixed share of
+/// attempts, spread by a hash of both so that a run repeats itself.
+pub fn fails(rate: f64, operation: &str, attempt: u32) -> bool {
+    use std::hash::{Hash, Hasher};
+    if rate <= 0.0 {
+        return false;
+    }
+    if rate >= 1.0 {
+        return true;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (operation, attempt).hash(&mut hasher);
+    (hasher.finish() % 10_000) as f64 / 10_000.0 < rate
+}
+
+/// The pause before retrying a failed emulated operation, as the CSI sidecars back off: 1 s
+/// doubling to 5 minutes.
+pub fn retry_after(failures: u32) -> Duration {
+    Duration::from_secs(1)
+        .saturating_mul(1u32.checked_shl(failures.min(31)).unwrap_or(u32::MAX))
+        .min(Duration::from_secs(300))
 }
 
 fn claim_key(namespace: &str, name: &str) -> String {
@@ -177,6 +231,7 @@ impl PersistentVolumeController {
             config,
             started: Mutex::new(HashMap::new()),
             last_note: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
         });
         let mut claim_events = claims.subscribe();
         let mut volume_events = volumes.subscribe();
@@ -452,6 +507,19 @@ impl PersistentVolumeController {
         if let Some(left) = self.pending(&operation, self.config.provision_latency) {
             return Ok(Outcome::RequeueAfter(left));
         }
+        let attempt = self.failures.lock().get(&operation).copied().unwrap_or(0);
+        if fails(self.config.provision_failure_rate, &operation, attempt) {
+            self.failures.lock().insert(operation.clone(), attempt + 1);
+            let class_name = class.metadata.name.as_deref().unwrap_or_default();
+            self.provisioner.record(
+                claim_ref,
+                true,
+                "ProvisioningFailed",
+                &format!("failed to provision volume with StorageClass \"{class_name}\": rpc error: code = Internal desc = emulated provisioning failure"),
+            );
+            return Ok(Outcome::RequeueAfter(retry_after(attempt)));
+        }
+        self.failures.lock().remove(&operation);
         let volume = provisioned_volume(claim, class, node);
         let volume_name = volume.metadata.name.clone().unwrap_or_default();
         let created: Result<PersistentVolume, _> = self
@@ -722,8 +790,14 @@ pub async fn ensure_driver_objects(client: Client, config: VolumeConfig, mut sto
         "apiVersion": "storage.k8s.io/v1",
         "kind": "CSIDriver",
         "metadata": {"name": EMULATED_DRIVER},
-        // No attacher runs for the emulated driver: its volumes need no VolumeAttachment.
-        "spec": {"attachRequired": false, "podInfoOnMount": false, "volumeLifecycleModes": ["Persistent"]},
+        // Its attacher runs in the attach/detach controller's loop; it publishes capacity when
+        // it has a per-node limit.
+        "spec": {
+            "attachRequired": true,
+            "podInfoOnMount": false,
+            "storageCapacity": config.node_capacity.is_some(),
+            "volumeLifecycleModes": ["Persistent"],
+        },
     });
     let class = json!({
         "apiVersion": "storage.k8s.io/v1",

@@ -262,3 +262,27 @@ fn merge_spec(volume: &mut PersistentVolume, extra: serde_json::Value) {
     merge(&mut value, json!({"spec": extra}));
     *volume = serde_json::from_value(value).expect("a volume");
 }
+
+#[test]
+fn the_failure_pattern_fails_its_share_of_attempts_and_backs_off() {
+    use crate::persistent_volume_controller::{fails, retry_after, VolumeConfig};
+    use std::time::Duration;
+    assert!(!(0..100).any(|a| fails(0.0, "provision/u1", a)));
+    assert!((0..100).all(|a| fails(1.0, "provision/u1", a)));
+    let failed = (0..1000).filter(|a| fails(0.3, "attach/csi-1", *a)).count();
+    assert!((200..400).contains(&failed), "{failed} of 1000 failed");
+    // The same attempt of the same operation fails alike: a run repeats itself.
+    assert_eq!(fails(0.5, "attach/csi-1", 7), fails(0.5, "attach/csi-1", 7));
+    assert_eq!(retry_after(0), Duration::from_secs(1));
+    assert_eq!(retry_after(3), Duration::from_secs(8));
+    assert_eq!(retry_after(20), Duration::from_secs(300));
+    let mut config = VolumeConfig {
+        attach_failure_rate: 1.5,
+        ..VolumeConfig::default()
+    };
+    assert!(config.validate().is_err());
+    config.attach_failure_rate = 0.5;
+    assert!(config.validate().is_ok());
+    config.node_capacity = Some(api::quantity::Quantity::zero());
+    assert!(config.validate().is_err());
+}

@@ -98,6 +98,11 @@ pub struct Kubelet {
     lease_failures: u32,
     /// When the conditions last changed (they never do for a healthy emulated node).
     ready_since: chrono::DateTime<Utc>,
+    /// The attachable volumes each pod needs on this node, reported as `volumesInUse`.
+    volumes_in_use: HashMap<String, Vec<String>>,
+    /// A `volumesInUse` write is in flight / another is due after it.
+    in_use_writing: bool,
+    in_use_dirty: bool,
 }
 
 impl Kubelet {
@@ -122,6 +127,9 @@ impl Kubelet {
             last_renewal: None,
             lease_failures: 0,
             ready_since: Utc::now(),
+            volumes_in_use: HashMap::new(),
+            in_use_writing: false,
+            in_use_dirty: false,
         }
     }
 
@@ -609,7 +617,23 @@ impl Kubelet {
                     self.delete_object(pod_uid, ns, name, ctx);
                 }
             }
+            Command::CheckClaims(claims) => {
+                let client = self.shared.client.clone();
+                let namespace = worker.namespace.clone();
+                let node = self.node.name.clone();
+                let uid = uid.to_string();
+                let work = async move {
+                    crate::claim_volumes::check(&client, &namespace, &node, &claims).await
+                };
+                ctx.spawn(work.into_actor(self).map(move |checked, act, ctx| {
+                    if act.pods.contains_key(&uid) {
+                        act.set_volumes_in_use(&uid, checked.in_use, ctx);
+                    }
+                    act.step(&uid, Input::ClaimsChecked(checked.answer), ctx);
+                }));
+            }
             Command::Forget => {
+                self.set_volumes_in_use(uid, Vec::new(), ctx);
                 if let Some(worker) = self.pods.remove(uid) {
                     if let Some(handle) = worker.timer {
                         ctx.cancel_future(handle);
@@ -622,6 +646,71 @@ impl Kubelet {
                 }
             }
         }
+    }
+
+    /// Records the attachable volumes pod `uid` needs and, when the node's set changes,
+    /// reports it as the Node's `status.volumesInUse`, as the kubelet does so that the
+    /// attach/detach controller does not detach a volume still mounted.
+    fn set_volumes_in_use(&mut self, uid: &str, volumes: Vec<String>, ctx: &mut Context<Self>) {
+        let before = self.in_use();
+        if volumes.is_empty() {
+            self.volumes_in_use.remove(uid);
+        } else {
+            self.volumes_in_use.insert(uid.to_string(), volumes);
+        }
+        if self.in_use() != before {
+            self.in_use_dirty = true;
+            self.write_volumes_in_use(ctx);
+        }
+    }
+
+    fn in_use(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.volumes_in_use.values().flatten().cloned().collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    /// Writes the node's current `volumesInUse`, one write at a time, the latest winning.
+    fn write_volumes_in_use(&mut self, ctx: &mut Context<Self>) {
+        if self.in_use_writing || !self.in_use_dirty {
+            return;
+        }
+        self.in_use_writing = true;
+        self.in_use_dirty = false;
+        let volumes = self.in_use();
+        let client = self.shared.client.clone();
+        let name = self.node.name.clone();
+        let work = async move {
+            let value = if volumes.is_empty() {
+                Value::Null
+            } else {
+                json!(volumes)
+            };
+            let patch = Patch::Merge(json!({"status": {"volumesInUse": value}}));
+            let written = client
+                .patch_status::<IgnoredAny>(
+                    resources::find("", "v1", "nodes").expect("nodes"),
+                    None,
+                    &name,
+                    &patch,
+                )
+                .await;
+            if let Err(e) = written {
+                warn!(node = %name, error = %e, "cannot report the volumes in use");
+                return false;
+            }
+            true
+        };
+        ctx.spawn(work.into_actor(self).map(|written, act, ctx| {
+            act.in_use_writing = false;
+            if !written {
+                act.in_use_dirty = true;
+                ctx.run_later(STATUS_RETRY_MIN, |act, ctx| act.write_volumes_in_use(ctx));
+                return;
+            }
+            act.write_volumes_in_use(ctx);
+        }));
     }
 
     /// Writes the newest pending status of a pod; when it returns, writes the next one if

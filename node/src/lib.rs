@@ -5,6 +5,7 @@
 //! - [`kubelet`]: [`Kubelet`](kubelet::Kubelet), one emulated node as an actor: registration,
 //!   lease, node status, its pod watch, and the driver of its pods' lifecycles.
 //! - [`lifecycle`]: the pod lifecycle as a pure state machine (inputs + now → commands).
+//! - [`claim_volumes`]: the wait for a pod's claims to be bound and their volumes attached.
 //! - [`runtime`]: one node's emulated CRI runtime state (images, pod IPs, admitted resources,
 //!   latencies).
 //! - [`process`]: what an emulated container process does, from its command and args.
@@ -19,6 +20,7 @@
 
 pub mod addressing;
 pub mod api_time;
+pub mod claim_volumes;
 pub mod config;
 pub mod host;
 pub mod kubelet;

@@ -85,6 +85,9 @@ impl NodeIdentity {
             "topology.kubernetes.io/region": "kemu",
             "topology.kubernetes.io/zone": self.zone,
             "kemu.dev/emulated": "true",
+            // The emulated CSI driver's topology segment, as the kubelet labels its Node when
+            // a driver's node plugin registers.
+            api::volumes::EMULATED_TOPOLOGY_KEY: self.name,
         });
         for (k, v) in &config.labels {
             labels[k] = json!(v);

@@ -213,7 +213,17 @@ impl CacheGraph<'_> {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<Arc<crate::watch_cache::CachedObject>> {
-        let resource = api::resources::find("", "v1", plural)?;
+        self.cached_in("", plural, namespace, name)
+    }
+
+    fn cached_in(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<crate::watch_cache::CachedObject>> {
+        let resource = api::resources::find(group, "v1", plural)?;
         self.0
             .resource(resource)?
             .get(&resource.key(namespace, name))
@@ -250,6 +260,24 @@ impl NodeGraph for CacheGraph<'_> {
                     .value()
                     .is_ok_and(|v| node::pod_references(&v, kind, name))
         })
+    }
+
+    fn volume_claim(&self, name: &str) -> Option<(String, String)> {
+        let volume = self.cached("persistentvolumes", None, name)?.value().ok()?;
+        let reference = volume.pointer("/spec/claimRef")?;
+        let field = |f: &str| reference.get(f).and_then(Value::as_str).map(str::to_string);
+        Some((field("namespace")?, field("name")?))
+    }
+
+    fn attachment_node(&self, name: &str) -> Option<String> {
+        let attachment = self
+            .cached_in("storage.k8s.io", "volumeattachments", None, name)?
+            .value()
+            .ok()?;
+        attachment
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .map(str::to_string)
     }
 }
 

@@ -15,6 +15,10 @@
 //!   and update/patch of `status` for pods bound to its nodes (and get of a pod that does not
 //!   exist, answered 404: mirror pods are looked up before they are created); create of
 //!   (mirror) pods bound to its nodes;
+//! - persistentvolumeclaims: get, when a pod bound to one of its nodes uses them; and
+//!   persistentvolumes: get, when bound to such a claim;
+//! - volumeattachments: get, of its nodes; csidrivers: get, list, watch (as the `system:node`
+//!   role grants them);
 //! - events (core and events.k8s.io): create, update, patch;
 //! - configmaps and secrets: get, when a pod bound to one of its nodes uses them.
 //!
@@ -37,9 +41,14 @@ pub trait NodeGraph {
     fn node_owner(&self, name: &str) -> Option<Option<String>>;
     /// The node pod `namespace/name` is bound to ("" when unbound); `None` if no such pod.
     fn pod_node(&self, namespace: &str, name: &str) -> Option<String>;
-    /// Whether a pod in `namespace` bound to one of `host`'s nodes uses the configmap or
-    /// secret (`kind` is `configmaps` or `secrets`) named `name`.
+    /// Whether a pod in `namespace` bound to one of `host`'s nodes uses the configmap,
+    /// secret or claim (`kind` is `configmaps`, `secrets` or `persistentvolumeclaims`) named
+    /// `name`.
     fn pod_uses(&self, host: &str, namespace: &str, kind: &str, name: &str) -> bool;
+    /// The claim (`namespace`, `name`) volume `name`'s claimRef names; `None` if none.
+    fn volume_claim(&self, name: &str) -> Option<(String, String)>;
+    /// The node VolumeAttachment `name` attaches to; `None` if no such attachment.
+    fn attachment_node(&self, name: &str) -> Option<String>;
 }
 
 /// The node authorizer's answer.
@@ -114,6 +123,21 @@ pub fn decide(attributes: &Attributes<'_>, graph: &dyn NodeGraph) -> NodeDecisio
         ("", kind @ ("configmaps" | "secrets"), "") => {
             verb == "get" && graph.pod_uses(host, r.namespace, kind, r.name)
         }
+        ("", "persistentvolumeclaims", "") => {
+            verb == "get" && graph.pod_uses(host, r.namespace, "persistentvolumeclaims", r.name)
+        }
+        ("", "persistentvolumes", "") => {
+            verb == "get"
+                && graph
+                    .volume_claim(r.name)
+                    .is_some_and(|(namespace, claim)| {
+                        graph.pod_uses(host, &namespace, "persistentvolumeclaims", &claim)
+                    })
+        }
+        ("storage.k8s.io", "volumeattachments", "") => {
+            verb == "get" && graph.attachment_node(r.name).is_some_and(|n| owns(&n))
+        }
+        ("storage.k8s.io", "csidrivers", "") => matches!(verb, "get" | "list" | "watch"),
         _ => false,
     };
     if allowed {
@@ -145,8 +169,8 @@ pub fn claim(user: &UserInfo, resource: &api::ResourceInfo, object: &mut Value) 
     metadata["labels"][OWNER_LABEL] = Value::String(user.name.clone());
 }
 
-/// Whether `pod` refers to the configmap or secret `name` (volumes, projected sources, env,
-/// envFrom of every container, and image pull secrets).
+/// Whether `pod` refers to the configmap, secret or claim `name` (volumes, projected sources,
+/// env, envFrom of every container, and image pull secrets).
 pub fn pod_references(pod: &Value, kind: &str, name: &str) -> bool {
     find_reference(pod, kind, &mut |n| n == name)
 }
@@ -173,6 +197,9 @@ fn find_reference(pod: &Value, kind: &str, found: &mut dyn FnMut(&str) -> bool) 
             .flatten()
     }
     let spec = pod.get("spec");
+    if kind == "persistentvolumeclaims" {
+        return list(spec, "volumes").any(|v| is(v.pointer("/persistentVolumeClaim/claimName")));
+    }
     if secrets {
         for pull in list(spec, "imagePullSecrets") {
             if is(pull.get("name")) {
@@ -234,7 +261,8 @@ mod tests {
     use std::collections::HashMap;
 
     /// nodes n1, n2 of host h1; n3 of h2; n4 unowned. Pods: dev/a on n1, dev/b on n3, dev/c
-    /// unbound. dev/a mounts configmap cfg and secret tok.
+    /// unbound. dev/a mounts configmap cfg, secret tok and claim data; volume pv-data is bound
+    /// to it, pv-other to another claim; attachment csi-1 is on n1, csi-3 on n3.
     struct Graph {
         owners: HashMap<&'static str, Option<&'static str>>,
         pods: HashMap<(&'static str, &'static str), &'static str>,
@@ -268,10 +296,25 @@ mod tests {
         }
         fn pod_uses(&self, host: &str, namespace: &str, kind: &str, name: &str) -> bool {
             let pod_a = json!({"spec": {
-                "volumes": [{"name": "v", "configMap": {"name": "cfg"}}],
+                "volumes": [{"name": "v", "configMap": {"name": "cfg"}},
+                            {"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
                 "containers": [{"name": "c", "env": [{"name": "T", "valueFrom": {"secretKeyRef": {"name": "tok", "key": "k"}}}]}]
             }});
             host == "h1" && namespace == "dev" && pod_references(&pod_a, kind, name)
+        }
+        fn volume_claim(&self, name: &str) -> Option<(String, String)> {
+            match name {
+                "pv-data" => Some(("dev".into(), "data".into())),
+                "pv-other" => Some(("dev".into(), "other".into())),
+                _ => None,
+            }
+        }
+        fn attachment_node(&self, name: &str) -> Option<String> {
+            match name {
+                "csi-1" => Some("n1".into()),
+                "csi-3" => Some("n3".into()),
+                _ => None,
+            }
         }
     }
 
@@ -448,5 +491,46 @@ mod tests {
                 ..core("get", "deployments", "", "dev", "d")
             }
         ));
+    }
+
+    #[test]
+    fn claims_their_volumes_and_attachments_of_own_pods_and_nodes() {
+        assert!(ask(
+            "h1",
+            core("get", "persistentvolumeclaims", "", "dev", "data")
+        ));
+        assert!(!ask(
+            "h1",
+            core("get", "persistentvolumeclaims", "", "dev", "other")
+        ));
+        assert!(!ask(
+            "h2",
+            core("get", "persistentvolumeclaims", "", "dev", "data")
+        ));
+        assert!(!ask(
+            "h1",
+            core("list", "persistentvolumeclaims", "", "dev", "")
+        ));
+        assert!(ask(
+            "h1",
+            core("get", "persistentvolumes", "", "", "pv-data")
+        ));
+        assert!(!ask(
+            "h1",
+            core("get", "persistentvolumes", "", "", "pv-other")
+        ));
+        assert!(!ask(
+            "h1",
+            core("update", "persistentvolumes", "", "", "pv-data")
+        ));
+        let storage = |verb, resource, name| Ask {
+            group: "storage.k8s.io",
+            ..core(verb, resource, "", "", name)
+        };
+        assert!(ask("h1", storage("get", "volumeattachments", "csi-1")));
+        assert!(!ask("h1", storage("get", "volumeattachments", "csi-3")));
+        assert!(!ask("h1", storage("update", "volumeattachments", "csi-1")));
+        assert!(ask("h1", storage("watch", "csidrivers", "")));
+        assert!(!ask("h1", storage("delete", "csidrivers", "csi.kemu.dev")));
     }
 }

@@ -5,8 +5,9 @@
 //! volumes, delete the pod, forget me. No I/O, no clock.
 //!
 //! The order is a kubelet's: admit (resource fit, else Failed with OutOf…) → pause sandbox (pod IP
-//! from the podCIDR, the host's IP for hostNetwork) → volumes (a missing configMap or secret
-//! holds the pod in ContainerCreating with FailedMount events) → per container: pull per
+//! from the podCIDR, the host's IP for hostNetwork) → claims (bound, their volumes attached;
+//! else ContainerCreating, with FailedMount events for claims that cannot be used) → volumes
+//! (a missing configMap or secret holds the pod in ContainerCreating with FailedMount events) → per container: pull per
 //! imagePullPolicy (ErrImagePull → ImagePullBackOff with exponential back-off), create, start,
 //! postStart → init containers one at a time, then the main containers → startup, liveness and
 //! readiness probes → exits handled per restartPolicy with CrashLoopBackOff (10 s doubling to
@@ -46,6 +47,9 @@ const ERR_IMAGE_PULL_SHOWN: Duration = Duration::from_secs(1);
 /// Retry of a volume whose configMap or secret is missing: 1 s doubling to 8 s.
 const MOUNT_RETRY_INITIAL: Duration = Duration::from_secs(1);
 const MOUNT_RETRY_MAX: Duration = Duration::from_secs(8);
+/// How often a volume not attached yet is looked at again, as the kubelet polls its volume
+/// manager (`podAttachAndMountRetryInterval`).
+const CLAIM_POLL: Duration = Duration::from_millis(300);
 /// The annotation prefix of scripted behaviour (`kemu.dev/crash-after`, with an optional
 /// `.<container>` suffix naming one container).
 pub const BEHAVIOUR_PREFIX: &str = "kemu.dev/";
@@ -59,6 +63,8 @@ pub enum Input<'a> {
     Updated(&'a Pod),
     /// The answer to [`Command::CheckVolumes`]: the mount errors, empty when all are there.
     VolumesChecked { missing: Vec<String> },
+    /// The answer to [`Command::CheckClaims`].
+    ClaimsChecked(ClaimsAnswer),
     /// The pod object is gone (force-deleted, or our own final delete went through).
     Removed,
 }
@@ -81,6 +87,9 @@ pub enum Command {
     /// Check that these configMaps and secrets exist and answer with
     /// [`Input::VolumesChecked`]; each entry is (volume, kind, name).
     CheckVolumes(Vec<(String, &'static str, String)>),
+    /// Check that these claims are bound and their volumes attached to the node and answer
+    /// with [`Input::ClaimsChecked`]; each entry is (volume, claim).
+    CheckClaims(Vec<(String, String)>),
     /// A container instance started: its output, for `kubectl logs`.
     ContainerStarted {
         container: String,
@@ -96,6 +105,18 @@ pub enum Command {
     DeletePod { uid: String },
     /// Nothing is left of the pod on this node: drop the machine.
     Forget,
+}
+
+/// What the check of a pod's PersistentVolumeClaims found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClaimsAnswer {
+    /// Every claim is bound and every volume that needs attaching is attached.
+    Ready,
+    /// The claims are bound, some volume is not attached yet: look again soon. The kubelet
+    /// waits for an attach without an event.
+    Unattached,
+    /// A claim cannot be used yet (not bound, missing, being deleted): the FailedMount message.
+    Failed(String),
 }
 
 /// Scripted behaviour read from the pod's annotations.
@@ -304,6 +325,11 @@ enum Stage {
     Sandbox {
         until: DateTime<Utc>,
     },
+    /// Waiting for the answer of a claim check (`retry_at` None) or for the next check.
+    Claims {
+        retry_at: Option<DateTime<Utc>>,
+        failures: u32,
+    },
     /// Waiting for the answer of a volume check (`retry_at` None) or for the next check.
     Volumes {
         retry_at: Option<DateTime<Utc>>,
@@ -471,6 +497,35 @@ impl PodLifecycle {
                     }
                 }
             }
+            Input::ClaimsChecked(answer) => {
+                if let Stage::Claims { failures, .. } = self.stage {
+                    let (retry, failures) = match answer {
+                        ClaimsAnswer::Ready => {
+                            self.enter_volumes(&mut out);
+                            (None, failures)
+                        }
+                        ClaimsAnswer::Unattached => (Some(CLAIM_POLL), failures),
+                        ClaimsAnswer::Failed(message) => {
+                            out.push(Command::Event {
+                                warning: true,
+                                reason: "FailedMount",
+                                message,
+                                field_path: None,
+                            });
+                            (
+                                Some(backoff(MOUNT_RETRY_INITIAL, MOUNT_RETRY_MAX, failures)),
+                                failures + 1,
+                            )
+                        }
+                    };
+                    if let Some(delay) = retry {
+                        self.stage = Stage::Claims {
+                            retry_at: Some(now + chrono_duration(delay)),
+                            failures,
+                        };
+                    }
+                }
+            }
             Input::Removed => {
                 self.release(node);
                 self.stage = Stage::Gone;
@@ -540,16 +595,27 @@ impl PodLifecycle {
                 };
                 self.host_ips = node.host_ips.clone();
                 self.sandbox_ready = true;
-                let wanted = self.volume_sources();
-                if wanted.is_empty() {
-                    self.stage = Stage::Containers;
+                let claims = self.claim_volumes();
+                if claims.is_empty() {
+                    self.enter_volumes(out);
                 } else {
-                    self.stage = Stage::Volumes {
+                    self.stage = Stage::Claims {
                         retry_at: None,
                         failures: 0,
                     };
-                    out.push(Command::CheckVolumes(wanted));
+                    out.push(Command::CheckClaims(claims));
                 }
+                true
+            }
+            Stage::Claims {
+                retry_at: Some(at),
+                failures,
+            } if at <= now => {
+                self.stage = Stage::Claims {
+                    retry_at: None,
+                    failures,
+                };
+                out.push(Command::CheckClaims(self.claim_volumes()));
                 true
             }
             Stage::Volumes {
@@ -652,6 +718,9 @@ impl PodLifecycle {
             | Stage::RemovingSandbox { until } => consider(*until),
             Stage::Volumes {
                 retry_at: Some(at), ..
+            }
+            | Stage::Claims {
+                retry_at: Some(at), ..
             } => consider(*at),
             Stage::Terminating { kill_at } => consider(*kill_at),
             _ => {}
@@ -687,6 +756,34 @@ impl PodLifecycle {
 
     fn spec_flag(&self, f: impl Fn(&k8s_openapi::api::core::v1::PodSpec) -> Option<bool>) -> bool {
         self.pod.spec.as_ref().and_then(f).unwrap_or(false)
+    }
+
+    /// On to the configMap and secret volumes once the claims are ready: wait for them, or
+    /// start the containers when there are none.
+    fn enter_volumes(&mut self, out: &mut Vec<Command>) {
+        let wanted = self.volume_sources();
+        if wanted.is_empty() {
+            self.stage = Stage::Containers;
+        } else {
+            self.stage = Stage::Volumes {
+                retry_at: None,
+                failures: 0,
+            };
+            out.push(Command::CheckVolumes(wanted));
+        }
+    }
+
+    /// The pod's PersistentVolumeClaim volumes: (volume, claim).
+    fn claim_volumes(&self) -> Vec<(String, String)> {
+        let volumes = self.pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+        volumes
+            .into_iter()
+            .flatten()
+            .filter_map(|v| {
+                let claim = v.persistent_volume_claim.as_ref()?;
+                Some((v.name.clone(), claim.claim_name.clone()))
+            })
+            .collect()
     }
 
     /// The configMaps and secrets the pod's volumes need (not the optional ones).

@@ -416,3 +416,61 @@ fn probes_drive_readiness_and_restarts() {
     assert!(h.reasons().contains(&"Killing"));
     assert_eq!(h.status()["containerStatuses"][0]["restartCount"], 1);
 }
+
+#[test]
+fn claims_hold_the_pod_until_bound_and_attached() {
+    let mut machine = PodLifecycle::new(pod(json!({
+        "containers": [{"name": "app", "image": "nginx"}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "c"}}],
+    })));
+    let mut node = node();
+    let ms = |n| chrono_duration(Duration::from_millis(n));
+    let events = |out: &[Command]| -> Vec<(&'static str, String)> {
+        out.iter()
+            .filter_map(|c| match c {
+                Command::Event {
+                    reason, message, ..
+                } => Some((*reason, message.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    let check = Command::CheckClaims(vec![("data".into(), "c".into())]);
+    let mut now = t0();
+    machine.step(now, Input::Tick, &mut node);
+    now += ms(100);
+    let out = machine.step(now, Input::Tick, &mut node);
+    assert!(out.contains(&check), "{out:?}");
+    assert!(!out.iter().any(|c| matches!(c, Command::CheckVolumes(_))));
+
+    // A claim that cannot be used: FailedMount, looked at again after 1 s.
+    let failed = ClaimsAnswer::Failed("PVC is not bound".into());
+    let out = machine.step(now, Input::ClaimsChecked(failed), &mut node);
+    assert_eq!(
+        events(&out),
+        vec![("FailedMount", "PVC is not bound".to_string())]
+    );
+    assert!(out.contains(&Command::WakeAt(now + ms(1000))), "{out:?}");
+    let status = machine.status(now);
+    assert_eq!(
+        status["containerStatuses"][0]["state"]["waiting"]["reason"],
+        "ContainerCreating"
+    );
+    now += ms(1000);
+    assert!(machine.step(now, Input::Tick, &mut node).contains(&check));
+
+    // Bound but not attached: no event, looked at again after 300 ms.
+    let out = machine.step(
+        now,
+        Input::ClaimsChecked(ClaimsAnswer::Unattached),
+        &mut node,
+    );
+    assert!(events(&out).is_empty(), "{out:?}");
+    assert!(out.contains(&Command::WakeAt(now + ms(300))), "{out:?}");
+    now += ms(300);
+    assert!(machine.step(now, Input::Tick, &mut node).contains(&check));
+
+    // Ready: on to the containers.
+    let out = machine.step(now, Input::ClaimsChecked(ClaimsAnswer::Ready), &mut node);
+    assert!(events(&out).iter().any(|(r, _)| *r == "Pulling"), "{out:?}");
+}
