@@ -14,10 +14,10 @@
 //!   (PodDisruptionBudgets), [`node_lifecycle`], [`endpoints`], [`namespace`],
 //!   [`garbage_collector`] (with [`custom_kinds`], the custom resources it follows),
 //!   [`resource_quota`], [`service_accounts`] (the `default` ServiceAccount and the
-//!   `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
-//!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`), [`persistent_volume`]
-//!   and [`persistent_volume_controller`] (binding, the emulated CSI driver's provisioning,
-//!   expansion and reclaim, pvc- and pv-protection).
+//!   `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and [`hpa_controller`]
+//!   (HorizontalPodAutoscalers, from the resource, custom and external metrics APIs),
+//!   [`persistent_volume`] and [`persistent_volume_controller`] (binding, the emulated CSI
+//!   driver's provisioning, expansion and reclaim, pvc- and pv-protection).
 //! - [`events`]: the events controllers record, through the manager's shared event sink;
 //!   [`pod_control`]: pod creation and deletion with their events.
 //! - [`metrics`]: the manager's counters, served with its health on `--metrics-addr`.
