@@ -72,11 +72,14 @@ impl MetricsRead {
     /// The read a path (`/apis/<group>/<version>/...`) and its query name; None for a path
     /// that is not an adapter's.
     pub fn parse(path: &str, query: &HashMap<String, String>) -> Option<MetricsRead> {
-        let segments: Vec<&str> = path
+        // Clients escape the `*` of a selection (`pods/%2A/METRIC`).
+        let decoded: Vec<String> = path
             .trim_end_matches('/')
             .split('/')
             .filter(|s| !s.is_empty())
+            .map(unescape)
             .collect();
+        let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
         let selector = query
             .get("labelSelector")
             .filter(|s| !s.is_empty())
@@ -157,6 +160,27 @@ impl MetricsRead {
             },
         }
     }
+}
+
+/// A path segment with its `%XX` escapes decoded (an escape that is not one stays as it is).
+fn unescape(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                out.push((hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0)) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The adapters' NotFound: `the server could not find the metric M for pods` (a selection) or
@@ -541,6 +565,13 @@ mod tests {
             if resource == "namespaces" && name == "ns")
         );
         assert_eq!(namespace.attributes().resource, "metrics");
+        // kubectl escapes the star.
+        let escaped = MetricsRead::parse(
+            "/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/pods/%2A/packets-per-second",
+            &query(&[("labelSelector", "app=web")]),
+        );
+        assert_eq!(escaped.as_ref(), Some(&pods));
+        assert_eq!(unescape("a%2Fb%zz%4"), "a/b%zz%4");
         let node = MetricsRead::parse(
             "/apis/custom.metrics.k8s.io/v1beta2/nodes/n1/load",
             &HashMap::new(),
