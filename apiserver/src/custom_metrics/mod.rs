@@ -642,8 +642,20 @@ mod tests {
         let pod = json!({"metadata": {"name": "p", "namespace": "ns"}});
         let value = metric_value(pods, &pod, "m", "2026-01-01T00:00:00Z", "50");
         assert_eq!(
-            serde_json::to_string(&value["describedObject"]).unwrap_or_default(),
-            r#"{"kind":"Pod","namespace":"ns","name":"p","apiVersion":"v1"}"#
+            value["describedObject"],
+            json!({"kind": "Pod", "namespace": "ns", "name": "p", "apiVersion": "v1"})
+        );
+        // A cluster-scoped object has no namespace.
+        let node = metric_value(
+            api::resources::find("", "v1", "nodes").expect("nodes"),
+            &json!({"metadata": {"name": "n1"}}),
+            "m",
+            "t",
+            "1",
+        );
+        assert_eq!(
+            node["describedObject"],
+            json!({"kind": "Node", "name": "n1", "apiVersion": "v1"})
         );
         assert_eq!(value["metric"]["name"], "m");
         assert_eq!(value["value"], "50");
