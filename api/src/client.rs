@@ -401,6 +401,15 @@ impl Client {
         self.object(&request).await
     }
 
+    /// Reads a path outside the resource table (the custom and external metrics adapters'),
+    /// its query included.
+    pub async fn get_path<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+        let request = ApiRequest::GetPath {
+            path: path.to_string(),
+        };
+        self.object(&request).await
+    }
+
     /// One page of a list (all of it unless `params.limit` is set).
     pub async fn list<T: DeserializeOwned>(
         &self,
@@ -692,7 +701,10 @@ impl Client {
     /// The low-level unary call: one request, one response. API errors come back as
     /// [`ClientError::Api`]. Gets and lists are retried across reconnects.
     pub async fn call(&self, request: &ApiRequest) -> Result<ApiResponse, ClientError> {
-        let idempotent = matches!(request, ApiRequest::Get { .. } | ApiRequest::List { .. });
+        let idempotent = matches!(
+            request,
+            ApiRequest::Get { .. } | ApiRequest::GetPath { .. } | ApiRequest::List { .. }
+        );
         let attempt = async {
             let mut backoff = self.inner.config.min_backoff;
             loop {

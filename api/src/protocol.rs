@@ -66,6 +66,10 @@ pub enum ApiRequest {
         /// `status` or `scale`; None for the object itself.
         subresource: Option<String>,
     },
+    /// A GET of a path outside the resource table — a read of the custom or external metrics
+    /// adapter (`/apis/custom.metrics.k8s.io/v1beta2/namespaces/ns/pods/*/m?labelSelector=…`),
+    /// query included. Answered with [`ApiResponse::Object`].
+    GetPath { path: String },
     /// Answered with [`ApiResponse::List`].
     List {
         resource: ResourceRef,
@@ -183,7 +187,7 @@ impl ApiRequest {
     /// The verb, for logs and metrics (Kubernetes' audit verbs).
     pub fn verb(&self) -> &'static str {
         match self {
-            ApiRequest::Get { .. } => "get",
+            ApiRequest::Get { .. } | ApiRequest::GetPath { .. } => "get",
             ApiRequest::List { .. } => "list",
             ApiRequest::Watch { .. } => "watch",
             ApiRequest::Create { .. } => "create",

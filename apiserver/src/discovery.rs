@@ -30,10 +30,15 @@ pub fn api_versions(server_address: &str) -> Value {
     }))
 }
 
-/// The named groups, each with its versions in table order: kemu's own, then those of `custom`
-/// (the served custom resources, a group's versions in priority order).
+/// The named groups, each with its versions in table order: kemu's own, the metrics adapters',
+/// then those of `custom` (the served custom resources, a group's versions in priority order).
 pub fn groups(custom: &[&'static ResourceInfo]) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out = resources::groups();
+    out.extend(
+        crate::custom_metrics::GROUP_VERSIONS
+            .iter()
+            .map(|(group, version)| (*group, vec![*version])),
+    );
     for r in custom {
         match out.iter_mut().find(|(g, _)| *g == r.group) {
             Some((_, versions)) if !versions.contains(&r.version) => versions.push(r.version),
@@ -98,7 +103,9 @@ pub fn api_resource_list(
     custom: &[&'static ResourceInfo],
 ) -> Option<Value> {
     let served: Vec<&ResourceInfo> = in_group_version(group, version, custom).collect();
-    if served.is_empty() {
+    // A metrics adapter lists the metrics it has series for; the declared ones are found on
+    // read, so its list is empty (as an adapter's with none configured).
+    if served.is_empty() && !crate::custom_metrics::serves(group, version) {
         return None;
     }
     let mut list = Vec::new();
@@ -324,6 +331,21 @@ mod tests {
         );
         assert!(api_group("", &[]).is_none());
         assert!(api_group("nope", &[]).is_none());
+    }
+
+    #[test]
+    fn the_metrics_adapters_groups_are_discoverable() {
+        for (group, version) in [
+            ("custom.metrics.k8s.io", "v1beta2"),
+            ("external.metrics.k8s.io", "v1beta1"),
+        ] {
+            let found = api_group(group, &[]).expect("adapter group");
+            assert_eq!(found["preferredVersion"]["version"], version);
+            let list = api_resource_list(group, version, &[]).expect("resource list");
+            assert_eq!(list["groupVersion"], format!("{group}/{version}"));
+            assert_eq!(list["resources"], json!([]));
+        }
+        assert!(api_resource_list("custom.metrics.k8s.io", "v1", &[]).is_none());
     }
 
     #[test]

@@ -68,7 +68,13 @@ fn is_custom_group(api_version: &str) -> bool {
         return false;
     };
     group.contains('.')
-        && !matches!(group, "meta.k8s.io" | "apidiscovery.k8s.io")
+        && !matches!(
+            group,
+            "meta.k8s.io"
+                | "apidiscovery.k8s.io"
+                | crate::custom_metrics::CUSTOM_GROUP
+                | crate::custom_metrics::EXTERNAL_GROUP
+        )
         && !api::RESOURCES.iter().any(|r| r.group == group)
 }
 
@@ -119,6 +125,8 @@ fn kind_type(api_version: &str, kind: &str) -> Option<&'static Ty> {
         ("autoscaling", "HorizontalPodAutoscaler") => &autoscaling::HPA_V2,
         ("metrics.k8s.io", "NodeMetrics") => &autoscaling::NODE_METRICS,
         ("metrics.k8s.io", "PodMetrics") => &autoscaling::POD_METRICS,
+        ("custom.metrics.k8s.io", "MetricValue") => &autoscaling::METRIC_VALUE,
+        ("external.metrics.k8s.io", "ExternalMetricValue") => &autoscaling::EXTERNAL_METRIC_VALUE,
         ("policy", "PodDisruptionBudget") => &POD_DISRUPTION_BUDGET,
         ("policy", "Eviction") => &EVICTION,
         ("coordination.k8s.io", "Lease") => &LEASE,

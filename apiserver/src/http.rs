@@ -131,6 +131,8 @@ enum Route {
     OpenApi(String, String),
     OpenApiV2,
     Resource(PathTarget),
+    /// A read of the custom or external metrics adapter (paths outside the resource table).
+    MetricsAdapter,
 }
 
 pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Response {
@@ -198,6 +200,15 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                 None => error_response(&authn::unauthorized()),
             };
             (response, verb, resource)
+        }
+        Ok(Route::MetricsAdapter) => {
+            let response = match &user {
+                Some(user) => adapter_request(&state, user, &method, &path, &query)
+                    .await
+                    .unwrap_or_else(|e| error_response(&e)),
+                None => error_response(&authn::unauthorized()),
+            };
+            (response, method.as_str().to_string(), String::new())
         }
         Ok(other) => {
             let allowed = match (&user, &other) {
@@ -331,6 +342,9 @@ fn route(path: &str, served: &crate::crd::Served) -> Result<Route, ApiError> {
         ["api", version, rest @ ..] => {
             resource_route("", version, rest, served).ok_or_else(not_found)
         }
+        ["apis", group, version, _, ..] if crate::custom_metrics::serves(group, version) => {
+            Ok(Route::MetricsAdapter)
+        }
         ["apis", group, version, rest @ ..] => {
             resource_route(group, version, rest, served).ok_or_else(not_found)
         }
@@ -450,8 +464,44 @@ fn non_resource(
             let document = crate::openapi::v2_document(custom, &*served);
             documents::openapi(&document, headers, query, path, false)
         }
-        Route::Resource(_) => error_response(&not_found_path()),
+        Route::Resource(_) | Route::MetricsAdapter => error_response(&not_found_path()),
     }
+}
+
+/// A read of the emulated custom or external metrics adapter, authorized as kube-apiserver
+/// authorizes a request it proxies to an adapter.
+async fn adapter_request(
+    state: &AppState,
+    user: &Arc<UserInfo>,
+    method: &Method,
+    path: &str,
+    query: &HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let read = crate::custom_metrics::MetricsRead::parse(path, query).ok_or_else(not_found_path)?;
+    if method != Method::GET {
+        return Err(ApiError::MethodNotAllowed {
+            message: format!(
+                "the server does not allow this method on the requested resource ({method})"
+            ),
+        });
+    }
+    let read_attributes = read.attributes();
+    let attributes = Attributes {
+        user,
+        verb: read_attributes.verb,
+        target: Target::Resource(ResourceAttributes {
+            group: read_attributes.group,
+            resource: &read_attributes.resource,
+            subresource: &read_attributes.subresource,
+            namespace: &read_attributes.namespace,
+            name: &read_attributes.name,
+            field_selector: None,
+            object: None,
+        }),
+    };
+    state.authorizer.check_consistent(&attributes).await?;
+    let value = crate::custom_metrics::serve(&state.registry, &read).await?;
+    Ok(json_response(StatusCode::OK, &value))
 }
 
 fn not_found_path() -> ApiError {

@@ -28,7 +28,9 @@
 //!   k8s-openapi) and the list metadata that strategic merge and server-side apply read.
 //! - [`scale`]: the `scale` subresource (`kubectl scale`).
 //! - [`resource_metrics`]: `metrics.k8s.io` (NodeMetrics, PodMetrics) from the declared usage
-//!   model, what `kubectl top` and the HorizontalPodAutoscaler controller read.
+//!   model, what `kubectl top` and the HorizontalPodAutoscaler controller read;
+//!   [`custom_metrics`]: `custom.metrics.k8s.io` and `external.metrics.k8s.io` as a metrics
+//!   adapter serves them, from declared values.
 //! - [`autoscaling`]: HorizontalPodAutoscalers: autoscaling/v1 ⇄ v2 conversion, defaults.
 //! - [`defaults`]: Kubernetes' defaulting on every write (Secret `stringData`, pod volumes and
 //!   field selectors, EndpointSlice ports).
@@ -53,6 +55,7 @@ pub mod authz;
 pub mod autoscaling;
 pub mod connection_clock;
 pub mod crd;
+pub mod custom_metrics;
 pub mod defaults;
 pub mod discovery;
 pub mod dry_run;

@@ -268,6 +268,34 @@ impl ComponentFront {
                     items,
                 })
             }
+            ApiRequest::GetPath { path } => {
+                let (path, query) = path.split_once('?').unwrap_or((path.as_str(), ""));
+                let query: std::collections::HashMap<String, String> =
+                    serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .collect();
+                let read = crate::custom_metrics::MetricsRead::parse(path, &query)
+                    .ok_or_else(not_found_path)?;
+                let a = read.attributes();
+                let target = Target::Resource(ResourceAttributes {
+                    group: a.group,
+                    resource: &a.resource,
+                    subresource: &a.subresource,
+                    namespace: &a.namespace,
+                    name: &a.name,
+                    field_selector: None,
+                    object: None,
+                });
+                self.authorizer
+                    .check_consistent(&Attributes {
+                        user,
+                        verb: a.verb,
+                        target,
+                    })
+                    .await?;
+                object(&crate::custom_metrics::serve(registry, &read).await?)
+            }
             ApiRequest::Watch { .. } => Err(ApiError::internal("a watch is not a unary call")),
             ApiRequest::Create {
                 resource,

@@ -357,3 +357,417 @@ async fn invalid_autoscalers_get_kubernetes_422s() -> anyhow::Result<()> {
     assert!(metrics_group.contains("PodMetrics"), "{metrics_group}");
     Ok(())
 }
+
+/// The condition of `kind` of an autoscaler: (status, reason, message).
+fn condition_of(c: &Cluster, hpa: &str, kind: &str) -> Option<(String, String, String)> {
+    let hpa = json(c, &["get", "hpa", hpa, "-o", "json"]);
+    let found = hpa["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)?
+        .clone();
+    let text = |field: &str| found[field].as_str().unwrap_or_default().to_string();
+    Some((text("status"), text("reason"), text("message")))
+}
+
+fn deployment(name: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: {name}
+  template:
+    metadata:
+      labels:
+        app: {name}
+      annotations: {annotations}
+    spec:
+      containers:
+      - name: app
+        image: nginx
+        resources:
+          requests:
+            cpu: 100m
+"
+    )
+}
+
+fn autoscaler(name: &str, target: &str, metric: &str) -> String {
+    format!(
+        "apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {name}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {target}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics:
+  - {metric}
+"
+    )
+}
+
+fn replicas_of(c: &Cluster, name: &str) -> i64 {
+    json(c, &["get", "deployment", name, "-o", "json"])["spec"]["replicas"]
+        .as_i64()
+        .unwrap_or(-1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_external_and_container_metrics_drive_autoscalers() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let _hosts = start_node_host(&c, 1, 2, "node-")?;
+    let _scheduler = start_scheduler(&c)?;
+    issue(&c, "controllers", "system:kube-controller-manager")?;
+    let mut args = common_args(&c, "controllers", "controllers");
+    args.extend(["--horizontal-pod-autoscaler-sync-period-secs", "1"].map(String::from));
+    let controllers = spawn(&c, "controllers", &args)?;
+
+    // The adapters' groups are discoverable.
+    let versions = c.ok(&["api-versions"]);
+    assert!(
+        versions.contains("custom.metrics.k8s.io/v1beta2"),
+        "{versions}"
+    );
+    assert!(
+        versions.contains("external.metrics.k8s.io/v1beta1"),
+        "{versions}"
+    );
+    let list = json(&c, &["get", "--raw", "/apis/custom.metrics.k8s.io/v1beta2"]);
+    assert_eq!(list["kind"], "APIResourceList", "{list}");
+    assert_eq!(
+        list["groupVersion"], "custom.metrics.k8s.io/v1beta2",
+        "{list}"
+    );
+
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &deployment(
+            "web",
+            r#"{"metrics.kemu.dev/custom": '{"packets-per-second": "50"}'}"#,
+        ),
+    );
+    c.ok_stdin(&["apply", "-f", "-"], &deployment("worker", "{}"));
+    wait_until("web and worker run", Duration::from_secs(60), || async {
+        exactly_running(&c, "app=web", 1, &[]) && exactly_running(&c, "app=worker", 1, &[])
+    })
+    .await?;
+
+    // custom.metrics.k8s.io answers as an adapter does.
+    let values = json(
+        &c,
+        &[
+            "get",
+            "--raw",
+            "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/packets-per-second?labelSelector=app%3Dweb",
+        ],
+    );
+    assert_eq!(values["kind"], "MetricValueList", "{values}");
+    assert_eq!(
+        values["items"][0]["describedObject"]["kind"], "Pod",
+        "{values}"
+    );
+    assert_eq!(values["items"][0]["metric"]["name"], "packets-per-second");
+    assert_eq!(values["items"][0]["value"], "50", "{values}");
+    let missing = c.fails(&[
+        "get",
+        "--raw",
+        "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/pods/*/nope",
+    ]);
+    assert!(
+        missing.contains("the server could not find the metric nope for pods"),
+        "{missing}"
+    );
+
+    // A Pods metric below its target: nothing moves, the average is in the status.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &autoscaler(
+            "web",
+            "web",
+            "type: Pods\n    pods:\n      metric:\n        name: packets-per-second\n      target:\n        type: AverageValue\n        averageValue: \"100\"",
+        ),
+    );
+    let measured = wait_until(
+        "the Pods metric is measured",
+        Duration::from_secs(60),
+        || async {
+            let hpa = json(&c, &["get", "hpa", "web", "-o", "json"]);
+            hpa["status"]["currentMetrics"][0]["pods"]["current"]["averageValue"] == "50"
+        },
+    )
+    .await;
+    if measured.is_err() {
+        eprintln!("{}", controllers.log());
+    }
+    measured?;
+    assert_eq!(replicas_of(&c, "web"), 1);
+    // The declared value crosses the target: the Deployment grows.
+    c.ok(&[
+        "annotate",
+        "pods",
+        "-l",
+        "app=web",
+        "--overwrite",
+        r#"metrics.kemu.dev/custom={"packets-per-second": "300"}"#,
+    ]);
+    wait_until("web scales up to 3", Duration::from_secs(60), || async {
+        replicas_of(&c, "web") == 3
+    })
+    .await?;
+    assert!(
+        rescale_events(&c)
+            .iter()
+            .any(|m| m == "New size: 3; reason: pods metric packets-per-second above target"),
+        "{:?}",
+        rescale_events(&c)
+    );
+    let described = c.ok(&["describe", "hpa", "web"]);
+    assert!(
+        described.contains("\"packets-per-second\" on pods:"),
+        "{described}"
+    );
+
+    // An External metric from the namespace's kemu-external-metrics ConfigMap: 25 against a
+    // value of 10 with one ready pod asks for 3.
+    c.ok(&[
+        "create",
+        "configmap",
+        "kemu-external-metrics",
+        "--from-literal=queue_depth=25",
+    ]);
+    let external = json(
+        &c,
+        &[
+            "get",
+            "--raw",
+            "/apis/external.metrics.k8s.io/v1beta1/namespaces/default/queue_depth",
+        ],
+    );
+    assert_eq!(external["kind"], "ExternalMetricValueList", "{external}");
+    assert_eq!(external["items"][0]["metricName"], "queue_depth");
+    assert_eq!(external["items"][0]["value"], "25", "{external}");
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &autoscaler(
+            "worker",
+            "worker",
+            "type: External\n    external:\n      metric:\n        name: queue_depth\n      target:\n        type: Value\n        value: \"10\"",
+        ),
+    );
+    wait_until("worker scales up to 3", Duration::from_secs(60), || async {
+        replicas_of(&c, "worker") == 3
+    })
+    .await?;
+    let hpa = json(&c, &["get", "hpa", "worker", "-o", "json"]);
+    assert_eq!(
+        hpa["status"]["currentMetrics"][0]["external"]["current"]["value"], "25",
+        "{hpa}"
+    );
+    assert_eq!(
+        hpa["status"]["currentMetrics"][0]["external"]["metric"]["name"], "queue_depth",
+        "{hpa}"
+    );
+    let described = c.ok(&["describe", "hpa", "worker"]);
+    assert!(
+        described.contains("\"queue_depth\" (target value):"),
+        "{described}"
+    );
+
+    // A ContainerResource metric: the app container's own usage (half its request).
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &autoscaler(
+            "worker-app",
+            "worker",
+            "type: ContainerResource\n    containerResource:\n      name: cpu\n      container: app\n      target:\n        type: Utilization\n        averageUtilization: 50",
+        ),
+    );
+    wait_until(
+        "the container metric is measured",
+        Duration::from_secs(60),
+        || async {
+            let hpa = json(&c, &["get", "hpa", "worker-app", "-o", "json"]);
+            let status = &hpa["status"]["currentMetrics"][0]["containerResource"];
+            status["container"] == "app" && status["current"]["averageUtilization"] == 50
+        },
+    )
+    .await?;
+
+    // Missing metrics: upstream's reasons and messages.
+    for (name, metric, reason, wanted) in [
+        (
+            "no-pods-metric",
+            "type: Pods\n    pods:\n      metric:\n        name: nope\n      target:\n        type: AverageValue\n        averageValue: \"1\"",
+            "FailedGetPodsMetric",
+            "the HPA was unable to compute the replica count: unable to get metric nope: unable to fetch metrics from custom metrics API: the server could not find the metric nope for pods",
+        ),
+        (
+            "no-external-metric",
+            "type: External\n    external:\n      metric:\n        name: nope\n      target:\n        type: AverageValue\n        averageValue: \"1\"",
+            "FailedGetExternalMetric",
+            "the HPA was unable to compute the replica count: unable to get external metric default/nope/nil: no metrics returned from external metrics API",
+        ),
+        (
+            "no-container",
+            "type: ContainerResource\n    containerResource:\n      name: cpu\n      container: nope\n      target:\n        type: Utilization\n        averageUtilization: 50",
+            "FailedGetContainerResourceMetric",
+            "the HPA was unable to compute the replica count: failed to get cpu utilization: unable to get metrics for resource cpu: container nope not present in metrics for pod default/worker-",
+        ),
+    ] {
+        c.ok_stdin(&["apply", "-f", "-"], &autoscaler(name, "worker", metric));
+        wait_until(reason, Duration::from_secs(60), || async {
+            condition_of(&c, name, "ScalingActive").is_some_and(|(status, r, message)| {
+                status == "False" && r == reason && message.starts_with(wanted)
+            })
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}: {:?}", condition_of(&c, name, "ScalingActive")))?;
+        assert!(!events_about(&c, "HorizontalPodAutoscaler", reason).is_empty());
+    }
+    Ok(())
+}
+
+const GIZMO_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: gizmos
+    singular: gizmo
+    kind: Gizmo
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+      scale:
+        specReplicasPath: .spec.replicas
+        statusReplicasPath: .status.replicas
+        labelSelectorPath: .status.selector
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_autoscaler_scales_a_custom_resource_through_its_scale_subresource() -> anyhow::Result<()>
+{
+    let c = Cluster::start(1).await?;
+    issue(&c, "controllers", "system:kube-controller-manager")?;
+    let mut args = common_args(&c, "controllers", "controllers");
+    args.extend(["--horizontal-pod-autoscaler-sync-period-secs", "1"].map(String::from));
+    let controllers = spawn(&c, "controllers", &args)?;
+
+    c.ok_stdin(&["apply", "-f", "-"], GIZMO_CRD);
+    c.ok(&[
+        "wait",
+        "--for=condition=established",
+        "--timeout=60s",
+        "crd/gizmos.example.com",
+    ]);
+    // The gizmo declares its own queue length, an Object metric of 40 against 10 per replica.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        r#"apiVersion: example.com/v1
+kind: Gizmo
+metadata:
+  name: g
+  annotations:
+    metrics.kemu.dev/custom: '{"queue-length": "40"}'
+spec:
+  replicas: 1
+"#,
+    );
+    c.ok(&[
+        "patch",
+        "gizmo",
+        "g",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"replicas":1,"selector":"app=gizmo"}}"#,
+    ]);
+    let value = json(
+        &c,
+        &[
+            "get",
+            "--raw",
+            "/apis/custom.metrics.k8s.io/v1beta2/namespaces/default/gizmos.example.com/g/queue-length",
+        ],
+    );
+    assert_eq!(
+        value["items"][0]["describedObject"]["kind"], "Gizmo",
+        "{value}"
+    );
+    assert_eq!(
+        value["items"][0]["describedObject"]["apiVersion"], "example.com/v1",
+        "{value}"
+    );
+    assert_eq!(value["items"][0]["value"], "40", "{value}");
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: gizmo
+spec:
+  scaleTargetRef:
+    apiVersion: example.com/v1
+    kind: Gizmo
+    name: g
+  minReplicas: 1
+  maxReplicas: 10
+  metrics:
+  - type: Object
+    object:
+      describedObject:
+        apiVersion: example.com/v1
+        kind: Gizmo
+        name: g
+      metric:
+        name: queue-length
+      target:
+        type: AverageValue
+        averageValue: \"10\"
+",
+    );
+    let scaled = wait_until("the gizmo scales to 4", Duration::from_secs(60), || async {
+        json(&c, &["get", "gizmo", "g", "-o", "json"])["spec"]["replicas"] == 4
+    })
+    .await;
+    if scaled.is_err() {
+        eprintln!("{}", c.ok(&["describe", "hpa", "gizmo"]));
+        eprintln!("{}", controllers.log());
+    }
+    scaled?;
+    let hpa = json(&c, &["get", "hpa", "gizmo", "-o", "json"]);
+    assert_eq!(
+        hpa["status"]["currentMetrics"][0]["object"]["current"]["averageValue"], "40",
+        "{hpa}"
+    );
+    let events = rescale_events(&c);
+    assert!(
+        events
+            .iter()
+            .any(|m| m == "New size: 4; reason: external metric queue-length(nil) above target"),
+        "{events:?}"
+    );
+    let table = c.ok(&["get", "hpa", "gizmo"]);
+    assert!(table.contains("Gizmo/g"), "{table}");
+    Ok(())
+}

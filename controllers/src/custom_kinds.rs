@@ -66,6 +66,17 @@ pub struct DefinitionVersion {
     pub served: bool,
     #[serde(default)]
     pub storage: bool,
+    #[serde(default)]
+    pub subresources: DefinitionSubresources,
+}
+
+/// Which subresources a version serves (their settings are the API server's business).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct DefinitionSubresources {
+    #[serde(default)]
+    pub status: Option<serde_json::Value>,
+    #[serde(default)]
+    pub scale: Option<serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -131,6 +142,46 @@ impl DefinitionSummary {
                 plural: names.plural.clone(),
                 singular: names.singular.clone(),
                 namespaced: self.spec.scope != "Cluster",
+                ..Default::default()
+            }
+            .intern(),
+        )
+    }
+
+    /// The resource of one served version of an established definition, with its
+    /// subresources (what a client maps the kind to, as discovery would tell it).
+    pub fn served_resource(&self, version: &str) -> Option<&'static ResourceInfo> {
+        let established = self
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        let served = self
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.served && v.name == version)?;
+        let names = &self.spec.names;
+        if !established || names.plural.is_empty() {
+            return None;
+        }
+        let subresources = [
+            ("scale", served.subresources.scale.is_some()),
+            ("status", served.subresources.status.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| name.to_string())
+        .collect();
+        Some(
+            DefinedResource {
+                group: self.spec.group.clone(),
+                version: served.name.clone(),
+                kind: names.kind.clone(),
+                plural: names.plural.clone(),
+                singular: names.singular.clone(),
+                namespaced: self.spec.scope != "Cluster",
+                subresources,
                 ..Default::default()
             }
             .intern(),

@@ -1,6 +1,8 @@
 //! The HorizontalPodAutoscaler's decision core, kube-controller-manager's algorithm: replicas
-//! from resource metrics (utilization of requests or average value, tolerance 0.1, missing and
-//! not-ready pods handled as upstream does), then normalisation — the scale-down stabilization
+//! from resource and container resource metrics (utilization of requests or average value,
+//! tolerance 0.1, missing and not-ready pods handled as upstream does), from per-pod custom
+//! metrics (average value), from an object's or an external metric (value, or average value
+//! per pod), then normalisation — the scale-down stabilization
 //! window and the 2×/4 scale-up limit without a `behavior`, or the behavior's windows and rate
 //! policies with one — with the AbleToScale and ScalingLimited conditions it implies. Pure:
 //! pods, metrics and "now" in; replicas, statuses and conditions out. The per-autoscaler memory
@@ -10,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Duration, Utc};
 use k8s_openapi::api::autoscaling::v2::HPAScalingRules;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// How far the usage ratio may stray from 1 before replicas change.
 pub const DEFAULT_TOLERANCE: f64 = 0.1;
@@ -61,7 +64,7 @@ impl Default for Tolerances {
 }
 
 impl Tolerances {
-    fn within(&self, ratio: f64) -> bool {
+    pub fn within(&self, ratio: f64) -> bool {
         (1.0 - self.scale_down) <= ratio && ratio <= (1.0 + self.scale_up)
     }
 }
@@ -286,6 +289,88 @@ fn usage_ratio(values: &HashMap<String, i64>, target: i64) -> (f64, i64) {
     let total: i64 = values.values().sum();
     let average = total / (values.len().max(1) as i64);
     (average as f64 / target as f64, average)
+}
+
+/// Pods that are running and ready (upstream's `getReadyPodsCount`).
+pub fn ready_pods(pods: &[PodFacts]) -> Result<i64, String> {
+    if pods.is_empty() {
+        return Err("no pods returned by selector while calculating replica count".into());
+    }
+    Ok(pods
+        .iter()
+        .filter(|p| p.phase == "Running" && p.ready.is_some_and(|(ready, _)| ready))
+        .count() as i64)
+}
+
+/// Replicas for a usage ratio of one value against its target (an object's or an external
+/// metric's `Value` target, upstream's `getUsageRatioReplicaCount`): none of the pods' own
+/// numbers count, only how many are ready; from zero replicas, the ratio itself.
+pub fn usage_ratio_replicas(
+    current: i32,
+    ratio: f64,
+    ready: impl FnOnce() -> Result<i64, String>,
+    tolerances: Tolerances,
+) -> Result<i32, String> {
+    if current == 0 {
+        return Ok(ratio.ceil() as i32);
+    }
+    if tolerances.within(ratio) {
+        return Ok(current);
+    }
+    let ready = ready().map_err(|e| format!("unable to calculate ready pods: {e}"))?;
+    Ok((ratio * ready as f64).ceil() as i32)
+}
+
+/// Replicas for a total against an `AverageValue` target per pod (an object's or an external
+/// metric's, upstream's `Get…PerPodMetricReplicas`): the total over the target, unless the
+/// current replicas are within tolerance. Also the average per current replica, rounded up.
+pub fn per_pod_replicas(
+    status_replicas: i32,
+    total_milli: i64,
+    target_milli: i64,
+    tolerances: Tolerances,
+) -> (i32, i64) {
+    let target = target_milli as f64;
+    let ratio = total_milli as f64 / (target * f64::from(status_replicas));
+    let replicas = if tolerances.within(ratio) {
+        status_replicas
+    } else {
+        (total_milli as f64 / target).ceil() as i32
+    };
+    let average = if status_replicas == 0 {
+        total_milli
+    } else {
+        (total_milli as f64 / f64::from(status_replicas)).ceil() as i64
+    };
+    (replicas, average)
+}
+
+/// A metric selector as Go's `%+v` prints a `*metav1.LabelSelector` (what upstream's names of
+/// external metrics and its errors about them show): `nil`, or
+/// `&LabelSelector{MatchLabels:map[string]string{k: v,},MatchExpressions:[]LabelSelectorRequirement{…},}`.
+pub fn go_selector(selector: Option<&LabelSelector>) -> String {
+    let Some(selector) = selector else {
+        return "nil".into();
+    };
+    let mut labels: Vec<(&String, &String)> = selector.match_labels.iter().flatten().collect();
+    labels.sort();
+    let labels: String = labels.iter().map(|(k, v)| format!("{k}: {v},")).collect();
+    let expressions: String = selector
+        .match_expressions
+        .iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "LabelSelectorRequirement{{Key:{},Operator:{},Values:[{}],}},",
+                e.key,
+                e.operator,
+                e.values.as_deref().unwrap_or_default().join(" ")
+            )
+        })
+        .collect();
+    format!(
+        "&LabelSelector{{MatchLabels:map[string]string{{{labels}}},MatchExpressions:[]LabelSelectorRequirement{{{expressions}}},}}"
+    )
 }
 
 /// A condition the sync sets: type, status, reason, message.

@@ -228,3 +228,115 @@ fn a_disabled_direction_never_moves() {
     assert_eq!(replicas, 6);
     assert_eq!(conditions[1].reason, "ScaleDownLimit");
 }
+
+#[test]
+fn ready_pods_are_running_and_ready() {
+    let mut unready = pod("b", 0);
+    unready.ready = Some((false, Some(t(-10))));
+    let mut pending = pod("c", 0);
+    pending.phase = "Pending".into();
+    assert_eq!(ready_pods(&[pod("a", 0), unready, pending]), Ok(1));
+    assert_eq!(
+        ready_pods(&[]),
+        Err("no pods returned by selector while calculating replica count".into())
+    );
+}
+
+#[test]
+fn a_value_target_scales_the_ready_pods_by_the_ratio() {
+    let tolerances = Tolerances::default();
+    // An object's metric at twice its target with 3 ready pods: 6.
+    assert_eq!(usage_ratio_replicas(3, 2.0, || Ok(3), tolerances), Ok(6));
+    // Only ready pods count: 4 replicas of which 2 are ready, at 1.5: 3.
+    assert_eq!(usage_ratio_replicas(4, 1.5, || Ok(2), tolerances), Ok(3));
+    // Within the tolerance the pods are not even counted.
+    assert_eq!(
+        usage_ratio_replicas(3, 1.05, || Err("unused".into()), tolerances),
+        Ok(3)
+    );
+    // From zero replicas: the ratio itself, rounded up.
+    assert_eq!(usage_ratio_replicas(0, 2.3, || Ok(0), tolerances), Ok(3));
+    assert_eq!(
+        usage_ratio_replicas(3, 2.0, || ready_pods(&[]), tolerances),
+        Err("unable to calculate ready pods: no pods returned by selector while calculating replica count".into())
+    );
+}
+
+#[test]
+fn an_average_value_target_divides_the_total() {
+    let tolerances = Tolerances::default();
+    // 900 in total against 100 per pod, from 3 replicas: 9, an average of 300 each.
+    assert_eq!(
+        per_pod_replicas(3, 900_000, 100_000, tolerances),
+        (9, 300_000)
+    );
+    // 310 over 3 replicas against 100 each is within the tolerance; the average rounds up.
+    assert_eq!(
+        per_pod_replicas(3, 310_000, 100_000, tolerances),
+        (3, 103_334)
+    );
+    // Below the target: fewer.
+    assert_eq!(
+        per_pod_replicas(4, 150_000, 100_000, tolerances),
+        (2, 37_500)
+    );
+    assert_eq!(
+        per_pod_replicas(0, 250_000, 100_000, tolerances),
+        (3, 250_000)
+    );
+}
+
+#[test]
+fn pods_metrics_average_the_values_of_the_pods() {
+    let pods = [pod("a", 0), pod("b", 0), pod("c", 0)];
+    let pods_metric = |current, values: &[(&str, i64)]| {
+        resource_replicas(
+            "",
+            current,
+            Target::AverageValue(100_000),
+            &pods,
+            metrics(values),
+            Tolerances::default(),
+            t(0),
+        )
+    };
+    // 250 on average against 100 per pod: 3 → 8.
+    let p = pods_metric(3, &[("a", 250_000), ("b", 250_000), ("c", 250_000)]).expect("proposal");
+    assert_eq!(
+        (p.replicas, p.average_milli, p.utilization),
+        (8, 250_000, None)
+    );
+    // A pod without the metric on a scale-up counts as 0: 600 over 3 pods is twice the
+    // target, so 6 rather than the 9 the two reporting pods alone would ask for.
+    let p = pods_metric(3, &[("a", 300_000), ("b", 300_000)]).expect("proposal");
+    assert_eq!(p.replicas, 6);
+    // Scaling down, a pod without the metric counts as at the target.
+    let p = pods_metric(3, &[("a", 10_000), ("b", 10_000)]).expect("proposal");
+    assert_eq!(p.replicas, 2);
+}
+
+#[test]
+fn selectors_print_as_go_prints_them() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    assert_eq!(go_selector(None), "nil");
+    let selector = LabelSelector {
+        match_labels: Some(
+            [("queue", "jobs"), ("env", "prod")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into(),
+        ),
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "tier".into(),
+            operator: "In".into(),
+            values: Some(vec!["a".into(), "b".into()]),
+        }]),
+    };
+    assert_eq!(
+        go_selector(Some(&selector)),
+        "&LabelSelector{MatchLabels:map[string]string{env: prod,queue: jobs,},MatchExpressions:[]LabelSelectorRequirement{LabelSelectorRequirement{Key:tier,Operator:In,Values:[a b],},},}"
+    );
+    assert_eq!(
+        go_selector(Some(&LabelSelector::default())),
+        "&LabelSelector{MatchLabels:map[string]string{},MatchExpressions:[]LabelSelectorRequirement{},}"
+    );
+}

@@ -14,11 +14,11 @@
 //!   (PodDisruptionBudgets), [`node_lifecycle`], [`endpoints`], [`namespace`],
 //!   [`garbage_collector`] (with [`custom_kinds`], the custom resources it follows),
 //!   [`resource_quota`], [`service_accounts`] (the `default` ServiceAccount and the
-//!   `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and
-//!   [`hpa_controller`] (HorizontalPodAutoscalers, from `metrics.k8s.io`), [`persistent_volume`]
-//!   and [`persistent_volume_controller`] (binding, the emulated CSI driver's provisioning,
-//!   expansion and reclaim, pvc- and pv-protection), [`attach_detach`] and
-//!   [`attach_detach_controller`] (VolumeAttachments, the emulated driver's attacher, its
+//!   `kube-root-ca.crt` ConfigMap in every namespace), [`hpa`] and [`hpa_controller`]
+//!   (HorizontalPodAutoscalers, from the resource, custom and external metrics APIs),
+//!   [`persistent_volume`] and [`persistent_volume_controller`] (binding, the emulated CSI
+//!   driver's provisioning, expansion and reclaim, pvc- and pv-protection), [`attach_detach`]
+//!   and [`attach_detach_controller`] (VolumeAttachments, the emulated driver's attacher, its
 //!   CSINodes and CSIStorageCapacities).
 //! - [`events`]: the events controllers record, through the manager's shared event sink;
 //!   [`pod_control`]: pod creation and deletion with their events.

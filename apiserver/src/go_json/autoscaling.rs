@@ -1,7 +1,8 @@
-//! Field order of autoscaling/v1 and v2 HorizontalPodAutoscalers and of metrics.k8s.io/v1beta1
-//! NodeMetrics and PodMetrics, as their Go structs declare them. Data, not logic.
+//! Field order of autoscaling/v1 and v2 HorizontalPodAutoscalers, of metrics.k8s.io/v1beta1
+//! NodeMetrics and PodMetrics and of the custom and external metrics adapters' values, as their
+//! Go structs declare them. Data, not logic.
 
-use super::types::{LABEL_SELECTOR, OBJECT_META};
+use super::types::{LABEL_SELECTOR, OBJECT_META, OBJECT_REFERENCE};
 use super::{f, t, Ty};
 
 pub static HPA_V2: Ty = Ty(&[
@@ -129,3 +130,19 @@ pub static POD_METRICS: Ty = Ty(&[
     t("containers", &CONTAINER_METRICS),
 ]);
 static CONTAINER_METRICS: Ty = Ty(&[f("name"), f("usage")]);
+/// custom.metrics.k8s.io/v1beta2 MetricValue (the items of a MetricValueList).
+pub static METRIC_VALUE: Ty = Ty(&[
+    t("describedObject", &OBJECT_REFERENCE),
+    t("metric", &METRIC_IDENTIFIER),
+    f("timestamp"),
+    f("windowSeconds"),
+    f("value"),
+]);
+/// external.metrics.k8s.io/v1beta1 ExternalMetricValue.
+pub static EXTERNAL_METRIC_VALUE: Ty = Ty(&[
+    f("metricName"),
+    f("metricLabels"),
+    f("timestamp"),
+    f("window"),
+    f("value"),
+]);

@@ -32,7 +32,7 @@ use definitions::{reference, OBJECT_META};
 use list_fields::ListField;
 
 /// The version kube-apiserver writes into `info.version`.
-const INFO_VERSION: &str = "v1.37.0";
+pub(crate) const INFO_VERSION: &str = "v1.37.0";
 
 /// What the documents know of the served custom resources.
 pub trait CustomSchemas {
@@ -148,6 +148,7 @@ fn group_versions(custom: &[&'static ResourceInfo]) -> Vec<GroupVersion> {
             out.push((r.group, r.version));
         }
     }
+    out.extend(crate::custom_metrics::GROUP_VERSIONS);
     out
 }
 
@@ -179,7 +180,11 @@ pub fn v3_group_version(
         .filter(|r| r.group == group && r.version == version)
         .collect();
     if resources.is_empty() {
-        return None;
+        return crate::custom_metrics::serves(group, version).then(|| {
+            Arc::new(Document::new(crate::custom_metrics::openapi_document(
+                group, version,
+            )))
+        });
     }
     let builtin_only = resources.iter().all(|r| !crate::crd::is_custom(r));
     match BUILTIN.get(&(group, version)) {

@@ -41,7 +41,7 @@ fn source(resource: &ResourceInfo) -> Result<&'static ResourceInfo, ApiError> {
 
 /// Whether a pod has usage to report: running on a node, as metrics-server reports only pods
 /// the kubelet runs.
-fn reported(pod: &Value) -> bool {
+pub(crate) fn reported(pod: &Value) -> bool {
     pod.pointer("/status/phase").and_then(Value::as_str) == Some("Running")
         && pod
             .pointer("/spec/nodeName")
@@ -116,7 +116,7 @@ pub fn node_metrics<'p>(
 }
 
 /// metrics-server's timestamps: whole seconds.
-fn stamp(now: DateTime<Utc>) -> String {
+pub(crate) fn stamp(now: DateTime<Utc>) -> String {
     now.trunc_subsecs(0)
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
