@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::node_object::{allocatable, NodeIdentity, LEASE_NAMESPACE};
 use crate::runtime::NodeRuntime;
 use crate::static_pods;
+use crate::volume_sources::VolumeSources;
 
 /// How often static pod manifests are re-read and missing mirror pods re-created.
 const STATIC_POD_RESYNC: Duration = Duration::from_secs(20);
@@ -64,6 +65,8 @@ pub struct Shared {
     /// Limits how many nodes register at once.
     pub startup: Arc<tokio::sync::Semaphore>,
     pub event_seq: AtomicU64,
+    /// The ConfigMaps and Secrets the pods mount, watched.
+    pub volume_sources: VolumeSources,
 }
 
 /// A pod this node runs.
@@ -552,30 +555,12 @@ impl Kubelet {
                 }));
             }
             Command::CheckVolumes(wanted) => {
-                let client = self.shared.client.clone();
-                let namespace = worker.namespace.clone();
+                let check = self
+                    .shared
+                    .volume_sources
+                    .acquire(uid, &worker.namespace, wanted);
                 let uid = uid.to_string();
-                let work = async move {
-                    let mut missing = Vec::new();
-                    for (volume, kind, name) in wanted {
-                        let resource = match kind {
-                            "secret" => resources::find("", "v1", "secrets"),
-                            _ => resources::find("", "v1", "configmaps"),
-                        }
-                        .expect("served");
-                        match client.get::<Value>(resource, Some(&namespace), &name).await {
-                            Ok(_) => {}
-                            Err(e) if e.is_not_found() => missing.push(format!(
-                                "MountVolume.SetUp failed for volume \"{volume}\" : {kind} \"{name}\" not found"
-                            )),
-                            Err(e) => missing.push(format!(
-                                "MountVolume.SetUp failed for volume \"{volume}\" : {e}"
-                            )),
-                        }
-                    }
-                    missing
-                };
-                ctx.spawn(work.into_actor(self).map(move |missing, act, ctx| {
+                ctx.spawn(check.run().into_actor(self).map(move |missing, act, ctx| {
                     act.step(&uid, Input::VolumesChecked { missing }, ctx);
                 }));
             }
@@ -608,6 +593,7 @@ impl Kubelet {
                 }
             }
             Command::Forget => {
+                self.shared.volume_sources.release(uid);
                 if let Some(worker) = self.pods.remove(uid) {
                     if let Some(handle) = worker.timer {
                         ctx.cancel_future(handle);
