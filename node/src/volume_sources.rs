@@ -220,3 +220,84 @@ impl Check {
         missing
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::client::ClientConfig;
+    use transport::pki::{self, CertSpec};
+
+    /// A client of a server that is not there: its watches never sync.
+    fn unreachable_client(dir: &std::path::Path) -> Client {
+        std::fs::create_dir_all(dir).expect("a temp dir");
+        pki::create_ca(dir, "test").expect("a CA");
+        pki::issue(
+            dir,
+            &CertSpec {
+                name: "nodehost-1".into(),
+                organizations: vec!["system:nodes".into()],
+                sans: vec![],
+            },
+        )
+        .expect("a certificate");
+        let addr = "127.0.0.1:9".parse().expect("an address");
+        Client::new(ClientConfig::new(vec![addr], dir, "nodehost-1")).expect("a client")
+    }
+
+    fn users(sources: &VolumeSources, namespace: &str) -> Option<usize> {
+        let inner = sources.lock();
+        inner
+            .watched
+            .iter()
+            .find(|((_, ns, _), _)| ns == namespace)
+            .map(|(_, w)| w.users)
+    }
+
+    #[tokio::test]
+    async fn pods_share_one_watch_per_object_until_it_idles_out() {
+        let dir = std::env::temp_dir().join(format!("kemu-volume-sources-{}", std::process::id()));
+        let sources = VolumeSources::new(unreachable_client(&dir));
+        let root_ca = || {
+            vec![(
+                "kube-api-access-x".to_string(),
+                "configmap",
+                "kube-root-ca.crt".to_string(),
+            )]
+        };
+        sources.acquire("a", "dev", root_ca());
+        sources.acquire("b", "dev", root_ca());
+        // A retried check of the same pod is not another user.
+        sources.acquire("b", "dev", root_ca());
+        sources.acquire("c", "prod", root_ca());
+        assert_eq!(sources.watched(), 2);
+        assert_eq!(users(&sources, "dev"), Some(2));
+
+        sources.release("a");
+        sources.release("b");
+        assert_eq!(users(&sources, "dev"), Some(0));
+        assert_eq!(sources.watched(), 2, "an idle watch is kept a while");
+
+        // A check whose watch never syncs fails in kubelet's words after SYNC_WAIT.
+        let check = sources.acquire("d", "dev", root_ca());
+        assert_eq!(users(&sources, "dev"), Some(1));
+        assert_eq!(
+            check.run().await,
+            vec!["MountVolume.SetUp failed for volume \"kube-api-access-x\" : failed to sync configmaps cache: timed out waiting for the condition".to_string()]
+        );
+
+        // Idle for longer than IDLE: the next sweep stops it; one in use stays.
+        sources.release("d");
+        {
+            let mut inner = sources.lock();
+            let long_ago = Instant::now().checked_sub(IDLE * 2).expect("uptime");
+            for w in inner.watched.values_mut().filter(|w| w.users == 0) {
+                w.idle_since = Some(long_ago);
+            }
+            inner.last_sweep = None;
+        }
+        sources.release("nobody");
+        assert_eq!(sources.watched(), 1);
+        assert_eq!(users(&sources, "prod"), Some(1));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
