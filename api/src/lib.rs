@@ -12,6 +12,8 @@
 //! - [`protocol`]: the apiserver ⇄ component wire types (bincode frames over QUIC, objects as
 //!   JSON bytes).
 //! - [`client`]: [`Client`](client::Client), a component's connection to the API servers.
+//! - [`event_correlator`], [`event_sink`]: client-go's event correlation (de-duplication,
+//!   aggregation, spam filter) and the batching sink that writes events.
 //! - [`informer`]: list-then-watch caches as explicit state machines.
 //! - [`leader_election`]: leader election on a Lease (client-go's semantics), a pure core and
 //!   its driver.
@@ -19,6 +21,7 @@
 
 pub mod client;
 pub mod cron;
+pub mod event_correlator;
 pub mod event_sink;
 pub mod informer;
 pub mod leader_election;

@@ -2,7 +2,9 @@
 //! ServiceAccount and the `kube-root-ca.crt` ConfigMap in every namespace (each put back when
 //! deleted or edited), a pod created at once in a new namespace, and the `kubernetes` Service
 //! whose endpoints list every API server replica; `kubectl create token` and its token acting
-//! as the account, as RBAC allows.
+//! as the account, as RBAC allows; the `kube-api-access-*` token volume in a pod (and none when
+//! the pod or its account opts out), its files in the container, and a pod waiting for a
+//! missing ConfigMap with repeated FailedMount events counted on one event.
 
 mod common;
 
@@ -345,5 +347,182 @@ async fn a_token_from_kubectl_create_token_acts_as_its_account() -> anyhow::Resu
         },
     )
     .await?;
+    Ok(())
+}
+
+const TOKEN_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+fn pod_manifest(name: &str, spec_extra: &str, container_extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  nodeName: node-0\n{spec_extra}  containers:\n  - name: app\n    image: registry.k8s.io/pause:3.10\n{container_extra}"
+    )
+}
+
+fn phase(c: &Cluster, name: &str) -> String {
+    get(c, &["pod", name])
+        .and_then(|p| p["status"]["phase"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+async fn wait_running(c: &Cluster, name: &str) -> anyhow::Result<()> {
+    wait_until(&format!("{name} runs"), Duration::from_secs(30), || {
+        let running = phase(c, name) == "Running";
+        async move { running }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_mount_their_account_token_as_kube_apiserver_adds_it() -> anyhow::Result<()> {
+    let c = Cluster::start_with_api_args(
+        1,
+        &["--enable-admission-plugins=ServiceAccount".to_string()],
+    )
+    .await?;
+    let _controllers = start_controllers(&c)?;
+    let _host = common::control_plane::start_node_host(&c, 1, 1, "node-")?;
+    eventually(&c, "the default account exists", &["sa", "default"], |_| {
+        true
+    })
+    .await;
+    eventually(
+        &c,
+        "the root CA is published",
+        &["cm", "kube-root-ca.crt"],
+        |_| true,
+    )
+    .await;
+
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod_manifest(
+            "web",
+            "  initContainers:\n  - name: init\n    image: busybox:1.36\n    command: [sh, -c, 'true']\n",
+            "",
+        ),
+    );
+    let yaml = c.ok(&["get", "pod", "web", "-o", "yaml"]);
+    assert!(yaml.contains("- name: kube-api-access-"), "{yaml}");
+    assert!(
+        yaml.contains(&format!(
+            "mountPath: {TOKEN_PATH}\n      name: kube-api-access-"
+        )),
+        "{yaml}"
+    );
+    let pod = get(&c, &["pod", "web"]).expect("the pod");
+    let volumes = pod["spec"]["volumes"].as_array().expect("volumes");
+    assert_eq!(volumes.len(), 1, "{volumes:?}");
+    let volume = &volumes[0];
+    let name = volume["name"].as_str().expect("a name");
+    assert!(
+        name.starts_with("kube-api-access-") && name.len() == "kube-api-access-".len() + 5,
+        "{name}"
+    );
+    assert_eq!(
+        volume["projected"],
+        serde_json::json!({
+            "defaultMode": 420,
+            "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+            ],
+        })
+    );
+    let mount = serde_json::json!([{"name": name, "readOnly": true, "mountPath": TOKEN_PATH}]);
+    assert_eq!(pod["spec"]["containers"][0]["volumeMounts"], mount);
+    assert_eq!(pod["spec"]["initContainers"][0]["volumeMounts"], mount);
+    wait_running(&c, "web").await?;
+    assert_eq!(
+        c.ok(&[
+            "exec",
+            "web",
+            "--",
+            "cat",
+            &format!("{TOKEN_PATH}/namespace")
+        ]),
+        "default"
+    );
+    let ca = std::fs::read_to_string(c.store.certs_dir().join("ca.crt"))?;
+    assert_eq!(
+        c.ok(&["exec", "web", "--", "cat", &format!("{TOKEN_PATH}/ca.crt")]),
+        ca
+    );
+
+    // Opting out, on the pod or on its account: no volume, no mount.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod_manifest("quiet", "  automountServiceAccountToken: false\n", ""),
+    );
+    c.ok(&["create", "serviceaccount", "silent"]);
+    c.ok(&[
+        "patch",
+        "sa",
+        "silent",
+        "-p",
+        r#"{"automountServiceAccountToken":false}"#,
+    ]);
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod_manifest("silent", "  serviceAccountName: silent\n", ""),
+    );
+    for quiet in ["quiet", "silent"] {
+        let pod = get(&c, &["pod", quiet]).expect("the pod");
+        assert!(pod["spec"]["volumes"].is_null(), "{}", pod["spec"]);
+        assert!(
+            pod["spec"]["containers"][0]["volumeMounts"].is_null(),
+            "{}",
+            pod["spec"]
+        );
+    }
+    wait_running(&c, "quiet").await?;
+
+    // A ConfigMap that is not there yet: ContainerCreating, FailedMount at each retry, counted
+    // on one event; then it runs once the ConfigMap is made.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &pod_manifest(
+            "needs-config",
+            "  volumes:\n  - name: cfg\n    configMap:\n      name: settings\n",
+            "    volumeMounts:\n    - name: cfg\n      mountPath: /etc/cfg\n",
+        ),
+    );
+    let failed = r#"MountVolume.SetUp failed for volume "cfg" : configmap "settings" not found"#;
+    let repeated = wait_until("FailedMount is counted", Duration::from_secs(30), || {
+        let described = c.ok(&["describe", "pod", "needs-config"]);
+        let counted = described
+            .lines()
+            .any(|l| l.contains("FailedMount") && l.contains(failed) && l.contains("(x"));
+        async move { counted }
+    })
+    .await;
+    if let Err(e) = repeated {
+        panic!("{e}\n{}", c.ok(&["describe", "pod", "needs-config"]));
+    }
+    let events = get(
+        &c,
+        &[
+            "events",
+            "--field-selector",
+            "involvedObject.name=needs-config",
+        ],
+    )
+    .expect("events");
+    let items: Vec<&Value> = events["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|e| e["reason"] == "FailedMount")
+        .collect();
+    assert_eq!(items.len(), 1, "one event, counted: {items:?}");
+    assert!(items[0]["count"].as_i64() > Some(1), "{}", items[0]);
+    assert!(
+        items[0]["lastTimestamp"].as_str() > items[0]["firstTimestamp"].as_str(),
+        "{}",
+        items[0]
+    );
+    assert_eq!(phase(&c, "needs-config"), "Pending");
+    c.ok(&["create", "configmap", "settings", "--from-literal=a=b"]);
+    wait_running(&c, "needs-config").await?;
     Ok(())
 }

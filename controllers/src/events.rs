@@ -1,6 +1,7 @@
 //! [`Recorder`]: the events a controller records about the objects it manages, as
 //! kube-controller-manager's event recorders write them (core/v1 Events with the controller as
-//! source), queued on the manager's shared [`EventSink`].
+//! source), correlated (repeats counted, similar ones combined, spam dropped) and queued on the
+//! manager's shared [`EventSink`].
 
 use api::event_sink::EventSink;
 use chrono::Utc;
@@ -23,8 +24,7 @@ impl Recorder {
     /// Records a Normal (or, with `warning`, Warning) event about `object` in its namespace.
     pub fn record(&self, object: ObjectReference, warning: bool, reason: &str, message: &str) {
         let now = Utc::now();
-        let stamp = k8s_openapi::jiff::Timestamp::new(now.timestamp(), 0)
-            .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+        let stamp = api::event_correlator::timestamp(now);
         // Events about cluster-scoped objects (volumes, nodes) live in `default`, as upstream's
         // recorders put them.
         let namespace = object
@@ -59,7 +59,7 @@ impl Recorder {
             reporting_instance: Some(self.component.into()),
             ..Default::default()
         };
-        self.sink.record(&namespace, &event);
+        self.sink.record_event(event);
     }
 }
 

@@ -19,6 +19,7 @@ use crate::config::{ConfigError, NodeHostConfig};
 use crate::kubelet::{Kubelet, Shared};
 use crate::logs::{LogService, LogStore};
 use crate::metrics::Metrics;
+use crate::volume_sources::VolumeSources;
 
 /// Why a node host could not run.
 #[derive(Debug, thiserror::Error)]
@@ -119,6 +120,7 @@ pub async fn run(
 
     let events = EventSink::start(client.clone(), metrics.event_sink.clone());
     let shared = Arc::new(Shared {
+        volume_sources: VolumeSources::new(client.clone()),
         client,
         events,
         profile: Arc::new(config.runtime.clone()),

@@ -15,14 +15,14 @@ use api::event_sink::EventSink;
 use api::protocol::WatchEventKind;
 use api::resources;
 use chrono::Utc;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rand::Rng;
 use serde::de::IgnoredAny;
 use serde_json::{json, Value};
 use tracing::{debug, info, warn, Instrument};
 
 use crate::addressing::Addressing;
-use crate::api_time::rfc3339;
 use crate::config::{NodeHostConfig, RuntimeProfile};
 use crate::lifecycle::{Command, Input, PodLifecycle};
 use crate::logs::LogStore;
@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::node_object::{allocatable, NodeIdentity, LEASE_NAMESPACE};
 use crate::runtime::NodeRuntime;
 use crate::static_pods;
+use crate::volume_sources::VolumeSources;
 
 /// How often static pod manifests are re-read and missing mirror pods re-created.
 const STATIC_POD_RESYNC: Duration = Duration::from_secs(20);
@@ -64,6 +65,8 @@ pub struct Shared {
     /// Limits how many nodes register at once.
     pub startup: Arc<tokio::sync::Semaphore>,
     pub event_seq: AtomicU64,
+    /// The ConfigMaps and Secrets the pods mount, watched.
+    pub volume_sources: VolumeSources,
 }
 
 /// A pod this node runs.
@@ -546,7 +549,7 @@ impl Kubelet {
                     field_path.as_deref(),
                 );
                 self.shared.metrics.events.fetch_add(1, Ordering::Relaxed);
-                self.shared.events.record(&worker.namespace, &event);
+                self.shared.events.record_event(event);
             }
             Command::WakeAt(at) => {
                 if let Some(handle) = worker.timer.take() {
@@ -562,30 +565,12 @@ impl Kubelet {
                 }));
             }
             Command::CheckVolumes(wanted) => {
-                let client = self.shared.client.clone();
-                let namespace = worker.namespace.clone();
+                let check = self
+                    .shared
+                    .volume_sources
+                    .acquire(uid, &worker.namespace, wanted);
                 let uid = uid.to_string();
-                let work = async move {
-                    let mut missing = Vec::new();
-                    for (volume, kind, name) in wanted {
-                        let resource = match kind {
-                            "secret" => resources::find("", "v1", "secrets"),
-                            _ => resources::find("", "v1", "configmaps"),
-                        }
-                        .expect("served");
-                        match client.get::<Value>(resource, Some(&namespace), &name).await {
-                            Ok(_) => {}
-                            Err(e) if e.is_not_found() => missing.push(format!(
-                                "MountVolume.SetUp failed for volume \"{volume}\" : {kind} \"{name}\" not found"
-                            )),
-                            Err(e) => missing.push(format!(
-                                "MountVolume.SetUp failed for volume \"{volume}\" : {e}"
-                            )),
-                        }
-                    }
-                    missing
-                };
-                ctx.spawn(work.into_actor(self).map(move |missing, act, ctx| {
+                ctx.spawn(check.run().into_actor(self).map(move |missing, act, ctx| {
                     act.step(&uid, Input::VolumesChecked { missing }, ctx);
                 }));
             }
@@ -634,6 +619,7 @@ impl Kubelet {
             }
             Command::Forget => {
                 self.set_volumes_in_use(uid, Vec::new(), ctx);
+                self.shared.volume_sources.release(uid);
                 if let Some(worker) = self.pods.remove(uid) {
                     if let Some(handle) = worker.timer {
                         ctx.cancel_future(handle);
@@ -878,38 +864,40 @@ fn event_object(
     reason: &str,
     message: &str,
     field_path: Option<&str>,
-) -> Value {
+) -> Event {
     let now = Utc::now();
     let seq = shared.event_seq.fetch_add(1, Ordering::Relaxed);
     let stamp = now.timestamp_nanos_opt().unwrap_or_default() as u64;
-    let mut involved = json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "namespace": worker.namespace,
-        "name": worker.name,
-        "uid": worker.machine.uid(),
-    });
-    if let Some(path) = field_path {
-        involved["fieldPath"] = json!(path);
-    }
-    json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "name": format!("{}.{:x}", worker.name, stamp.wrapping_add(seq)),
-            "namespace": worker.namespace,
+    let time = Time(api::event_correlator::timestamp(now));
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{}.{:x}", worker.name, stamp.wrapping_add(seq))),
+            namespace: Some(worker.namespace.clone()),
+            ..Default::default()
         },
-        "involvedObject": involved,
-        "reason": reason,
-        "message": message,
-        "type": if warning { "Warning" } else { "Normal" },
-        "source": {"component": "kubelet", "host": node},
-        "reportingComponent": "kubelet",
-        "reportingInstance": node,
-        "firstTimestamp": rfc3339(now),
-        "lastTimestamp": rfc3339(now),
-        "count": 1,
-    })
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(worker.namespace.clone()),
+            name: Some(worker.name.clone()),
+            uid: Some(worker.machine.uid().to_string()),
+            field_path: field_path.map(str::to_string),
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+        source: Some(EventSource {
+            component: Some("kubelet".into()),
+            host: Some(node.into()),
+        }),
+        reporting_component: Some("kubelet".into()),
+        reporting_instance: Some(node.into()),
+        first_timestamp: Some(time.clone()),
+        last_timestamp: Some(time),
+        count: Some(1),
+        ..Default::default()
+    }
 }
 
 /// Creates the Node, or takes over the one that exists (a node host restart); answers its uid.

@@ -11,6 +11,7 @@
 //! - [`process`]: what an emulated container process does, from its command and args.
 //! - [`logs`]: container output and the QUIC service behind `kubectl logs`.
 //! - [`static_pods`]: manifests directory → mirror pods.
+//! - [`volume_sources`]: the ConfigMaps and Secrets the pods mount, one shared watch each.
 //! - [`node_object`]: the Node, its status and its Lease.
 //! - [`api_time`]: time as the Kubernetes API writes it.
 //! - [`addressing`]: podCIDRs, node InternalIPs and pod IPs from the cluster's ranges
@@ -31,3 +32,4 @@ pub mod node_object;
 pub mod process;
 pub mod runtime;
 pub mod static_pods;
+pub mod volume_sources;

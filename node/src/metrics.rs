@@ -73,7 +73,7 @@ impl Metrics {
         );
         let metrics = Arc::new(Metrics::unregistered(lease_gap));
         type Field = fn(&Metrics) -> &AtomicU64;
-        let counters: [(&str, &str, Field); 15] = [
+        let counters: [(&str, &str, Field); 17] = [
             (
                 "kemu_node_host_lease_renewals_total",
                 "Node lease renewals.",
@@ -148,6 +148,16 @@ impl Metrics {
                 "kemu_node_host_event_calls_total",
                 "Calls that carried events.",
                 |m| &m.event_sink.calls,
+            ),
+            (
+                "kemu_node_host_events_patched_total",
+                "Repeated events written as a count on the earlier one.",
+                |m| &m.event_sink.patched,
+            ),
+            (
+                "kemu_node_host_events_filtered_total",
+                "Events dropped by the per-object spam filter.",
+                |m| &m.event_sink.filtered,
             ),
         ];
         for (name, help, field) in counters {

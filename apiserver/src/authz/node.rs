@@ -20,7 +20,8 @@
 //! - volumeattachments: get, of its nodes; csidrivers: get, list, watch (as the `system:node`
 //!   role grants them);
 //! - events (core and events.k8s.io): create, update, patch;
-//! - configmaps and secrets: get, when a pod bound to one of its nodes uses them.
+//! - configmaps and secrets: get, and list and watch of the one object (with
+//!   `fieldSelector=metadata.name=<name>`), when a pod bound to one of its nodes uses them.
 //!
 //! Anything else gets no opinion here (RBAC may still allow it).
 
@@ -120,9 +121,16 @@ pub fn decide(attributes: &Attributes<'_>, graph: &dyn NodeGraph) -> NodeDecisio
             }
         }
         ("" | "events.k8s.io", "events", "") => matches!(verb, "create" | "update" | "patch"),
-        ("", kind @ ("configmaps" | "secrets"), "") => {
-            verb == "get" && graph.pod_uses(host, r.namespace, kind, r.name)
-        }
+        ("", kind @ ("configmaps" | "secrets"), "") => match verb {
+            "get" => graph.pod_uses(host, r.namespace, kind, r.name),
+            // The kubelet's watch of one object: `fieldSelector=metadata.name=NAME`.
+            "list" | "watch" if !r.namespace.is_empty() => r
+                .field_selector
+                .and_then(|s| FieldSelector::parse(s).ok())
+                .and_then(|s| s.exact("metadata.name").map(str::to_string))
+                .is_some_and(|name| graph.pod_uses(host, r.namespace, kind, &name)),
+            _ => false,
+        },
         ("", "persistentvolumeclaims", "") => {
             verb == "get" && graph.pod_uses(host, r.namespace, "persistentvolumeclaims", r.name)
         }
@@ -484,6 +492,25 @@ mod tests {
         assert!(!ask("h1", core("get", "secrets", "", "dev", "cfg")));
         assert!(!ask("h2", core("get", "configmaps", "", "dev", "cfg")));
         assert!(!ask("h1", core("list", "secrets", "", "dev", "")));
+        let one = |verb, resource, ns, selector| Ask {
+            field_selector: selector,
+            ..core(verb, resource, "", ns, "")
+        };
+        let cfg = Some("metadata.name=cfg");
+        assert!(ask("h1", one("watch", "configmaps", "dev", cfg)));
+        assert!(ask("h1", one("list", "configmaps", "dev", cfg)));
+        assert!(ask(
+            "h1",
+            one("watch", "secrets", "dev", Some("metadata.name=tok"))
+        ));
+        assert!(!ask("h1", one("watch", "secrets", "dev", cfg)));
+        assert!(!ask("h2", one("watch", "configmaps", "dev", cfg)));
+        assert!(!ask("h1", one("watch", "configmaps", "", cfg)));
+        assert!(!ask(
+            "h1",
+            one("watch", "configmaps", "dev", Some("metadata.name!=cfg"))
+        ));
+        assert!(!ask("h1", one("watch", "configmaps", "dev", None)));
         assert!(!ask(
             "h1",
             Ask {

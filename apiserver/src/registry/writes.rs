@@ -218,10 +218,11 @@ impl Registry {
                     namespace_facts.as_deref(),
                 )?;
             }
-            crate::admission::service_account::check_exists(
+            let account = crate::admission::service_account::check_exists(
                 self, resource, &name, namespace, &object,
             )
             .await?;
+            crate::admission::service_account::mount_token(&mut object, account);
         }
         admission_time.pause();
         self.prepare_write(resource, None, &mut object);

@@ -7,8 +7,9 @@
 //!   and `envFrom`, the `kubernetes` Service's variables, `HOME=/root`.
 //! - Files: `/etc/hostname`, the kubelet's `/etc/hosts`, and each volume mount's files —
 //!   `configMap`, `secret`, `downwardAPI` and `projected` volumes (their configMap, secret and
-//!   downwardAPI sources; `items` and `subPath` honoured). Service account tokens and
-//!   `emptyDir` contents are not emulated.
+//!   downwardAPI sources; `items` and `subPath` honoured), so the service account volume
+//!   shows `ca.crt` and `namespace`. Service account tokens and `emptyDir` contents are not
+//!   emulated.
 
 use std::collections::BTreeMap;
 
