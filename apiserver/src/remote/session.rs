@@ -25,13 +25,15 @@ use super::channel::{self, Inbound, Outcome, Protocol, ERROR, STDIN, STDOUT, STR
 use super::container::{named, Container, STATUS_LISTS};
 use super::port_forward;
 use super::shell;
+use super::spdy_upgrade;
 use super::stdio::{crlf, Stdin, Stdio};
 use crate::errors::ApiError;
 use crate::https::HttpPeer;
 use crate::registry::Registry;
 
-/// The WebSocket over an upgraded HTTP connection.
-pub type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+/// The WebSocket a session runs over: the upgraded HTTP connection, or the in-memory one a
+/// SPDY bridge feeds.
+pub type Socket = WebSocketStream<Box<dyn Transport>>;
 
 /// What a session's WebSocket runs over: the upgraded connection, or an in-memory pipe in tests.
 pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
@@ -42,7 +44,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Transport for T {}
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// The query of an exec or attach (`PodExecOptions`, `PodAttachOptions`).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct StreamOptions {
     pub command: Vec<String>,
     pub container: Option<String>,
@@ -127,17 +129,8 @@ pub(super) fn handshake(
                 .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
         })
     };
-    let upgrade = headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
     if !header_has(header::UPGRADE, "websocket") {
-        let message = if upgrade.to_ascii_lowercase().starts_with("spdy/") {
-            "SPDY upgrades are not served; use a WebSocket with the v5.channel.k8s.io or v4.channel.k8s.io protocol"
-        } else {
-            "Upgrade request required"
-        };
-        return Err(Refused(message.to_string()));
+        return Err(Refused("Upgrade request required".to_string()));
     }
     let key = headers
         .get(header::SEC_WEBSOCKET_KEY)
@@ -177,11 +170,26 @@ pub(super) fn switching(accept: &str, protocol: &Protocol) -> Response {
     response
 }
 
-/// After the 101: the connection as a WebSocket, handed to `session`, with the connection's
-/// idle timeouts held off while it runs.
-pub(super) fn spawn_session<F, Fut>(mut request: Request, what: String, session: F)
+/// After the 101: the connection as a WebSocket, handed to `session`.
+pub(super) fn spawn_session<F, Fut>(request: Request, what: String, session: F)
 where
     F: FnOnce(Socket) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    spawn_upgraded(request, info_span!("stream", %what), |io| async move {
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(16 << 20))
+            .max_frame_size(Some(16 << 20));
+        let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+        session(socket).await;
+    });
+}
+
+/// Upgrades the connection and runs `run` on it in `span`, with the connection's idle
+/// timeouts held off while it runs.
+pub(super) fn spawn_upgraded<F, Fut>(mut request: Request, span: tracing::Span, run: F)
+where
+    F: FnOnce(Box<dyn Transport>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let in_flight = request
@@ -190,27 +198,13 @@ where
         .and_then(|c| c.0.clock.as_ref())
         .map(|clock| clock.begin());
     let upgrade = hyper::upgrade::on(&mut request);
-    let span = info_span!("stream", %what);
     tokio::spawn(
         async move {
             let _in_flight = in_flight;
-            let upgraded = match upgrade.await {
-                Ok(u) => u,
-                Err(e) => {
-                    debug!(error = %e, "the connection was not upgraded");
-                    return;
-                }
-            };
-            let config = WebSocketConfig::default()
-                .max_message_size(Some(16 << 20))
-                .max_frame_size(Some(16 << 20));
-            let socket = WebSocketStream::from_raw_socket(
-                TokioIo::new(upgraded),
-                Role::Server,
-                Some(config),
-            )
-            .await;
-            session(socket).await;
+            match upgrade.await {
+                Ok(upgraded) => run(Box::new(TokioIo::new(upgraded))).await,
+                Err(e) => debug!(error = %e, "the connection was not upgraded"),
+            }
             debug!("session ended");
         }
         .instrument(span),
@@ -260,9 +254,17 @@ pub async fn serve(
             &format!("container not found (\"{container}\")"),
         ));
     }
-    let (accept, protocol) = match handshake(request.headers(), STREAM_PROTOCOLS) {
-        Ok(h) => h,
-        Err(refused) => return Ok(refused.response()),
+    let spdy = spdy_upgrade::requested(request.headers());
+    let (upgrade, protocol) = if spdy {
+        match spdy_upgrade::negotiate(request.headers(), spdy_upgrade::STREAM_SUBPROTOCOLS) {
+            Ok(chosen) => (Upgrade::Spdy(chosen), spdy_upgrade::inner_protocol(chosen)),
+            Err(refused) => return Ok(refused.response()),
+        }
+    } else {
+        match handshake(request.headers(), STREAM_PROTOCOLS) {
+            Ok((accept, protocol)) => (Upgrade::WebSocket(accept), protocol),
+            Err(refused) => return Ok(refused.response()),
+        }
     };
     let what = format!("{subresource} {namespace}/{name}/{container}");
     if subresource == "attach" {
@@ -281,10 +283,11 @@ pub async fn serve(
             },
         )
         .await?;
-        spawn_session(request, what, move |socket| {
-            attach(socket, protocol, options, log)
-        });
-        return Ok(switching(&accept, &protocol));
+        return Ok(
+            upgrade.start(request, what, &options.clone(), protocol, move |socket| {
+                attach(socket, protocol, options, log)
+            }),
+        );
     }
     if options.command.is_empty() {
         return Ok(kubelet_error(
@@ -293,10 +296,47 @@ pub async fn serve(
         ));
     }
     let emulated = Container::load(registry, &pod, &container).await;
-    spawn_session(request, what, move |socket| {
-        exec(socket, protocol, options, emulated)
-    });
-    Ok(switching(&accept, &protocol))
+    Ok(
+        upgrade.start(request, what, &options.clone(), protocol, move |socket| {
+            exec(socket, protocol, options, emulated)
+        }),
+    )
+}
+
+/// The upgrade an exec or attach was granted.
+enum Upgrade {
+    /// A WebSocket, with its accept key.
+    WebSocket(String),
+    /// Plain SPDY, with the chosen subprotocol.
+    Spdy(&'static str),
+}
+
+impl Upgrade {
+    /// Starts the session behind the upgrade and returns the 101 answering it.
+    fn start<F, Fut>(
+        self,
+        request: Request,
+        what: String,
+        options: &StreamOptions,
+        protocol: Protocol,
+        session: F,
+    ) -> Response
+    where
+        F: FnOnce(Socket) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match self {
+            Upgrade::WebSocket(accept) => {
+                spawn_session(request, what, session);
+                switching(&accept, &protocol)
+            }
+            Upgrade::Spdy(chosen) => {
+                let expected = spdy_upgrade::expected_streams(chosen, options);
+                spdy_upgrade::spawn_streams(request, what, expected, session);
+                spdy_upgrade::switching(chosen)
+            }
+        }
+    }
 }
 
 /// Ends a session: the outcome on the error channel (when the protocol writes one), then the
