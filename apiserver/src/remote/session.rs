@@ -22,7 +22,7 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info_span, Instrument};
 
 use super::channel::{self, Inbound, Outcome, Protocol, ERROR, STDIN, STDOUT, STREAM_PROTOCOLS};
-use super::container::{named, Container, STATUS_LISTS};
+use super::container::{named, Container, CONTAINER_LISTS, STATUS_LISTS};
 use super::port_forward;
 use super::shell;
 use super::spdy_upgrade;
@@ -101,6 +101,34 @@ pub(super) fn kubelet_error(status: StatusCode, message: &str) -> Response {
 /// Whether `container` of `pod` is running (the runtime has it to exec in).
 fn is_running(pod: &Value, container: &str) -> bool {
     named(pod, STATUS_LISTS, container).any(|s| s.pointer("/state/running").is_some())
+}
+
+/// The main process of `container` when it reads its stdin: a container with `stdin: true`
+/// whose command is `cat` (no files) or a shell without `-c`. Its argv is `command` and
+/// `args`, or `args` alone (an image with no entrypoint runs them, as busybox does).
+fn interactive_command(pod: &Value, container: &str) -> Option<Vec<String>> {
+    let spec = named(pod, CONTAINER_LISTS, container).next()?;
+    if spec.get("stdin").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let strings = |key: &str| -> Vec<String> {
+        spec.get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut argv = strings("command");
+    argv.extend(strings("args"));
+    let program = argv.first()?.rsplit('/').next()?.to_string();
+    let reads_stdin = match program.as_str() {
+        "cat" => argv.len() == 1,
+        "sh" | "bash" | "ash" | "dash" => !argv.iter().skip(1).any(|a| a == "-c"),
+        _ => false,
+    };
+    reads_stdin.then_some(argv)
 }
 
 /// A query's parameters in order, repeated ones (`command`) kept.
@@ -267,6 +295,18 @@ pub async fn serve(
         }
     };
     let what = format!("{subresource} {namespace}/{name}/{container}");
+    if subresource == "attach" && options.stdin {
+        if let Some(command) = interactive_command(&pod, &container) {
+            // The main process reads stdin: it runs on the attached streams as an exec would.
+            let emulated = Container::load(registry, &pod, &container).await;
+            let options = StreamOptions { command, ..options };
+            return Ok(
+                upgrade.start(request, what, &options.clone(), protocol, move |socket| {
+                    exec(socket, protocol, options, emulated)
+                }),
+            );
+        }
+    }
     if subresource == "attach" {
         let log = crate::logs::stream_log(
             registry,
@@ -464,7 +504,8 @@ pub(super) async fn exec<T: Transport>(
 }
 
 /// Attach: what the container's main process prints from now on (its log) on stdout, until it
-/// exits or the client leaves; stdin is read and dropped, since an emulated process reads none.
+/// exits or the client leaves; stdin is read and dropped, since this process reads none (one
+/// that does runs as an exec, see [`interactive_command`]).
 async fn attach<T: Transport>(
     mut socket: WebSocketStream<T>,
     protocol: Protocol,
@@ -553,6 +594,28 @@ mod tests {
         assert!(handshake(&headers, STREAM_PROTOCOLS).is_err());
         let (_, tunnel) = handshake(&headers, PORT_FORWARD_PROTOCOLS).expect("kubectl's tunnel");
         assert_eq!(tunnel.name, "SPDY/3.1+portforward.k8s.io");
+    }
+
+    #[test]
+    fn cat_and_shells_with_stdin_read_what_attach_sends() {
+        let pod = serde_json::json!({"spec": {"containers": [
+            {"name": "cat", "stdin": true, "args": ["cat"]},
+            {"name": "shell", "stdin": true, "command": ["/bin/sh"]},
+            {"name": "script", "stdin": true, "command": ["sh", "-c", "echo hi"]},
+            {"name": "closed", "command": ["cat"]},
+            {"name": "files", "stdin": true, "command": ["cat", "/etc/hosts"]},
+            {"name": "server", "stdin": true, "command": ["nginx"]}]}});
+        assert_eq!(
+            interactive_command(&pod, "cat"),
+            Some(vec!["cat".to_string()])
+        );
+        assert_eq!(
+            interactive_command(&pod, "shell"),
+            Some(vec!["/bin/sh".to_string()])
+        );
+        for name in ["script", "closed", "files", "server", "missing"] {
+            assert_eq!(interactive_command(&pod, name), None, "{name}");
+        }
     }
 
     #[test]
