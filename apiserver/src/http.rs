@@ -910,6 +910,14 @@ pub(crate) fn unsupported_patch(custom: bool) -> ApiError {
     }
 }
 
+/// A create or update body of a media type the server does not decode: kube-apiserver's
+/// message lists the types it serves and does not repeat the one sent.
+fn unsupported_body() -> ApiError {
+    ApiError::UnsupportedMediaType {
+        message: "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf".into(),
+    }
+}
+
 /// A Table of `objects`: a custom resource's columns, or the printer of a kemu kind.
 fn custom_or_kemu_table(
     custom: Option<&crate::crd::ServedVersion>,
@@ -1095,31 +1103,54 @@ pub fn decode_object_for(
     content_type: &str,
     body: &[u8],
 ) -> Result<Value, ApiError> {
+    // The media type is negotiated before the body is read, as kube-apiserver does: only the
+    // types it serves (Go's mime parsing: case-insensitive, parameters ignored), and JSON when
+    // none is given.
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if !matches!(
+        media.as_str(),
+        "" | "application/json" | "application/yaml" | "application/vnd.kubernetes.protobuf"
+    ) {
+        return Err(unsupported_body());
+    }
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::bad_request(
             "the request body is empty; an object was expected",
         ));
     }
-    let media = content_type.split(';').next().unwrap_or("").trim();
-    let value: Value = match media {
-        "application/yaml" | "application/x-yaml" | "text/yaml" => serde_saphyr::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {}", e.without_snippet())))?,
-        "application/json" | "" | "*/*" => serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))?,
+    let value: Value = match media.as_str() {
+        "application/yaml" => serde_saphyr::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "error converting YAML to JSON: yaml: {}",
+                e.without_snippet()
+            ))
+        })?,
+        "application/json" | "" => serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+        })?,
         "application/vnd.kubernetes.protobuf" => match resource {
-            Some(resource) => crate::protobuf::decode_request(resource, body).map_err(|e| match e {
-                crate::protobuf::ProtobufError::Unsupported(message) => ApiError::UnsupportedMediaType { message },
-                crate::protobuf::ProtobufError::Malformed(message) => ApiError::bad_request(message),
-            })?,
+            Some(resource) => {
+                crate::protobuf::decode_request(resource, body).map_err(|e| match e {
+                    crate::protobuf::ProtobufError::Unsupported(message) => {
+                        ApiError::UnsupportedMediaType { message }
+                    }
+                    crate::protobuf::ProtobufError::Malformed(message) => {
+                        ApiError::bad_request(message)
+                    }
+                })?
+            }
             None => {
-                return Err(ApiError::UnsupportedMediaType { message: "protobuf is not supported here; send JSON or YAML".into() })
+                return Err(ApiError::UnsupportedMediaType {
+                    message: "protobuf is not supported here; send JSON or YAML".into(),
+                })
             }
         },
-        other => {
-            return Err(ApiError::UnsupportedMediaType {
-                message: format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got \"{other}\")"),
-            })
-        }
+        _ => return Err(unsupported_body()),
     };
     if !value.is_object() {
         return Err(ApiError::bad_request("the request body must be an object"));

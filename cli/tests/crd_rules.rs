@@ -2,7 +2,10 @@
 //! rules is established; objects breaking a rule are refused with kube-apiserver's message
 //! (`The Widget "w1" is invalid: spec: Invalid value: "object": ...`), transition rules guard
 //! updates and not creates, a messageExpression and a reason shape the error, and a CRD whose
-//! rule does not compile, names an undefined field or costs too much is refused.
+//! rule does not compile, names an undefined field or costs too much is refused. Kubernetes'
+//! CEL libraries (quantity, URL, IP, CIDR) and timestamps and durations (from `date-time` and
+//! `duration` strings) work in rules, and a rule calling one with the wrong argument types is
+//! refused when the CRD is written.
 
 mod common;
 
@@ -196,6 +199,141 @@ async fn validation_rules_with_kubectl() -> anyhow::Result<()> {
     let out = c.apply_refused(&costly);
     assert!(
         out.contains("estimated rule cost exceeds budget by factor of more than 100x"),
+        "{out}"
+    );
+    c.api.stop().await;
+    c.store.stop().await;
+    Ok(())
+}
+
+const LIBRARY_CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: backends.rules.example.com
+spec:
+  group: rules.example.com
+  scope: Namespaced
+  names: {plural: backends, singular: backend, kind: Backend}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "quantity(self.memory).isLessThan(quantity('2Gi'))"
+              message: "memory must be below 2Gi"
+            - rule: "cidr(self.network).containsIP(self.address)"
+              messageExpression: "'address ' + self.address + ' is outside ' + self.network"
+              fieldPath: .address
+            - rule: "self.notAfter - self.notBefore <= duration('720h')"
+              message: "certificates last at most 30 days"
+            - rule: "self.notBefore + self.grace < self.notAfter"
+              message: "grace must end before notAfter"
+            properties:
+              memory: {type: string}
+              address: {type: string}
+              network: {type: string}
+              endpoint:
+                type: string
+                x-kubernetes-validations:
+                - rule: "url(self).getScheme() == 'https' && url(self).getPort() != ''"
+                  message: "endpoint must be https with a port"
+              notBefore: {type: string, format: date-time}
+              notAfter: {type: string, format: date-time}
+              grace: {type: string, format: duration}
+"#;
+
+fn backend(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: rules.example.com/v1\nkind: Backend\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
+}
+
+const GOOD_BACKEND: &str = "  memory: 512Mi\n  address: 10.1.2.3\n  network: 10.0.0.0/8\n  endpoint: https://db.example.com:5432/main\n  notBefore: \"2024-05-01T00:00:00Z\"\n  notAfter: \"2024-05-20T00:00:00Z\"\n  grace: 24h\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubernetes_cel_libraries_with_kubectl() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    c.ok_stdin(&["apply", "-f", "-"], LIBRARY_CRD);
+    c.ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/backends.rules.example.com",
+        "--timeout=30s",
+    ]);
+    c.ok_stdin(&["apply", "-f", "-"], &backend("b1", GOOD_BACKEND));
+
+    let bad = GOOD_BACKEND
+        .replace("512Mi", "3Gi")
+        .replace("10.1.2.3", "192.168.0.9")
+        .replace(
+            "https://db.example.com:5432/main",
+            "http://db.example.com/main",
+        )
+        .replace("2024-05-20T00:00:00Z", "2024-07-01T00:00:00Z")
+        .replace("24h", "2000h");
+    let out = c.apply_refused(&backend("b2", &bad));
+    for expected in [
+        "The Backend \"b2\" is invalid: ",
+        "spec: Invalid value: \"object\": memory must be below 2Gi",
+        "spec.address: Invalid value: \"object\": address 192.168.0.9 is outside 10.0.0.0/8",
+        "spec: Invalid value: \"object\": certificates last at most 30 days",
+        "spec: Invalid value: \"object\": grace must end before notAfter",
+        "spec.endpoint: Invalid value: \"string\": endpoint must be https with a port",
+    ] {
+        assert!(out.contains(expected), "{expected:?} not in {out}");
+    }
+    // A value a library cannot parse is the library's error, with the rule.
+    let out = c.apply_refused(&backend("b3", &GOOD_BACKEND.replace("512Mi", "lots")));
+    assert!(
+        out.contains("spec: Invalid value: \"object\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' evaluating rule: memory must be below 2Gi"),
+        "{out}"
+    );
+    let out = c.apply_refused(&backend("b4", &GOOD_BACKEND.replace("10.1.2.3", "10.1.2")));
+    assert!(
+        out.contains("IP Address \"10.1.2\" parse error during conversion from string: ParseAddr(\"10.1.2\"): IPv4 address too short evaluating rule"),
+        "{out}"
+    );
+
+    // Wrong argument types are refused when the CRD is written.
+    let wrong = LIBRARY_CRD
+        .replace("backends.rules", "gadgets.rules")
+        .replace(
+            "plural: backends, singular: backend, kind: Backend",
+            "plural: gadgets, singular: gadget, kind: Gadget",
+        )
+        .replace(
+            "quantity(self.memory).isLessThan(quantity('2Gi'))",
+            "quantity(self.memory).isLessThan(2)",
+        )
+        .replace(
+            "self.notAfter - self.notBefore <= duration('720h')",
+            "self.notAfter > '2024-01-01'",
+        );
+    let out = c.apply_refused(&wrong);
+    assert!(
+        out.contains("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"quantity(self.memory).isLessThan(2)\""),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "found no matching overload for 'isLessThan' applied to 'kubernetes.Quantity.(int)'"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[2].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.notAfter > '2024-01-01'\""),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "found no matching overload for '_>_' applied to '(google.protobuf.Timestamp, string)'"
+        ),
         "{out}"
     );
     c.api.stop().await;

@@ -101,6 +101,24 @@ impl Process {
         Process::server()
     }
 
+    /// A container's main process: as [`Process::from_command`], except that a shell with no
+    /// script and an open stdin (`stdin: true`) waits for input rather than exiting, until it
+    /// is stopped (what it reads comes through attach, which the API server serves).
+    pub fn for_container(command: &[String], args: &[String], stdin: bool) -> Process {
+        let argv: Vec<&String> = command.iter().chain(args.iter()).collect();
+        let shell = argv
+            .first()
+            .is_some_and(|p| matches!(p.rsplit('/').next(), Some("sh" | "bash" | "ash" | "dash")));
+        if stdin && shell && !argv.iter().any(|a| *a == "-c") {
+            return Process {
+                exit: None,
+                output: Output::default(),
+                handles_sigterm: false,
+            };
+        }
+        Process::from_command(command, args)
+    }
+
     /// An image's own entrypoint: runs until stopped, exits on SIGTERM.
     pub fn server() -> Process {
         Process {
@@ -356,6 +374,20 @@ mod tests {
     fn p(command: &[&str], args: &[&str]) -> Process {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         Process::from_command(&s(command), &s(args))
+    }
+
+    #[test]
+    fn a_shell_with_stdin_waits_for_input() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let waiting = Process::for_container(&s(&["/bin/sh"]), &[], true);
+        assert_eq!(waiting.exit, None);
+        assert!(!waiting.handles_sigterm);
+        assert_eq!(
+            Process::for_container(&s(&["sh"]), &[], false).exit,
+            Some((Duration::ZERO, 0))
+        );
+        let script = Process::for_container(&s(&["sh", "-c", "exit 2"]), &[], true);
+        assert_eq!(script.exit, Some((Duration::ZERO, 2)));
     }
 
     #[test]

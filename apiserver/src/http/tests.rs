@@ -154,6 +154,29 @@ fn yaml_errors_say_where() {
 }
 
 #[test]
+fn an_unsupported_body_type_is_415_listing_the_served_types() {
+    const MESSAGE: &str = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf";
+    for media in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "*/*",
+        "text/yaml",
+    ] {
+        let err = decode_object(media, b"{}").expect_err(media);
+        assert_eq!(err.code(), 415, "{media}");
+        assert_eq!(err.reason(), "UnsupportedMediaType", "{media}");
+        assert_eq!(err.to_string(), MESSAGE, "{media}");
+    }
+    // The type is negotiated before the body is read.
+    assert_eq!(
+        decode_object("text/plain", b"").map_err(|e| e.code()).err(),
+        Some(415)
+    );
+    // Go's media type parsing: case-insensitive, parameters ignored.
+    assert!(decode_object("Application/JSON; charset=utf-8", b"{}").is_ok());
+}
+
+#[test]
 fn decodes_json_and_yaml_bodies() {
     assert!(decode_object("application/json", b"{\"a\":1}").is_ok());
     assert!(decode_object("application/yaml", b"a: 1\nb: [x]\n").is_ok());

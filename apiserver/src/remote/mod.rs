@@ -14,7 +14,9 @@
 //!   environment and files.
 //! - [`session`]: the checks, the WebSocket upgrade and the exec and attach sessions;
 //!   [`port_forward`]: the emulated listeners behind declared container ports, over the
-//!   channel protocols or kubectl's SPDY tunnel ([`spdy`]).
+//!   channel protocols or kubectl's SPDY tunnel ([`spdy`]);
+//! - [`spdy_upgrade`]: the same sessions over a plain SPDY/3.1 upgrade (client-go before
+//!   1.30), bridged to the channel protocol.
 
 pub mod channel;
 pub mod container;
@@ -23,6 +25,7 @@ pub mod script;
 pub mod session;
 pub mod shell;
 pub mod spdy;
+pub mod spdy_upgrade;
 pub mod stdio;
 
 pub use session::serve;

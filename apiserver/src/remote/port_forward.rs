@@ -21,6 +21,7 @@ use tracing::debug;
 use super::channel::{Inbound, Protocol, PORT_FORWARD_PROTOCOLS, SPDY_TUNNEL};
 use super::session::{self, Transport};
 use super::spdy;
+use super::spdy_upgrade;
 use crate::errors::ApiError;
 use std::collections::HashMap;
 use tokio_tungstenite::tungstenite::Message;
@@ -73,23 +74,26 @@ pub fn serve(
     pairs: &[(String, String)],
     request: Request,
 ) -> Result<Response, ApiError> {
+    if spdy_upgrade::requested(request.headers()) {
+        let chosen = match spdy_upgrade::negotiate(
+            request.headers(),
+            spdy_upgrade::PORT_FORWARD_SUBPROTOCOLS,
+        ) {
+            Ok(chosen) => chosen,
+            Err(refused) => return Ok(refused.response()),
+        };
+        let pod = pod.clone();
+        let what = format!("portforward {} (SPDY)", pod_name(&pod));
+        spdy_upgrade::spawn_tunnel(request, what, move |socket| tunnel(socket, pod));
+        return Ok(spdy_upgrade::switching(chosen));
+    }
     let (accept, protocol) = match session::handshake(request.headers(), PORT_FORWARD_PROTOCOLS) {
         Ok(h) => h,
         Err(refused) => return Ok(refused.response()),
     };
     if protocol.name == SPDY_TUNNEL {
         let pod = pod.clone();
-        let text = |p: &str| {
-            pod.pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let what = format!(
-            "portforward {}/{} (SPDY)",
-            text("/metadata/namespace"),
-            text("/metadata/name")
-        );
+        let what = format!("portforward {} (SPDY over WebSocket)", pod_name(&pod));
         session::spawn_session(request, what, move |socket| tunnel(socket, pod));
         return Ok(session::switching(&accept, &protocol));
     }
@@ -108,6 +112,12 @@ pub fn serve(
         forward(socket, protocol, ports, forwards)
     });
     Ok(session::switching(&accept, &protocol))
+}
+
+/// `namespace/name` of a pod, for spans.
+fn pod_name(pod: &Value) -> String {
+    let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or("");
+    format!("{}/{}", text("/metadata/namespace"), text("/metadata/name"))
 }
 
 /// What is behind each requested port of the pod.

@@ -22,16 +22,18 @@ use tokio_tungstenite::WebSocketStream;
 use tracing::{debug, info_span, Instrument};
 
 use super::channel::{self, Inbound, Outcome, Protocol, ERROR, STDIN, STDOUT, STREAM_PROTOCOLS};
-use super::container::{named, Container, STATUS_LISTS};
+use super::container::{named, Container, CONTAINER_LISTS, STATUS_LISTS};
 use super::port_forward;
 use super::shell;
+use super::spdy_upgrade;
 use super::stdio::{crlf, Stdin, Stdio};
 use crate::errors::ApiError;
 use crate::https::HttpPeer;
 use crate::registry::Registry;
 
-/// The WebSocket over an upgraded HTTP connection.
-pub type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
+/// The WebSocket a session runs over: the upgraded HTTP connection, or the in-memory one a
+/// SPDY bridge feeds.
+pub type Socket = WebSocketStream<Box<dyn Transport>>;
 
 /// What a session's WebSocket runs over: the upgraded connection, or an in-memory pipe in tests.
 pub trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
@@ -42,7 +44,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Transport for T {}
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// The query of an exec or attach (`PodExecOptions`, `PodAttachOptions`).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct StreamOptions {
     pub command: Vec<String>,
     pub container: Option<String>,
@@ -101,6 +103,34 @@ fn is_running(pod: &Value, container: &str) -> bool {
     named(pod, STATUS_LISTS, container).any(|s| s.pointer("/state/running").is_some())
 }
 
+/// The main process of `container` when it reads its stdin: a container with `stdin: true`
+/// whose command is `cat` (no files) or a shell without `-c`. Its argv is `command` and
+/// `args`, or `args` alone (an image with no entrypoint runs them, as busybox does).
+fn interactive_command(pod: &Value, container: &str) -> Option<Vec<String>> {
+    let spec = named(pod, CONTAINER_LISTS, container).next()?;
+    if spec.get("stdin").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    let strings = |key: &str| -> Vec<String> {
+        spec.get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut argv = strings("command");
+    argv.extend(strings("args"));
+    let program = argv.first()?.rsplit('/').next()?.to_string();
+    let reads_stdin = match program.as_str() {
+        "cat" => argv.len() == 1,
+        "sh" | "bash" | "ash" | "dash" => !argv.iter().skip(1).any(|a| a == "-c"),
+        _ => false,
+    };
+    reads_stdin.then_some(argv)
+}
+
 /// A query's parameters in order, repeated ones (`command`) kept.
 pub(super) fn query_pairs(query: &str) -> Vec<(String, String)> {
     serde_urlencoded::from_str(query).unwrap_or_default()
@@ -127,17 +157,8 @@ pub(super) fn handshake(
                 .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
         })
     };
-    let upgrade = headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
     if !header_has(header::UPGRADE, "websocket") {
-        let message = if upgrade.to_ascii_lowercase().starts_with("spdy/") {
-            "SPDY upgrades are not served; use a WebSocket with the v5.channel.k8s.io or v4.channel.k8s.io protocol"
-        } else {
-            "Upgrade request required"
-        };
-        return Err(Refused(message.to_string()));
+        return Err(Refused("Upgrade request required".to_string()));
     }
     let key = headers
         .get(header::SEC_WEBSOCKET_KEY)
@@ -177,11 +198,26 @@ pub(super) fn switching(accept: &str, protocol: &Protocol) -> Response {
     response
 }
 
-/// After the 101: the connection as a WebSocket, handed to `session`, with the connection's
-/// idle timeouts held off while it runs.
-pub(super) fn spawn_session<F, Fut>(mut request: Request, what: String, session: F)
+/// After the 101: the connection as a WebSocket, handed to `session`.
+pub(super) fn spawn_session<F, Fut>(request: Request, what: String, session: F)
 where
     F: FnOnce(Socket) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    spawn_upgraded(request, info_span!("stream", %what), |io| async move {
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(16 << 20))
+            .max_frame_size(Some(16 << 20));
+        let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+        session(socket).await;
+    });
+}
+
+/// Upgrades the connection and runs `run` on it in `span`, with the connection's idle
+/// timeouts held off while it runs.
+pub(super) fn spawn_upgraded<F, Fut>(mut request: Request, span: tracing::Span, run: F)
+where
+    F: FnOnce(Box<dyn Transport>) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let in_flight = request
@@ -190,27 +226,13 @@ where
         .and_then(|c| c.0.clock.as_ref())
         .map(|clock| clock.begin());
     let upgrade = hyper::upgrade::on(&mut request);
-    let span = info_span!("stream", %what);
     tokio::spawn(
         async move {
             let _in_flight = in_flight;
-            let upgraded = match upgrade.await {
-                Ok(u) => u,
-                Err(e) => {
-                    debug!(error = %e, "the connection was not upgraded");
-                    return;
-                }
-            };
-            let config = WebSocketConfig::default()
-                .max_message_size(Some(16 << 20))
-                .max_frame_size(Some(16 << 20));
-            let socket = WebSocketStream::from_raw_socket(
-                TokioIo::new(upgraded),
-                Role::Server,
-                Some(config),
-            )
-            .await;
-            session(socket).await;
+            match upgrade.await {
+                Ok(upgraded) => run(Box::new(TokioIo::new(upgraded))).await,
+                Err(e) => debug!(error = %e, "the connection was not upgraded"),
+            }
             debug!("session ended");
         }
         .instrument(span),
@@ -260,11 +282,31 @@ pub async fn serve(
             &format!("container not found (\"{container}\")"),
         ));
     }
-    let (accept, protocol) = match handshake(request.headers(), STREAM_PROTOCOLS) {
-        Ok(h) => h,
-        Err(refused) => return Ok(refused.response()),
+    let spdy = spdy_upgrade::requested(request.headers());
+    let (upgrade, protocol) = if spdy {
+        match spdy_upgrade::negotiate(request.headers(), spdy_upgrade::STREAM_SUBPROTOCOLS) {
+            Ok(chosen) => (Upgrade::Spdy(chosen), spdy_upgrade::inner_protocol(chosen)),
+            Err(refused) => return Ok(refused.response()),
+        }
+    } else {
+        match handshake(request.headers(), STREAM_PROTOCOLS) {
+            Ok((accept, protocol)) => (Upgrade::WebSocket(accept), protocol),
+            Err(refused) => return Ok(refused.response()),
+        }
     };
     let what = format!("{subresource} {namespace}/{name}/{container}");
+    if subresource == "attach" && options.stdin {
+        if let Some(command) = interactive_command(&pod, &container) {
+            // The main process reads stdin: it runs on the attached streams as an exec would.
+            let emulated = Container::load(registry, &pod, &container).await;
+            let options = StreamOptions { command, ..options };
+            return Ok(
+                upgrade.start(request, what, &options.clone(), protocol, move |socket| {
+                    exec(socket, protocol, options, emulated)
+                }),
+            );
+        }
+    }
     if subresource == "attach" {
         let log = crate::logs::stream_log(
             registry,
@@ -281,10 +323,11 @@ pub async fn serve(
             },
         )
         .await?;
-        spawn_session(request, what, move |socket| {
-            attach(socket, protocol, options, log)
-        });
-        return Ok(switching(&accept, &protocol));
+        return Ok(
+            upgrade.start(request, what, &options.clone(), protocol, move |socket| {
+                attach(socket, protocol, options, log)
+            }),
+        );
     }
     if options.command.is_empty() {
         return Ok(kubelet_error(
@@ -293,10 +336,47 @@ pub async fn serve(
         ));
     }
     let emulated = Container::load(registry, &pod, &container).await;
-    spawn_session(request, what, move |socket| {
-        exec(socket, protocol, options, emulated)
-    });
-    Ok(switching(&accept, &protocol))
+    Ok(
+        upgrade.start(request, what, &options.clone(), protocol, move |socket| {
+            exec(socket, protocol, options, emulated)
+        }),
+    )
+}
+
+/// The upgrade an exec or attach was granted.
+enum Upgrade {
+    /// A WebSocket, with its accept key.
+    WebSocket(String),
+    /// Plain SPDY, with the chosen subprotocol.
+    Spdy(&'static str),
+}
+
+impl Upgrade {
+    /// Starts the session behind the upgrade and returns the 101 answering it.
+    fn start<F, Fut>(
+        self,
+        request: Request,
+        what: String,
+        options: &StreamOptions,
+        protocol: Protocol,
+        session: F,
+    ) -> Response
+    where
+        F: FnOnce(Socket) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        match self {
+            Upgrade::WebSocket(accept) => {
+                spawn_session(request, what, session);
+                switching(&accept, &protocol)
+            }
+            Upgrade::Spdy(chosen) => {
+                let expected = spdy_upgrade::expected_streams(chosen, options);
+                spdy_upgrade::spawn_streams(request, what, expected, session);
+                spdy_upgrade::switching(chosen)
+            }
+        }
+    }
 }
 
 /// Ends a session: the outcome on the error channel (when the protocol writes one), then the
@@ -424,7 +504,8 @@ pub(super) async fn exec<T: Transport>(
 }
 
 /// Attach: what the container's main process prints from now on (its log) on stdout, until it
-/// exits or the client leaves; stdin is read and dropped, since an emulated process reads none.
+/// exits or the client leaves; stdin is read and dropped, since this process reads none (one
+/// that does runs as an exec, see [`interactive_command`]).
 async fn attach<T: Transport>(
     mut socket: WebSocketStream<T>,
     protocol: Protocol,
@@ -513,6 +594,28 @@ mod tests {
         assert!(handshake(&headers, STREAM_PROTOCOLS).is_err());
         let (_, tunnel) = handshake(&headers, PORT_FORWARD_PROTOCOLS).expect("kubectl's tunnel");
         assert_eq!(tunnel.name, "SPDY/3.1+portforward.k8s.io");
+    }
+
+    #[test]
+    fn cat_and_shells_with_stdin_read_what_attach_sends() {
+        let pod = serde_json::json!({"spec": {"containers": [
+            {"name": "cat", "stdin": true, "args": ["cat"]},
+            {"name": "shell", "stdin": true, "command": ["/bin/sh"]},
+            {"name": "script", "stdin": true, "command": ["sh", "-c", "echo hi"]},
+            {"name": "closed", "command": ["cat"]},
+            {"name": "files", "stdin": true, "command": ["cat", "/etc/hosts"]},
+            {"name": "server", "stdin": true, "command": ["nginx"]}]}});
+        assert_eq!(
+            interactive_command(&pod, "cat"),
+            Some(vec!["cat".to_string()])
+        );
+        assert_eq!(
+            interactive_command(&pod, "shell"),
+            Some(vec!["/bin/sh".to_string()])
+        );
+        for name in ["script", "closed", "files", "server", "missing"] {
+            assert_eq!(interactive_command(&pod, name), None, "{name}");
+        }
     }
 
     #[test]

@@ -232,9 +232,10 @@ impl PodLifecycle {
     pub(super) fn start(&mut self, i: usize, now: DateTime<Utc>, out: &mut Vec<Command>) {
         let c = &mut self.containers[i];
         let spec = &c.spec;
-        let mut process = Process::from_command(
+        let mut process = Process::for_container(
             spec.command.as_deref().unwrap_or_default(),
             spec.args.as_deref().unwrap_or_default(),
+            spec.stdin == Some(true),
         );
         if let Some((after, code)) = c.behaviour.crash_after {
             process = process.crash_after(after, code);

@@ -18,6 +18,7 @@ use cel::{ParseErrors, Program};
 
 use super::super::schema::{AdditionalProperties, Schema, ValidationRule};
 use super::library;
+use super::signatures::{self, Kind, Resolution};
 use crate::validation::Cause;
 
 /// Kubernetes' limit on one rule's estimated cost (times its cardinality).
@@ -485,6 +486,8 @@ enum Ty<'s> {
     Int,
     Double,
     Str,
+    /// A timestamp, duration, bytes or a value of one of Kubernetes' library types.
+    Typed(Kind),
     /// A value of this schema (`resource`: a resource root, with TypeMeta and ObjectMeta).
     Schema(&'s Schema, bool),
     /// The root's metadata: only name and generateName are visible.
@@ -533,11 +536,17 @@ fn analyze(
     let (ty, cost, _) = analyzer.expr(program.expression());
     if analyzer.error.is_none() {
         let wrong = match (expected, ty) {
-            (Expected::Bool, Ty::Int | Ty::Double | Ty::Str | Ty::List | Ty::Map) => true,
+            (
+                Expected::Bool,
+                Ty::Int | Ty::Double | Ty::Str | Ty::List | Ty::Map | Ty::Typed(_),
+            ) => true,
             (Expected::Bool, Ty::Schema(s, _)) => {
                 matches!(s.ty.as_deref(), Some(t) if t != "boolean")
             }
-            (Expected::String, Ty::Bool | Ty::Int | Ty::Double | Ty::List | Ty::Map) => true,
+            (
+                Expected::String,
+                Ty::Bool | Ty::Int | Ty::Double | Ty::List | Ty::Map | Ty::Typed(_),
+            ) => true,
             (Expected::String, Ty::Schema(s, _)) => {
                 matches!(s.ty.as_deref(), Some(t) if t != "string")
             }
@@ -558,16 +567,13 @@ fn schema_ty(schema: &Schema, resource: bool) -> Ty<'_> {
         Some("boolean") => Ty::Bool,
         Some("integer") => Ty::Int,
         Some("number") => Ty::Double,
-        // Kubernetes gives these formats their own CEL types (bytes, duration, timestamp).
-        Some("string")
-            if matches!(
-                schema.format.as_deref(),
-                Some("byte" | "duration" | "date" | "date-time")
-            ) =>
-        {
-            Ty::Unknown
-        }
-        Some("string") => Ty::Str,
+        // Kubernetes gives these formats their own CEL types.
+        Some("string") => match schema.format.as_deref() {
+            Some("byte") => Ty::Typed(Kind::Bytes),
+            Some("duration") => Ty::Typed(Kind::Duration),
+            Some("date" | "date-time") => Ty::Typed(Kind::Timestamp),
+            _ => Ty::Str,
+        },
         Some(_) => Ty::Schema(schema, resource),
         None => Ty::Unknown,
     }
@@ -635,8 +641,11 @@ impl<'s> Analyzer<'s, '_> {
             }
             Expr::Call(call) => {
                 let mut cost = 1.0;
+                let mut target_ty = None;
                 if let Some(target) = &call.target {
-                    cost += self.expr(target).1;
+                    let (ty, target_cost, _) = self.expr(target);
+                    cost += target_cost;
+                    target_ty = Some(ty);
                 } else if !call.func_name.starts_with('_')
                     && !call.func_name.starts_with('@')
                     && !call.func_name.starts_with('!')
@@ -659,10 +668,21 @@ impl<'s> Analyzer<'s, '_> {
                     operands.push(ty);
                 }
                 let first = operands.first().copied().unwrap_or(Ty::Unknown);
+                let mut operator_ty = None;
                 if let [left, right] = operands[..] {
-                    self.check_operands(expr, &call.func_name, left, right);
+                    operator_ty = self.check_operands(expr, &call.func_name, left, right);
                 }
-                let ty = match call.func_name.as_str() {
+                let kinds: Vec<Option<Kind>> = operands.iter().map(|t| kind_of(*t)).collect();
+                let declared =
+                    match signatures::resolve(&call.func_name, target_ty.map(kind_of), &kinds) {
+                        Resolution::Undeclared => None,
+                        Resolution::Result(kind) => Some(kind.map_or(Ty::Unknown, ty_of)),
+                        Resolution::NoMatch(message) => {
+                            self.fail(expr, message);
+                            Some(Ty::Unknown)
+                        }
+                    };
+                let by_name = match call.func_name.as_str() {
                     "_+_" | "_-_" | "_*_" | "_/_" | "_%_" | "-_" => match first {
                         Ty::Schema(s, r) => schema_ty(s, r),
                         other => other,
@@ -677,7 +697,7 @@ impl<'s> Analyzer<'s, '_> {
                     "double" => Ty::Double,
                     _ => Ty::Unknown,
                 };
-                (ty, cost, 1.0)
+                (declared.or(operator_ty).unwrap_or(by_name), cost, 1.0)
             }
             Expr::List(list) => {
                 let mut cost = 1.0;
@@ -734,27 +754,32 @@ impl<'s> Analyzer<'s, '_> {
         }
     }
 
-    /// A binary operator's operands must be of one type, as cel-go's checker has it for the
-    /// common mistakes: a string compared with or added to a number or a bool (numbers of
-    /// different kinds compare across, as Kubernetes' CEL environment allows).
-    fn check_operands(&mut self, expr: &IdedExpr, operator: &str, left: Ty<'s>, right: Ty<'s>) {
+    /// A binary operator's operands must be of types one of its overloads takes, as cel-go's
+    /// checker has it (numbers of different kinds mix, as Kubernetes' CEL environment allows);
+    /// the result's type where both are known.
+    fn check_operands(
+        &mut self,
+        expr: &IdedExpr,
+        operator: &str,
+        left: Ty<'s>,
+        right: Ty<'s>,
+    ) -> Option<Ty<'s>> {
         const OPERATORS: &[&str] = &[
             "_==_", "_!=_", "_<_", "_<=_", "_>_", "_>=_", "_+_", "_-_", "_*_", "_/_", "_%_",
         ];
         if !OPERATORS.contains(&operator) {
-            return;
+            return None;
         }
-        let (Some(a), Some(b)) = (primitive_name(left), primitive_name(right)) else {
-            return;
+        let (Some(a), Some(b)) = (operand_kind(left), operand_kind(right)) else {
+            return None;
         };
-        let numeric = |n: &str| n == "int" || n == "double";
-        if a == b || (numeric(a) && numeric(b)) {
-            return;
+        match signatures::operator(operator, a, b) {
+            Ok(kind) => Some(ty_of(kind)),
+            Err(message) => {
+                self.fail(expr, message);
+                None
+            }
         }
-        self.fail(
-            expr,
-            format!("found no matching overload for '{operator}' applied to '({a}, {b})'"),
-        );
     }
 
     /// The type of `schema`'s field `field` (as a rule writes it, escaped).
@@ -795,14 +820,35 @@ impl<'s> Analyzer<'s, '_> {
     }
 }
 
-/// The CEL name of a primitive type; `None` where the type is not known to be one.
-fn primitive_name(ty: Ty<'_>) -> Option<&'static str> {
+/// The CEL type of `ty` where it is known (a schema value by its schema type).
+fn kind_of(ty: Ty<'_>) -> Option<Kind> {
     match ty {
-        Ty::Bool => Some("bool"),
-        Ty::Int => Some("int"),
-        Ty::Double => Some("double"),
-        Ty::Str => Some("string"),
-        _ => None,
+        Ty::Bool => Some(Kind::Bool),
+        Ty::Int => Some(Kind::Int),
+        Ty::Double => Some(Kind::Double),
+        Ty::Str => Some(Kind::String),
+        Ty::Typed(kind) => Some(kind),
+        Ty::List => Some(Kind::List),
+        Ty::Map => Some(Kind::Map),
+        Ty::Schema(..) | Ty::Metadata | Ty::Unknown => None,
+    }
+}
+
+/// The type of an operator's operand, for its overloads: lists and maps (whose element
+/// types are not tracked) are left to the runtime.
+fn operand_kind(ty: Ty<'_>) -> Option<Kind> {
+    kind_of(ty).filter(|k| !matches!(k, Kind::List | Kind::Map))
+}
+
+fn ty_of<'s>(kind: Kind) -> Ty<'s> {
+    match kind {
+        Kind::Bool => Ty::Bool,
+        Kind::Int => Ty::Int,
+        Kind::Double => Ty::Double,
+        Kind::String => Ty::Str,
+        Kind::List => Ty::List,
+        Kind::Map => Ty::Map,
+        other => Ty::Typed(other),
     }
 }
 

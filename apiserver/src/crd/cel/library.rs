@@ -1,6 +1,7 @@
-//! What a rule sees: the CEL environment (the standard library, the strings and lists
-//! extensions, and the Kubernetes list and regex functions the crate lacks) and custom objects
-//! turned into CEL values as kube-apiserver types them from the schema.
+//! What a rule sees: the CEL environment (the standard library with timestamps and durations,
+//! the strings and lists extensions, the Kubernetes list and regex functions the crate lacks,
+//! and Kubernetes' quantity, URL, IP and CIDR libraries) and custom objects turned into CEL
+//! values as kube-apiserver types them from the schema.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -31,7 +32,24 @@ pub fn env() -> Arc<Env> {
 
 /// The functions of Kubernetes' CEL libraries that the crate does not have, by name: a rule
 /// calling one of these, or one of the environment's, refers to something that exists.
-pub const KUBERNETES_FUNCTIONS: &[&str] = &["isSorted", "sum", "min", "max", "find", "findAll"];
+pub const KUBERNETES_FUNCTIONS: &[&str] = &[
+    "isSorted",
+    "sum",
+    "min",
+    "max",
+    "find",
+    "findAll",
+    "quantity",
+    "isQuantity",
+    "url",
+    "isURL",
+    "ip",
+    "isIP",
+    "cidr",
+    "isCIDR",
+    "timestamp",
+    "duration",
+];
 
 /// A context for one evaluation, with the Kubernetes functions added.
 pub fn context() -> Context<'static, 'static> {
@@ -47,6 +65,9 @@ pub fn context() -> Context<'static, 'static> {
     });
     let _ = context.add_function("find", find);
     let _ = context.add_function("findAll", find_all);
+    super::quantity::register(&mut context);
+    super::url::register(&mut context);
+    super::net::register(&mut context);
     context
 }
 
@@ -231,7 +252,8 @@ pub fn to_cel(value: &Value, schema: Option<&Schema>, resource: bool) -> CelValu
                 (_, _, _, f) => CelValue::Float(f.unwrap_or(0.0)),
             }
         }
-        Value::String(s) => CelValue::String(Arc::new(s.clone())),
+        Value::String(s) => formatted(s, schema.and_then(|s| s.format.as_deref()))
+            .unwrap_or_else(|| CelValue::String(Arc::new(s.clone()))),
         Value::Array(items) => {
             let item_schema = schema.and_then(|s| s.items.as_deref());
             CelValue::List(Arc::new(
@@ -294,4 +316,70 @@ fn visible_metadata(metadata: &Value) -> CelValue {
         }
     }
     CelValue::Map(Map { map: Arc::new(out) })
+}
+
+/// A string of a format Kubernetes gives a CEL type of its own: `date-time` and `date` are
+/// timestamps, `duration` a duration, `byte` bytes. `None` for other formats, and for a value
+/// that does not parse (schema validation reports that).
+fn formatted(text: &str, format: Option<&str>) -> Option<CelValue> {
+    use base64::Engine as _;
+    match format? {
+        "date-time" => chrono::DateTime::parse_from_rfc3339(text)
+            .ok()
+            .map(CelValue::Timestamp),
+        "date" => chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| CelValue::Timestamp(t.and_utc().fixed_offset())),
+        "duration" => parse_duration(text).map(CelValue::Duration),
+        "byte" => base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .ok()
+            .map(|b| CelValue::Bytes(Arc::new(b))),
+        _ => None,
+    }
+}
+
+/// A duration as the OpenAPI `duration` format reads it: Go's `time.ParseDuration` (`1h30m`,
+/// `-1.5s`, `300ms`) with days (`d`) and weeks (`w`) too.
+pub fn parse_duration(text: &str) -> Option<chrono::Duration> {
+    let (negative, mut rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if rest == "0" {
+        return Some(chrono::Duration::zero());
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut nanos: f64 = 0.0;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..number_end].parse().ok()?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_end] {
+            "ns" => 1.0,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            "d" => 86_400e9,
+            "w" => 604_800e9,
+            _ => return None,
+        };
+        rest = &rest[unit_end..];
+        nanos += number * unit;
+    }
+    if !nanos.is_finite() || nanos > i64::MAX as f64 {
+        return None;
+    }
+    let duration = chrono::Duration::nanoseconds(nanos.round() as i64);
+    Some(if negative { -duration } else { duration })
 }

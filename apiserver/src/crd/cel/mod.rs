@@ -19,10 +19,16 @@
 //! taken [`RUNTIME_BUDGET`].
 //!
 //! - [`library`]: the environment and the conversion of JSON into CEL values;
+//! - [`quantity`], [`url`], [`net`]: Kubernetes' quantity, URL, IP and CIDR libraries;
+//! - [`signatures`]: the argument types of the functions the check verifies;
 //! - [`check`]: what a CRD's rules must pass to be accepted.
 
 pub mod check;
 pub mod library;
+pub mod net;
+pub mod quantity;
+pub mod signatures;
+pub mod url;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -280,7 +280,7 @@ fn references_to_unknown_fields_variables_and_functions_are_refused() {
     );
     // Numbers compare across kinds; formats with CEL types of their own are not strings.
     let numbers = checked(
-        json!([{"rule": "self.replicas < 2.5 && self.ratio >= 1 && self.at != ''"}]),
+        json!([{"rule": "self.replicas < 2.5 && self.ratio >= 1 && self.at > timestamp('2020-01-01T00:00:00Z')"}]),
         json!({"replicas": {"type": "integer"}, "ratio": {"type": "number"},
             "at": {"type": "string", "format": "date-time"}}),
     );
@@ -363,4 +363,137 @@ fn rules_over_nested_unbounded_lists_are_refused_for_their_cost() {
         nested,
     );
     assert_eq!(found, Vec::<String>::new());
+}
+
+#[test]
+fn timestamps_and_durations_from_formats_and_functions() {
+    let s = widget(
+        json!({
+            "start": {"type": "string", "format": "date-time"},
+            "end": {"type": "string", "format": "date-time"},
+            "day": {"type": "string", "format": "date"},
+            "timeout": {"type": "string", "format": "duration"},
+        }),
+        json!([
+            {"rule": "self.end - self.start <= duration('1h')", "message": "at most an hour"},
+            {"rule": "self.start + self.timeout < self.end", "message": "timeout ends before the end"},
+            {"rule": "self.start > timestamp('2020-01-01T00:00:00Z') && self.start.getFullYear() == 2024 && self.start.getHours() == 10"},
+            {"rule": "self.day == timestamp('2024-05-01T00:00:00Z') && self.timeout.getSeconds() == 90"},
+        ]),
+    );
+    let good = object(
+        json!({"start": "2024-05-01T10:00:00Z", "end": "2024-05-01T10:30:00Z",
+        "day": "2024-05-01", "timeout": "1m30s"}),
+    );
+    assert_eq!(messages(&run(&s, &good, None)), Vec::<String>::new());
+    let bad = object(
+        json!({"start": "2024-05-01T10:00:00Z", "end": "2024-05-01T12:00:00+01:00",
+        "day": "2024-05-01", "timeout": "2h"}),
+    );
+    assert_eq!(
+        messages(&run(&s, &bad, None)),
+        [
+            "spec: Invalid value: \"object\": timeout ends before the end",
+            "spec: Invalid value: \"object\": failed rule: self.day == timestamp('2024-05-01T00:00:00Z') && self.timeout.getSeconds() == 90",
+        ]
+    );
+    let later = object(
+        json!({"start": "2024-05-01T10:00:00Z", "end": "2024-05-01T13:00:00Z",
+        "day": "2024-05-01", "timeout": "90s"}),
+    );
+    assert_eq!(
+        messages(&run(&s, &later, None)),
+        ["spec: Invalid value: \"object\": at most an hour"]
+    );
+}
+
+#[test]
+fn quantity_url_ip_and_cidr_libraries() {
+    let s = widget(
+        json!({
+            "memory": {"type": "string"},
+            "endpoint": {"type": "string"},
+            "address": {"type": "string"},
+            "network": {"type": "string"},
+        }),
+        json!([
+            {"rule": "quantity(self.memory).isLessThan(quantity('1Gi'))", "message": "memory below 1Gi"},
+            {"rule": "quantity(self.memory).add(quantity('512Mi')).compareTo(quantity('1Gi')) <= 0 && quantity('1.5').isInteger() == false && quantity('2k').asInteger() == 2000 && quantity('500m').asApproximateFloat() == 0.5 && quantity('-1').sign() == -1 && quantity('1') == quantity('1000m') && isQuantity('1Ki') && !isQuantity('1x')"},
+            {"rule": "url(self.endpoint).getScheme() == 'https' && url(self.endpoint).getHostname() == 'example.com' && url(self.endpoint).getPort() == '8443' && url(self.endpoint).getEscapedPath() == '/a%20b' && url(self.endpoint).getQuery() == {'k': ['1', '2']} && isURL('/p') && !isURL('p')", "message": "bad endpoint"},
+            {"rule": "ip(self.address).family() == 4 && !ip(self.address).isLoopback() && ip('::1').isLoopback() && ip('0.0.0.0').isUnspecified() && ip('fe80::1').isLinkLocalUnicast() && ip('224.0.0.1').isLinkLocalMulticast() && ip(self.address).isGlobalUnicast() && isIP('::1') && !isIP('1.2.3')", "message": "bad address"},
+            {"rule": "cidr(self.network).containsIP(self.address) && cidr(self.network).containsIP(ip(self.address)) && cidr(self.network).containsCIDR('10.1.0.0/16') && cidr(self.network).prefixLength() == 8 && cidr('10.1.2.3/8').masked() == cidr(self.network) && cidr(self.network).ip() == ip('10.0.0.0') && isCIDR('::/0') && !isCIDR('10.0.0.0')", "message": "address outside the network"},
+        ]),
+    );
+    let good = object(
+        json!({"memory": "512Mi", "endpoint": "https://example.com:8443/a b?k=1&k=2",
+        "address": "10.1.2.3", "network": "10.0.0.0/8"}),
+    );
+    assert_eq!(messages(&run(&s, &good, None)), Vec::<String>::new());
+    let bad = object(json!({"memory": "2Gi", "endpoint": "http://example.com/",
+        "address": "192.168.0.1", "network": "10.0.0.0/8"}));
+    let found = messages(&run(&s, &bad, None));
+    assert_eq!(found.len(), 4, "{found:?}");
+    assert_eq!(
+        found[0],
+        "spec: Invalid value: \"object\": memory below 1Gi"
+    );
+    assert_eq!(found[2], "spec: Invalid value: \"object\": bad endpoint");
+    assert_eq!(
+        found[3],
+        "spec: Invalid value: \"object\": address outside the network"
+    );
+    // A value the library cannot parse is an error in kube-apiserver's words.
+    let unparsable = object(json!({"memory": "lots", "endpoint": "example.com",
+        "address": "10.0.0.300", "network": "10.0.0.0/8"}));
+    let found = messages(&run(&s, &unparsable, None));
+    assert!(found.contains(&"spec: Invalid value: \"object\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' evaluating rule: memory below 1Gi".to_string()), "{found:?}");
+    assert!(found.contains(&"spec: Invalid value: \"object\": URL parse error during conversion from string: parse \"example.com\": invalid URI for request evaluating rule: bad endpoint".to_string()), "{found:?}");
+    assert!(found.contains(&"spec: Invalid value: \"object\": IP Address \"10.0.0.300\" parse error during conversion from string: ParseAddr(\"10.0.0.300\"): IPv4 field has value >255 evaluating rule: bad address".to_string()), "{found:?}");
+}
+
+#[test]
+fn calls_with_wrong_argument_types_are_refused_when_the_crd_is_written() {
+    let props = json!({
+        "count": {"type": "integer"},
+        "memory": {"type": "string"},
+        "at": {"type": "string", "format": "date-time"},
+    });
+    let prefix = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:";
+    let found = checked(
+        json!([{"rule": "quantity(self.count).sign() > 0"}]),
+        props.clone(),
+    );
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with(prefix), "{found:?}");
+    assert!(
+        found[0].ends_with("compilation failed: ERROR: <input>:1:9: found no matching overload for 'quantity' applied to '(int)'\n | quantity(self.count).sign() > 0\n | ........^"),
+        "{found:?}"
+    );
+    let member = checked(
+        json!([{"rule": "quantity(self.memory).isGreaterThan(1)"}]),
+        props.clone(),
+    );
+    assert!(
+        member[0].contains(
+            "found no matching overload for 'isGreaterThan' applied to 'kubernetes.Quantity.(int)'"
+        ),
+        "{member:?}"
+    );
+    let time = checked(json!([{"rule": "self.at < '2020-01-01'"}]), props.clone());
+    assert!(
+        time[0].contains(
+            "found no matching overload for '_<_' applied to '(google.protobuf.Timestamp, string)'"
+        ),
+        "{time:?}"
+    );
+    let not_bool = checked(json!([{"rule": "ip('10.0.0.1')"}]), props.clone());
+    assert!(
+        not_bool[0].ends_with(": cel expression must evaluate to a bool"),
+        "{not_bool:?}"
+    );
+    let fine = checked(
+        json!([{"rule": "cidr('10.0.0.0/8').containsIP(ip('10.0.0.1')) && quantity(self.memory).add(self.count).isInteger() && self.at + duration('1h') > timestamp(0)"}]),
+        props,
+    );
+    assert_eq!(fine, Vec::<String>::new());
 }
