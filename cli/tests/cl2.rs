@@ -162,7 +162,7 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
         Some(json!("resource")),
         "{api}"
     );
-    assert_eq!(scope_of("LIST", "nodes"), Some(json!("cluster")), "{api}");
+    assert_eq!(scope_of("LIST", "pods"), Some(json!("cluster")), "{api}");
     for item in items {
         assert_eq!(item["unit"], "ms");
         assert!(item["data"]["Perc99"].as_f64().is_some(), "{item}");

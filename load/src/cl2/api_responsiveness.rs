@@ -39,10 +39,11 @@ pub fn parse(text: &str) -> Histograms {
         };
         let verb = label("verb");
         // A server without the scope label: single-object calls, and collections as LISTs.
-        let scope = match label("scope") {
-            s if !s.is_empty() => s,
-            _ if verb == "LIST" => "cluster".to_string(),
-            _ => "resource".to_string(),
+        // (With it, a non-resource request's scope is empty, as kube-apiserver's.)
+        let scope = match sample.labels.get("scope") {
+            Some(scope) => scope.clone(),
+            None if verb == "LIST" => "cluster".to_string(),
+            None => "resource".to_string(),
         };
         let key = (verb, label("resource"), label("subresource"), scope);
         out.entry(key).or_default().push((le, sample.value));
@@ -253,6 +254,11 @@ mod tests {
         assert!(
             parse(old).contains_key(&key("LIST", "pods", "", "cluster")),
             "without a scope label a LIST is held to the cluster bound"
+        );
+        let non_resource = "apiserver_request_duration_seconds_bucket{verb=\"GET\",resource=\"\",subresource=\"\",scope=\"\",le=\"+Inf\"} 1\n";
+        assert!(
+            parse(non_resource).contains_key(&key("GET", "", "", "")),
+            "a non-resource request keeps its empty scope"
         );
     }
 }
