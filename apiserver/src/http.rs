@@ -24,7 +24,7 @@ use crate::dry_run;
 use crate::errors::ApiError;
 use crate::http_limits::{self, HttpLimits};
 use crate::https::HttpPeer;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, RequestKind};
 use crate::pipeline::{self, Stage};
 use crate::registry::{
     DeleteOptions, Deleted, FieldValidation, ListOptions, Registry, Warnings, WriteOptions,
@@ -161,13 +161,10 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
             return error_response(&e);
         }
     };
-    let (response, verb, resource) = match route_served(&state, &path).await {
+    let (response, verb, labels) = match route_served(&state, &path).await {
         Ok(Route::Resource(target)) => {
             let verb = verb_of(&method, &target, &query);
-            let resource = match &target.subresource {
-                Some(sub) => format!("{}/{}", target.resource.plural, sub),
-                None => target.resource.plural.to_string(),
-            };
+            let labels = RequestLabels::of(&target, &verb);
             let response = match user {
                 Some(user) => {
                     let mut authz_time = Duration::ZERO;
@@ -199,7 +196,7 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                 }
                 None => error_response(&authn::unauthorized()),
             };
-            (response, verb, resource)
+            (response, verb, labels)
         }
         Ok(Route::MetricsAdapter) => {
             let response = match &user {
@@ -248,24 +245,59 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                 ),
                 (Err(e), _) => error_response(&e),
             };
-            (response, method.as_str().to_string(), String::new())
+            (
+                response,
+                method.as_str().to_string(),
+                RequestLabels::default(),
+            )
         }
         Err(e) => (
             error_response(&e),
             method.as_str().to_string(),
-            String::new(),
+            RequestLabels::default(),
         ),
     };
     if verb != "WATCH" {
         state.metrics.observe(
-            &verb,
-            &resource,
+            RequestKind {
+                verb: &verb,
+                resource: labels.resource,
+                subresource: &labels.subresource,
+                scope: labels.scope,
+            },
             response.status().as_u16(),
             started.elapsed(),
         );
     }
     debug!(%method, %path, status = response.status().as_u16(), took_us = started.elapsed().as_micros() as u64, "request");
     response
+}
+
+/// A resource request's metric labels, as kube-apiserver's `CleanScope` gives the scope: a
+/// named object or a create is `resource`, a collection in a namespace `namespace`, any other
+/// collection `cluster`.
+#[derive(Default)]
+struct RequestLabels {
+    resource: &'static str,
+    subresource: String,
+    scope: &'static str,
+}
+
+impl RequestLabels {
+    fn of(target: &PathTarget, verb: &str) -> RequestLabels {
+        let scope = if target.name.is_some() || verb == "POST" {
+            "resource"
+        } else if target.namespace.is_some() {
+            "namespace"
+        } else {
+            "cluster"
+        };
+        RequestLabels {
+            resource: target.resource.plural,
+            subresource: target.subresource.clone().unwrap_or_default(),
+            scope,
+        }
+    }
 }
 
 /// Runs `request`, answering 504 once it has run for `deadline` (kube-apiserver's request

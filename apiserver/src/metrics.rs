@@ -58,12 +58,26 @@ impl StoreMetrics {
     }
 }
 
+/// What a request's latency is labelled with, as kube-apiserver labels
+/// `apiserver_request_duration_seconds`.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestKind<'a> {
+    pub verb: &'a str,
+    /// The resource's plural (empty for a non-resource request).
+    pub resource: &'a str,
+    pub subresource: &'a str,
+    /// `resource` (one named object, or a create), `namespace` (a collection in a namespace),
+    /// `cluster` (a collection across namespaces, or of a cluster-scoped kind); empty for a
+    /// non-resource request.
+    pub scope: &'a str,
+}
+
 /// Request counters and latency histograms by verb, resource and code.
 #[derive(Clone, Debug)]
 pub struct Metrics {
     registry: Registry,
     requests: MetricVec<Counter, 3>,
-    durations: MetricVec<Histogram, 2>,
+    durations: MetricVec<Histogram, 4>,
 }
 
 impl Default for Metrics {
@@ -115,21 +129,31 @@ impl Metrics {
             ),
             durations: registry.histogram_vec(
                 "apiserver_request_duration_seconds",
-                "Response latency distribution in seconds for each verb and resource.",
-                &["verb", "resource"],
+                "Response latency distribution in seconds for each verb, resource, subresource and scope.",
+                &["verb", "resource", "subresource", "scope"],
                 BUCKETS,
             ),
         }
     }
 
-    pub fn observe(&self, verb: &str, resource: &str, code: u16, took: Duration) {
-        let verb = verb_label(verb);
-        let resource: Cow<'static, str> = resource.to_string().into();
+    pub fn observe(&self, request: RequestKind<'_>, code: u16, took: Duration) {
+        let verb = verb_label(request.verb);
+        let resource: Cow<'static, str> = request.resource.to_string().into();
+        // The counter keeps the subresource in its resource label.
+        let counted: Cow<'static, str> = match request.subresource {
+            "" => resource.clone(),
+            sub => format!("{resource}/{sub}").into(),
+        };
         self.requests
-            .with([verb.clone(), resource.clone(), code_label(code)])
+            .with([verb.clone(), counted, code_label(code)])
             .inc();
         self.durations
-            .with([verb, resource])
+            .with([
+                verb,
+                resource,
+                request.subresource.to_string().into(),
+                request.scope.to_string().into(),
+            ])
             .observe(took.as_secs_f64());
     }
 
@@ -177,15 +201,41 @@ mod tests {
     #[test]
     fn renders_counters_and_histograms() {
         let m = Metrics::default();
-        m.observe("POST", "pods", 201, Duration::from_millis(3));
-        m.observe("POST", "pods", 201, Duration::from_millis(300));
+        let create = RequestKind {
+            verb: "POST",
+            resource: "pods",
+            subresource: "",
+            scope: "resource",
+        };
+        m.observe(create, 201, Duration::from_millis(3));
+        m.observe(create, 201, Duration::from_millis(300));
+        let bind = RequestKind {
+            subresource: "binding",
+            ..create
+        };
+        m.observe(bind, 201, Duration::from_millis(3));
+        let list = RequestKind {
+            verb: "LIST",
+            scope: "namespace",
+            ..create
+        };
+        m.observe(list, 200, Duration::from_millis(3));
         register_cache_gauges(&m.registry, || vec![("pods".into(), 2, 0)]);
         let text = m.render();
         assert!(text
             .contains("apiserver_request_total{verb=\"POST\",resource=\"pods\",code=\"201\"} 2"));
-        assert!(text.contains("apiserver_request_duration_seconds_bucket{verb=\"POST\",resource=\"pods\",le=\"0.005\"} 1"));
         assert!(text.contains(
-            "apiserver_request_duration_seconds_count{verb=\"POST\",resource=\"pods\"} 2"
+            "apiserver_request_total{verb=\"POST\",resource=\"pods/binding\",code=\"201\"} 1"
+        ));
+        assert!(text.contains("apiserver_request_duration_seconds_bucket{verb=\"POST\",resource=\"pods\",subresource=\"\",scope=\"resource\",le=\"0.005\"} 1"));
+        assert!(text.contains(
+            "apiserver_request_duration_seconds_count{verb=\"POST\",resource=\"pods\",subresource=\"\",scope=\"resource\"} 2"
+        ));
+        assert!(text.contains(
+            "apiserver_request_duration_seconds_count{verb=\"POST\",resource=\"pods\",subresource=\"binding\",scope=\"resource\"} 1"
+        ));
+        assert!(text.contains(
+            "apiserver_request_duration_seconds_count{verb=\"LIST\",resource=\"pods\",subresource=\"\",scope=\"namespace\"} 1"
         ));
         assert!(text.contains("apiserver_registered_watchers{resource=\"pods\"} 2"));
     }

@@ -207,7 +207,11 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
             params: args.params.clone(),
         };
         let target = args.target()?;
-        return run_cl2(&options, &target.kubeconfig, &target.report_dir).await;
+        let processes = match &args.dir {
+            Some(dir) => load::cl2::processes::ClusterView::from_cluster_dir(dir)?,
+            None => None,
+        };
+        return run_cl2(&options, &target.kubeconfig, processes, &target.report_dir).await;
     }
     let plan = args.plan()?;
     let target = args.target()?;
@@ -238,13 +242,14 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
 pub async fn run_cl2(
     options: &load::cl2::Cl2Options,
     kubeconfig: &KubeconfigChoice,
+    processes: Option<load::cl2::processes::ClusterView>,
     report_dir: &std::path::Path,
 ) -> anyhow::Result<ExitCode> {
     let interrupt = cluster::shutdown::Interrupt::listen();
     let outcome = tokio::select! {
         biased;
         _ = interrupt.second() => bail!("interrupted twice: stopped at once, no report written"),
-        outcome = load::cl2::run(options, kubeconfig, report_dir, &interrupt) => outcome?,
+        outcome = load::cl2::run(options, kubeconfig, processes, report_dir, &interrupt) => outcome?,
     };
     println!("{}", outcome.summary);
     println!("report: {}", outcome.report_json.display());

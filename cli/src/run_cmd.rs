@@ -221,6 +221,95 @@ fn service_with_pods(
     service::analyse(&chaos.api_probes, Some((&pods, &host_of)), &chaos.actions)
 }
 
+/// Starts the `[chaos]` plan on the cluster in `dir`, to run until `done` fires.
+fn spawn_chaos(
+    dir: &Path,
+    chaos_plan: ChaosPlan,
+    done: tokio::sync::oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<anyhow::Result<ChaosReport>> {
+    let dir = dir.to_path_buf();
+    let run_config = chaos::run::ChaosRunConfig {
+        duration: CHAOS_HORIZON,
+        seed: chaos_plan.seed,
+        ..Default::default()
+    };
+    let stop = async move {
+        let _ = done.await;
+    };
+    tokio::spawn(async move {
+        chaos::run::run_on_cluster_dir(&dir, &chaos_plan, &run_config, stop).await
+    })
+}
+
+/// Runs a clusterloader2 config with the `[chaos]` plan, if any, alongside: the chaos checks
+/// that need no load of kemu's own (the register workload, availability and recovery of the
+/// API) join the verdict.
+async fn run_cl2(
+    cl2: &load::cl2::Cl2Options,
+    chaos_plan: Option<ChaosPlan>,
+    layout: &Layout,
+    report_dir: &Path,
+    interrupt: &Interrupt,
+) -> anyhow::Result<RunOutcome> {
+    let run_json = report_dir.join("run.json");
+    let processes = load::cl2::processes::ClusterView::from_cluster_dir(&layout.dir)?;
+    let (cl2_done, cl2_done_rx) = tokio::sync::oneshot::channel::<()>();
+    let chaos = chaos_plan.map(|plan| spawn_chaos(&layout.dir, plan, cl2_done_rx));
+    let outcome = load::cl2::run(
+        cl2,
+        &cluster::api_access::KubeconfigChoice::file(&layout.kubeconfig),
+        processes,
+        report_dir,
+        interrupt,
+    )
+    .await;
+    let _ = cl2_done.send(());
+    let chaos = match chaos {
+        Some(task) => Some(task.await.context("chaos task")?.context("the chaos run")?),
+        None => None,
+    };
+    let outcome = outcome?;
+    println!("{}", outcome.summary);
+    let interrupted = outcome.report.interrupted;
+    let mut passed = outcome.passed;
+    let mut files = vec![
+        ("report", outcome.report_html.clone()),
+        ("report json", outcome.report_json.clone()),
+    ];
+    let mut chaos_passed = None;
+    if let Some(mut chaos) = chaos {
+        chaos.interrupted = interrupted;
+        chaos.passed &= !interrupted;
+        let service = service::analyse(&chaos.api_probes, None, &chaos.actions);
+        chaos.passed &= service.passed;
+        chaos.service = Some(service);
+        println!("{}", chaos.summary());
+        let chaos_files = chaos.write(report_dir)?;
+        files.push(("chaos json", chaos_files.json));
+        files.push(("chaos history", chaos_files.history));
+        passed &= chaos.passed;
+        chaos_passed = Some(chaos.passed);
+    }
+    let summary = serde_json::json!({
+        "passed": passed,
+        "interrupted": interrupted,
+        "cl2": {
+            "passed": outcome.passed,
+            "report_json": outcome.report_json,
+            "report_html": outcome.report_html,
+            "result_files": outcome.report.result_files,
+        },
+        "chaos": chaos_passed,
+    });
+    std::fs::write(&run_json, serde_json::to_vec_pretty(&summary)?)?;
+    files.push(("summary", run_json));
+    Ok(RunOutcome {
+        passed,
+        interrupted,
+        files,
+    })
+}
+
 /// Upper bound on a chaos plan's length under `kemu run`: its repeats stop when the load ends.
 const CHAOS_HORIZON: Duration = Duration::from_secs(6 * 3600);
 
@@ -264,54 +353,11 @@ async fn run_load(
         });
     };
     if let Some(cl2) = &plan.cl2 {
-        if chaos_plan.is_some() {
-            bail!("a [chaos] plan does not run alongside a clusterloader2 config yet");
-        }
-        let outcome = load::cl2::run(
-            cl2,
-            &cluster::api_access::KubeconfigChoice::file(&layout.kubeconfig),
-            &report_dir,
-            interrupt,
-        )
-        .await?;
-        println!("{}", outcome.summary);
-        let summary = serde_json::json!({
-            "passed": outcome.passed,
-            "interrupted": outcome.report.interrupted,
-            "cl2": {
-                "report_json": outcome.report_json,
-                "report_html": outcome.report_html,
-                "result_files": outcome.report.result_files,
-            },
-            "chaos": null,
-        });
-        std::fs::write(&run_json, serde_json::to_vec_pretty(&summary)?)?;
-        return Ok(RunOutcome {
-            passed: outcome.passed,
-            interrupted: outcome.report.interrupted,
-            files: vec![
-                ("report", outcome.report_html),
-                ("report json", outcome.report_json),
-                ("summary", run_json),
-            ],
-        });
+        return run_cl2(cl2, chaos_plan, layout, &report_dir, interrupt).await;
     }
     // Chaos first, so its clock starts before the load's; its repeats end with the load.
     let (load_done, load_done_rx) = tokio::sync::oneshot::channel::<()>();
-    let chaos = chaos_plan.map(|chaos_plan| {
-        let dir = layout.dir.clone();
-        let run_config = chaos::run::ChaosRunConfig {
-            duration: CHAOS_HORIZON,
-            seed: chaos_plan.seed,
-            ..Default::default()
-        };
-        let stop = async move {
-            let _ = load_done_rx.await;
-        };
-        tokio::spawn(async move {
-            chaos::run::run_on_cluster_dir(&dir, &chaos_plan, &run_config, stop).await
-        })
-    });
+    let chaos = chaos_plan.map(|chaos_plan| spawn_chaos(&layout.dir, chaos_plan, load_done_rx));
     let other_servers = extra_watch_servers(layout);
     let target = load::LoadTarget {
         kubeconfig: cluster::api_access::KubeconfigChoice::file(&layout.kubeconfig),

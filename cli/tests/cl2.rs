@@ -1,7 +1,9 @@
 //! clusterloader2 configs end to end through `kemu run`: a small cluster from a config whose
 //! `[load]` names the density-style config in `load/tests/cl2` (Deployments created, updated
-//! and deleted over two namespaces, pod startup measured), and the result files checked
-//! against clusterloader2's summary format.
+//! and deleted over two namespaces; pod startup, API responsiveness over two API servers,
+//! resource usage, etcd's and the scheduler's metrics measured), and the result files and
+//! `junit.xml` checked against clusterloader2's formats; the features config; and a
+//! clusterloader2 config with a `[chaos]` plan alongside.
 
 mod common;
 
@@ -12,11 +14,17 @@ use common::{kemu_exe, workspace};
 use serde_json::{json, Value};
 
 fn cluster(name: &str, cl2: &str) -> String {
+    cluster_with(name, cl2, 1, 1, "")
+}
+
+fn cluster_with(name: &str, cl2: &str, members: u32, api_servers: u32, extra: &str) -> String {
     format!(
         r#"
 name = "{name}"
 [store]
-members = 1
+members = {members}
+[apiserver]
+replicas = {api_servers}
 [scheduler]
 workers = 2
 [controllers]
@@ -26,8 +34,18 @@ hosts = 1
 per_host = 4
 [load]
 cl2 = {cl2}
+{extra}
 "#
     )
+}
+
+/// The result file whose name starts with `prefix`, read.
+fn result_file(dir: &Path, files: &[String], prefix: &str) -> anyhow::Result<Value> {
+    let name = files
+        .iter()
+        .find(|f| f.starts_with(prefix) && f.ends_with(".json"))
+        .with_context(|| format!("no {prefix}* in {files:?}"))?;
+    Ok(serde_json::from_slice(&std::fs::read(dir.join(name))?)?)
 }
 
 async fn kemu_run(config: &str, dir: &Path) -> anyhow::Result<(bool, String, String)> {
@@ -86,7 +104,7 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
         configs.join("density.yaml").display().to_string(),
         configs.join("overrides.yaml").display().to_string()
     );
-    let (ok, stdout, stderr) = kemu_run(&cluster("cl2-density", &cl2), &dir).await?;
+    let (ok, stdout, stderr) = kemu_run(&cluster_with("cl2-density", &cl2, 1, 2, ""), &dir).await?;
     println!("{stdout}");
     assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
     let report_dir = dir.join("report");
@@ -125,27 +143,116 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
         .with_context(|| format!("no PodStartupLatency file in {files:?}"))?;
     let summary: Value = serde_json::from_slice(&std::fs::read(report_dir.join(latency))?)?;
     check_latency_summary(&summary);
-    // API responsiveness from the API server's /metrics, in the same summary shape.
-    let api = files
-        .iter()
-        .find(|f| {
-            f.starts_with(
-                "APIResponsivenessPrometheusSimple_APIResponsivenessPrometheusSimple_density_",
-            )
-        })
-        .with_context(|| format!("no API responsiveness file in {files:?}"))?;
-    let api: Value = serde_json::from_slice(&std::fs::read(report_dir.join(api))?)?;
+    // API responsiveness from both API servers' /metrics, named as clusterloader2 names it
+    // (the method, no identifier), with the scope of each call.
+    let api = result_file(
+        &report_dir,
+        &files,
+        "APIResponsivenessPrometheusSimple_density_",
+    )?;
     let items = api["dataItems"].as_array().context("dataItems")?;
-    assert!(
+    let scope_of = |verb: &str, resource: &str| {
         items
             .iter()
-            .any(|i| i["labels"]["Verb"] == "POST" && i["labels"]["Resource"] == "deployments"),
+            .find(|i| i["labels"]["Verb"] == verb && i["labels"]["Resource"] == resource)
+            .map(|i| i["labels"]["Scope"].clone())
+    };
+    assert_eq!(
+        scope_of("POST", "deployments"),
+        Some(json!("resource")),
         "{api}"
     );
+    assert_eq!(scope_of("LIST", "pods"), Some(json!("cluster")), "{api}");
     for item in items {
         assert_eq!(item["unit"], "ms");
         assert!(item["data"]["Perc99"].as_f64().is_some(), "{item}");
+        for label in ["Subresource", "Count", "SlowCount"] {
+            assert!(item["labels"][label].is_string(), "{item}");
+        }
     }
+    let responsiveness = report["measurements"]
+        .as_array()
+        .context("measurements")?
+        .iter()
+        .find(|m| m["method"] == "APIResponsivenessPrometheusSimple" && m["action"] == "gather")
+        .context("API responsiveness gathered")?;
+    assert_eq!(
+        responsiveness["details"]["api_servers"], 2,
+        "{responsiveness}"
+    );
+    // Resource usage of every kemu process: {"50"|"90"|"99"|"100": [{Name, Cpu, Mem}]}.
+    let usage = result_file(&report_dir, &files, "ResourceUsageSummary_density_")?;
+    for perc in ["50", "90", "99", "100"] {
+        let items = usage[perc]
+            .as_array()
+            .with_context(|| format!("{perc}: {usage}"))?;
+        let names: Vec<&str> = items.iter().filter_map(|i| i["Name"].as_str()).collect();
+        for container in [
+            "/etcd",
+            "/kube-apiserver",
+            "/kube-scheduler",
+            "/kube-controller-manager",
+        ] {
+            assert!(
+                names.iter().any(|n| n.ends_with(container)),
+                "{container}: {names:?}"
+            );
+        }
+        assert_eq!(
+            names
+                .iter()
+                .filter(|n| n.ends_with("/kube-apiserver"))
+                .count(),
+            2
+        );
+        for item in items {
+            assert!(item["Cpu"].as_f64().is_some_and(|c| c >= 0.0), "{item}");
+            assert!(item["Mem"].as_u64().is_some_and(|m| m > 0), "{item}");
+        }
+    }
+    // etcd's histograms from the store member, with what kemu's store does not export empty.
+    let etcd = result_file(&report_dir, &files, "EtcdMetrics_density_")?;
+    let wal = etcd["walFsyncDuration"]
+        .as_array()
+        .context("walFsyncDuration")?;
+    assert_eq!(
+        wal[0]["labels"]["__name__"],
+        "etcd_disk_wal_fsync_duration_seconds_bucket"
+    );
+    assert!(wal[0]["buckets"]["+Inf"].as_u64() > Some(0), "{etcd}");
+    assert!(etcd["maxDatabaseSize"].as_f64() > Some(0.0), "{etcd}");
+    assert_eq!(etcd["backendCommitDuration"], json!([]));
+    // The scheduler's latencies in nanoseconds: every pod was bound in between.
+    let scheduling = result_file(&report_dir, &files, "SchedulingMetrics_density_")?;
+    for latency in ["e2eSchedulingLatency", "schedulingLatency"] {
+        assert!(
+            scheduling[latency]["Perc99"].as_i64() > Some(0),
+            "{latency}: {scheduling}"
+        );
+    }
+    let bind = &scheduling["frameworkExtensionPointDuration"]["Bind"];
+    assert!(bind["Perc50"].as_i64() > Some(0), "{scheduling}");
+    assert_eq!(
+        scheduling["frameworkExtensionPointDuration"]
+            .as_object()
+            .map(|o| o.len()),
+        Some(11)
+    );
+    // clusterloader2's junit.xml: the config, each step and each measurement, none failed.
+    let junit = std::fs::read_to_string(report_dir.join("junit.xml"))?;
+    assert!(
+        junit.contains("<testsuite name=\"ClusterLoaderV2\" tests=\"")
+            && junit.contains("failures=\"0\""),
+        "{junit}"
+    );
+    assert!(
+        junit.contains("name=\"density: [step: 06] Delete deployments\""),
+        "{junit}"
+    );
+    assert!(
+        junit.contains("name=\"density: [step: 05] Gather / [06] - SchedulingMetrics\""),
+        "{junit}"
+    );
     let html = std::fs::read_to_string(report_dir.join("cl2-report.html"))?;
     assert!(html.contains("Create deployments") && html.contains("PodStartupLatency"));
     let run: Value = serde_json::from_slice(&std::fs::read(report_dir.join("run.json"))?)?;
@@ -187,8 +294,51 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
             .find(|m| m["identifier"] == id)
             .map(|m| m["verdict"]["status"].clone())
     };
+    // The pods are found by the label their template gave them from .Namespace.
     assert_eq!(verdict("Ns1"), Some(json!("passed")));
     assert_eq!(verdict("Ns2"), Some(json!("passed")));
-    assert_eq!(verdict("Etcd"), Some(json!("not_computed")));
+    assert_eq!(verdict("NetworkProgramming"), Some(json!("not_computed")));
+    let junit = std::fs::read_to_string(dir.join("report/junit.xml"))?;
+    assert!(
+        junit.contains(
+            "measurement call NetworkProgrammingLatency - NetworkProgramming error: not computed"
+        ),
+        "{junit}"
+    );
+    assert!(!junit.contains("failures=\"0\""), "{junit}");
+    Ok(())
+}
+
+/// A clusterloader2 config with a `[chaos]` plan alongside: a store follower killed while the
+/// Deployments are created. The config's measurements and the chaos checks that need no load
+/// of kemu's own both pass, and the run's summary says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chaos_plan_runs_beside_a_clusterloader2_config() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("cl2-chaos");
+    let configs = workspace().join("load/tests/cl2");
+    let cl2 = format!(
+        "{{ config = {:?}, overrides = [{:?}], params = [\"STARTUP_THRESHOLD=120s\"] }}",
+        configs.join("density.yaml").display().to_string(),
+        configs.join("overrides.yaml").display().to_string()
+    );
+    let chaos = "[chaos]\nseed = 3\n[[chaos.action]]\nat = 4.0\nkind = \"kill-store-follower\"\n";
+    let (ok, stdout, stderr) =
+        kemu_run(&cluster_with("cl2-chaos", &cl2, 3, 1, chaos), &dir).await?;
+    println!("{stdout}");
+    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
+    let run: Value = serde_json::from_slice(&std::fs::read(dir.join("report/run.json"))?)?;
+    assert_eq!(run["passed"], true, "{run}");
+    assert_eq!(run["cl2"]["passed"], true, "{run}");
+    assert_eq!(run["chaos"], true, "{run}");
+    let chaos: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report/chaos-report.json"))?)?;
+    let kills = chaos["actions"]
+        .as_array()
+        .map(|a| a.iter().filter(|a| a["disruptive"] == true).count());
+    assert_eq!(kills, Some(1), "{}", chaos["actions"]);
+    for check in ["linearizability", "convergence", "availability", "service"] {
+        assert_eq!(chaos[check]["passed"], true, "{check}: {}", chaos[check]);
+    }
     Ok(())
 }

@@ -58,6 +58,16 @@ fn read(pid: u32) -> Option<(u64, u64)> {
 pub async fn sample(
     processes: Vec<SampledProcess>,
     run_start: Instant,
+    stop: watch::Receiver<bool>,
+) -> Vec<ProcessSamples> {
+    sample_every(Duration::from_secs(1), processes, run_start, stop).await
+}
+
+/// [`sample`] every `period`: each sample's CPU is the average over the period before it.
+pub async fn sample_every(
+    period: Duration,
+    processes: Vec<SampledProcess>,
+    run_start: Instant,
     mut stop: watch::Receiver<bool>,
 ) -> Vec<ProcessSamples> {
     let mut out: Vec<ProcessSamples> = processes
@@ -72,7 +82,7 @@ pub async fn sample(
         .iter()
         .map(|p| read(p.pid).map(|(ticks, _)| (Instant::now(), ticks)))
         .collect();
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(period);
     tick.tick().await;
     loop {
         let last_round = tokio::select! {

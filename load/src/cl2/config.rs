@@ -458,7 +458,7 @@ impl LoadedConfig {
     /// A phase that only deletes renders leniently, as its deletes will.
     fn check_object(&self, object: &Object, deletes_only: bool) -> Result<(), ConfigError> {
         let path = self.dir().join(&object.objecttemplatepath);
-        let data = self.object_data(object, &format!("{}-0", object.basename), 0);
+        let data = self.object_data(object, "", 0);
         let template = Template::from_file(&path)?;
         let rendered = if deletes_only {
             template.render_lenient(&data)?
@@ -476,15 +476,19 @@ impl LoadedConfig {
         Ok(())
     }
 
-    /// What an object template sees: the parameters, the bundle's `templateFillMap`, and the
-    /// object's `Name` and `Index`.
-    pub fn object_data(&self, object: &Object, name: &str, index: u32) -> Value {
+    /// What an object template sees: the parameters, the bundle's `templateFillMap`, and
+    /// clusterloader2's built-ins for the replica: `Name` (`BASENAME-INDEX`), `Index`,
+    /// `BaseName` and `Namespace` (empty for a cluster-scoped object).
+    pub fn object_data(&self, object: &Object, namespace: &str, index: u32) -> Value {
         let mut values = self.parameters.values.clone();
         for (k, v) in &object.templatefillmap {
             values.insert(k.clone(), Value::from_json(v));
         }
-        values.insert("Name".into(), Value::Str(name.to_string()));
+        let name = format!("{}-{index}", object.basename);
+        values.insert("Name".into(), Value::Str(name));
         values.insert("Index".into(), Value::Int(index as i64));
+        values.insert("BaseName".into(), Value::Str(object.basename.clone()));
+        values.insert("Namespace".into(), Value::Str(namespace.to_string()));
         Value::Map(values)
     }
 }

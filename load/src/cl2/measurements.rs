@@ -1,8 +1,10 @@
 //! clusterloader2's measurements, computed from the API as it defines them: PodStartupLatency
 //! (a pod watch from `start` to `gather`), WaitForControlledPodsRunning (owner references),
 //! WaitForRunningPods, SchedulingThroughput, WaitForBoundPVCs, and the `Sleep` and `Timer`
-//! helpers. Every other clusterloader2 method is known by name and reported as not computed —
-//! never as a pass.
+//! helpers; API responsiveness from every API server's `/metrics`; and, where the cluster's
+//! processes are known ([`ClusterView`]), ResourceUsageSummary, EtcdMetrics and
+//! SchedulingMetrics (their drivers in [`super::component_measurements`]). Every other
+//! clusterloader2 method is known by name and reported as not computed — never as a pass.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -18,7 +20,8 @@ use tokio::time::Instant;
 
 use super::config::parse_duration;
 use super::objects::{Objects, Resource};
-use crate::client::LineReader;
+use super::processes::ClusterView;
+use crate::client::{ApiClient, LineReader};
 use crate::watcher::encode;
 
 /// Every measurement method clusterloader2 registers (an unknown name is a config error).
@@ -80,6 +83,12 @@ pub struct MeasurementResult {
     pub method: String,
     pub identifier: String,
     pub action: String,
+    /// Where the call is in the config: its step (0-based) and its place among the step's
+    /// measurements; `None` for a start never gathered.
+    pub step: Option<usize>,
+    pub index: usize,
+    /// From the step's start to this call's end, as clusterloader2 times a substep.
+    pub duration_s: f64,
     pub verdict: Verdict,
     /// clusterloader2's summary: the file name's first part (`PodStartupLatency_ID`) and body.
     #[serde(skip)]
@@ -87,9 +96,9 @@ pub struct MeasurementResult {
     pub details: Json,
 }
 
-type Params = BTreeMap<String, Json>;
+pub(super) type Params = BTreeMap<String, Json>;
 
-fn param_str(params: &Params, key: &str) -> Option<String> {
+pub(super) fn param_str(params: &Params, key: &str) -> Option<String> {
     params
         .iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(key))
@@ -100,7 +109,11 @@ fn param_str(params: &Params, key: &str) -> Option<String> {
         })
 }
 
-fn param_duration(params: &Params, key: &str, default: Duration) -> Result<Duration, String> {
+pub(super) fn param_duration(
+    params: &Params,
+    key: &str,
+    default: Duration,
+) -> Result<Duration, String> {
     match param_str(params, key) {
         None => Ok(default),
         Some(s) => parse_duration(&s).ok_or_else(|| format!("{key}: invalid duration {s:?}")),
@@ -113,7 +126,7 @@ fn param_u64(params: &Params, key: &str) -> Option<u64> {
 
 /// Server-stamped times of one pod, as the PodStartupLatency watch saw them.
 #[derive(Clone, Debug, Default)]
-struct PodTimes {
+pub(super) struct PodTimes {
     stateful: bool,
     create: Option<DateTime<Utc>>,
     schedule: Option<DateTime<Utc>>,
@@ -167,7 +180,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// What a started measurement keeps until its gather.
-enum Running {
+pub(super) enum Running {
     PodStartup {
         pods: Arc<Mutex<HashMap<String, PodTimes>>>,
         stop: watch::Sender<bool>,
@@ -179,22 +192,41 @@ enum Running {
         task: JoinHandle<()>,
     },
     Timer(Instant),
-    /// The API server's request-duration histograms at `start`.
-    Responsiveness(super::api_responsiveness::Histograms),
+    /// Each API server's request-duration histograms at `start` (`None`: not reached).
+    Responsiveness(Vec<Option<super::api_responsiveness::Histograms>>),
     /// A wait's `start`: its params, which the `gather` call inherits.
     Started(Params),
+    ResourceUsage(super::component_measurements::ResourceUsageRun),
+    Etcd(super::component_measurements::EtcdRun),
+    /// The schedulers' histograms at `start`.
+    Scheduling(super::scheduling_metrics::Scrape),
+}
+
+/// What the measurements know beyond the kubeconfig's API server.
+#[derive(Clone, Default)]
+pub struct MeasurementContext {
+    /// The cluster's processes, when the run knows them.
+    pub cluster: Option<ClusterView>,
+    /// API servers other than the kubeconfig's, for API responsiveness over all of them.
+    pub other_api_servers: Vec<ApiClient>,
+    /// The config's directory (measurement params name files relative to it).
+    pub config_dir: std::path::PathBuf,
+    /// The cluster's node count (`.Nodes` in the files measurements render).
+    pub nodes: i64,
 }
 
 /// The measurements of one run.
 pub struct Measurements {
-    objects: Objects,
-    running: Mutex<HashMap<(String, String), Running>>,
+    pub(super) objects: Objects,
+    pub(super) context: MeasurementContext,
+    pub(super) running: Mutex<HashMap<(String, String), Running>>,
 }
 
 impl Measurements {
-    pub fn new(objects: Objects) -> Measurements {
+    pub fn new(objects: Objects, context: MeasurementContext) -> Measurements {
         Measurements {
             objects,
+            context,
             running: Mutex::new(HashMap::new()),
         }
     }
@@ -211,6 +243,9 @@ impl Measurements {
             method: method.to_string(),
             identifier: identifier.to_string(),
             action: action.clone(),
+            step: None,
+            index: 0,
+            duration_s: 0.0,
             verdict: Verdict::Passed,
             summaries: Vec::new(),
             details: Json::Null,
@@ -261,6 +296,21 @@ impl Measurements {
                 }
                 Err(e) => Err(e),
             },
+            ("ResourceUsageSummary", "start") => {
+                self.start_resource_usage(key, params, &mut result)
+            }
+            ("ResourceUsageSummary", "gather") => {
+                self.gather_resource_usage(&key, &mut result).await
+            }
+            ("EtcdMetrics", "start") => self.start_etcd(key, params, &mut result),
+            ("EtcdMetrics", "gather") => self.gather_etcd(&key, &mut result).await,
+            ("SchedulingMetrics", "start" | "reset") => {
+                self.start_scheduling(key, &mut result).await
+            }
+            ("SchedulingMetrics", "gather") => self.gather_scheduling(&key, &mut result).await,
+            ("ResourceUsageSummary" | "EtcdMetrics" | "SchedulingMetrics", other) => {
+                Err(format!("unknown action {other:?}"))
+            }
             (
                 "APIResponsiveness"
                 | "APIResponsivenessPrometheus"
@@ -291,27 +341,16 @@ impl Measurements {
         result
     }
 
-    /// The API server's request-duration histograms, from its `/metrics`.
-    async fn scrape(&self) -> Result<super::api_responsiveness::Histograms, String> {
-        let response = self
-            .objects
-            .client
-            .call(
-                "get",
-                "metrics",
-                hyper::Method::GET,
-                "/metrics",
-                None,
-                Default::default(),
-            )
-            .await
-            .map_err(|e| format!("{e:#}"))?;
-        if !response.status.is_success() {
-            return Err(format!("/metrics answered {}", response.status));
+    /// Each API server's request-duration histograms, from its `/metrics` (`None` for one
+    /// not reached); an error when none was.
+    async fn scrape(&self) -> Result<Vec<Option<super::api_responsiveness::Histograms>>, String> {
+        let clients = std::iter::once(&self.objects.client).chain(&self.context.other_api_servers);
+        let scraped = futures::future::join_all(clients.map(scrape_api_server)).await;
+        if scraped.iter().all(Result::is_err) {
+            let errors: Vec<String> = scraped.into_iter().filter_map(Result::err).collect();
+            return Err(errors.join("; "));
         }
-        Ok(super::api_responsiveness::parse(&String::from_utf8_lossy(
-            &response.body,
-        )))
+        Ok(scraped.into_iter().map(Result::ok).collect())
     }
 
     async fn gather_responsiveness(
@@ -324,13 +363,29 @@ impl Measurements {
             return Err("gather without a start".into());
         };
         let after = self.scrape().await?;
-        let grown = super::api_responsiveness::growth(&before, &after);
-        let (summary, violations) = super::api_responsiveness::summarize(&grown);
+        let mut grown = super::api_responsiveness::Histograms::new();
+        let mut servers = 0;
+        for (before, after) in before.iter().zip(&after) {
+            if let (Some(before), Some(after)) = (before, after) {
+                super::api_responsiveness::add(
+                    &mut grown,
+                    &super::api_responsiveness::growth(before, after),
+                );
+                servers += 1;
+            }
+        }
+        let allowed_slow = param_u64(params, "allowedSlowCalls").unwrap_or(0);
+        let (summary, violations) = super::api_responsiveness::summarize(&grown, allowed_slow);
         let calls = summary["dataItems"].as_array().map_or(0, Vec::len);
-        result
-            .summaries
-            .push((format!("{}_{}", key.0, key.1), summary));
-        result.details = json!({"calls": calls, "violations": violations});
+        // As clusterloader2 names it: `summaryName`, else the method.
+        let name = param_str(params, "summaryName").unwrap_or_else(|| key.0.clone());
+        result.summaries.push((name, summary));
+        result.details = json!({
+            "api_servers": servers,
+            "api_servers_not_scraped": before.len() - servers,
+            "calls": calls,
+            "violations": violations,
+        });
         // As in clusterloader2, violations fail the run only with enableViolations.
         let enforce = param_str(params, "enableViolations").is_some_and(|v| v == "true");
         if enforce && !violations.is_empty() {
@@ -629,6 +684,7 @@ impl Measurements {
         let kind = param_str(params, "kind").ok_or("kind is required")?;
         let selector = param_str(params, "labelSelector").unwrap_or_default();
         let timeout = param_duration(params, "operationTimeout", Duration::from_secs(900))?;
+        let check_updated = param_str(params, "checkIfPodsAreUpdated").is_none_or(|v| v != "false");
         let controllers = self
             .objects
             .resource(&api_version, &kind)
@@ -656,7 +712,15 @@ impl Measurements {
                         }
                     }
                 }
+                // checkIfPodsAreUpdated: a pod counts only when its controller's template
+                // derives it (clusterloader2's semantic DeepDerivative of the specs).
+                let templates: HashMap<&str, &Json> = owners
+                    .iter()
+                    .filter(|_| check_updated)
+                    .filter_map(|c| Some((c["metadata"]["uid"].as_str()?, &c["spec"]["template"]["spec"])))
+                    .collect();
                 let mut running: HashMap<String, u64> = HashMap::new();
+                let mut outdated = 0u64;
                 for p in objects.list(&pods, "").await.ok_or("listing pods failed")? {
                     let ready = p["status"]["phase"] == "Running"
                         && p["metadata"]["deletionTimestamp"].is_null()
@@ -670,6 +734,10 @@ impl Measurements {
                         if o["controller"] == true {
                             let uid = o["uid"].as_str().unwrap_or("").to_string();
                             let owner = parent.get(&uid).cloned().unwrap_or(uid);
+                            if templates.get(owner.as_str()).is_some_and(|t| !derives(t, &p["spec"])) {
+                                outdated += 1;
+                                continue;
+                            }
                             *running.entry(owner).or_default() += 1;
                         }
                     }
@@ -692,7 +760,7 @@ impl Measurements {
                         ));
                     }
                 }
-                let state = json!({"controllers": owners.len(), "running": done, "waiting": waiting.iter().take(5).collect::<Vec<_>>()});
+                let state = json!({"controllers": owners.len(), "running": done, "outdated_pods": outdated, "waiting": waiting.iter().take(5).collect::<Vec<_>>()});
                 Ok((waiting.is_empty(), state))
             }
         })
@@ -779,12 +847,22 @@ impl Measurements {
                     let _ = stop.send(true);
                     let _ = task.await;
                 }
-                Running::Timer(_) | Running::Started(_) | Running::Responsiveness(_) => continue,
+                Running::ResourceUsage(run) => {
+                    run.stop().await;
+                }
+                Running::Etcd(run) => run.stop().await,
+                Running::Timer(_)
+                | Running::Started(_)
+                | Running::Responsiveness(_)
+                | Running::Scheduling(_) => continue,
             }
             out.push(MeasurementResult {
                 method,
                 identifier,
                 action: "start".into(),
+                step: None,
+                index: 0,
+                duration_s: 0.0,
                 verdict: Verdict::NotComputed("started but never gathered".into()),
                 summaries: Vec::new(),
                 details: Json::Null,
@@ -792,6 +870,55 @@ impl Measurements {
         }
         out
     }
+}
+
+/// Whether `template` derives `actual`, as Kubernetes' semantic `DeepDerivative` (which
+/// clusterloader2's `checkIfPodsAreUpdated` applies to a controller's pod template and its
+/// pods' specs): what the template leaves unset (null, `""`, an empty list or map) matches
+/// anything, a map's set keys must derive the other's, lists must have equal lengths and
+/// derive item by item, and scalars must be equal (absent counting as the zero value).
+pub fn derives(template: &Json, actual: &Json) -> bool {
+    match template {
+        Json::Null => true,
+        Json::String(s) if s.is_empty() => true,
+        Json::Array(items) if items.is_empty() => true,
+        Json::Object(map) if map.is_empty() => true,
+        Json::Object(map) => map
+            .iter()
+            .all(|(k, v)| derives(v, actual.get(k).unwrap_or(&Json::Null))),
+        Json::Array(items) => actual.as_array().is_some_and(|other| {
+            other.len() == items.len() && items.iter().zip(other).all(|(a, b)| derives(a, b))
+        }),
+        Json::Bool(b) => actual.as_bool().unwrap_or(false) == *b,
+        Json::Number(n) => match actual {
+            Json::Null => n.as_f64() == Some(0.0),
+            other => other.as_f64() == n.as_f64(),
+        },
+        Json::String(s) => actual.as_str() == Some(s.as_str()),
+    }
+}
+
+/// An API server's request-duration histograms, from its `/metrics`.
+async fn scrape_api_server(
+    client: &ApiClient,
+) -> Result<super::api_responsiveness::Histograms, String> {
+    let response = client
+        .call(
+            "get",
+            "metrics",
+            hyper::Method::GET,
+            "/metrics",
+            None,
+            Default::default(),
+        )
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    if !response.status.is_success() {
+        return Err(format!("/metrics answered {}", response.status));
+    }
+    Ok(super::api_responsiveness::parse(&String::from_utf8_lossy(
+        &response.body,
+    )))
 }
 
 /// Measurements' verdicts in one line each.
@@ -822,6 +949,38 @@ mod tests {
         assert_eq!(percentile(&v, 99.0), 99.0);
         assert_eq!(percentile(&[3.0], 90.0), 3.0);
         assert_eq!(percentile(&[], 90.0), 0.0);
+    }
+
+    #[test]
+    fn a_template_derives_the_pods_made_from_it() {
+        let template = json!({
+            "containers": [{"name": "pause", "image": "pause:3.10", "ports": [],
+                            "resources": {"requests": {"cpu": "10m"}}}],
+            "restartPolicy": "Always",
+            "nodeName": "",
+            "hostNetwork": false,
+            "priority": 0,
+        });
+        let pod = json!({
+            "containers": [{"name": "pause", "image": "pause:3.10",
+                            "resources": {"requests": {"cpu": "10m"}},
+                            "volumeMounts": [{"name": "token", "mountPath": "/var/run"}]}],
+            "restartPolicy": "Always",
+            "nodeName": "node-1",
+            "tolerations": [{"key": "k"}],
+        });
+        assert!(
+            derives(&template, &pod),
+            "what the pod adds does not matter"
+        );
+        let mut updated = template.clone();
+        updated["containers"][0]["image"] = json!("pause:3.11");
+        assert!(!derives(&updated, &pod), "a changed image");
+        let mut two = template.clone();
+        two["containers"] = json!([template["containers"][0], {"name": "sidecar"}]);
+        assert!(!derives(&two, &pod), "a container more");
+        assert!(!derives(&json!({"hostNetwork": true}), &pod));
+        assert!(!derives(&json!({"priority": 5}), &pod));
     }
 
     #[test]

@@ -9,16 +9,26 @@
 //! - [`objects`]: the objects through the API (discovery, create/patch/delete, list).
 //! - [`runner`]: the steps and phases, with clusterloader2's replica semantics.
 //! - [`measurements`]: the measurements kemu computes, and the ones it reports as not computed;
-//!   [`api_responsiveness`] from the API server's `/metrics`.
-//! - [`report`]: clusterloader2's result files and kemu's `cl2-report.json`/`.html`.
+//!   [`api_responsiveness`] from the API servers' `/metrics` ([`prometheus`] reads the text
+//!   exposition); [`component_measurements`] from the cluster's processes ([`processes`]):
+//!   [`resource_usage`], [`etcd_metrics`] and [`scheduling_metrics`].
+//! - [`report`]: clusterloader2's result files and kemu's `cl2-report.json`/`.html`;
+//!   [`junit`]: clusterloader2's `junit.xml`.
 
 pub mod api_responsiveness;
+pub mod component_measurements;
 pub mod config;
+pub mod etcd_metrics;
 pub mod gotmpl;
+pub mod junit;
 pub mod measurements;
 pub mod objects;
+pub mod processes;
+pub mod prometheus;
 pub mod report;
+pub mod resource_usage;
 pub mod runner;
+pub mod scheduling_metrics;
 pub mod tuning;
 
 #[cfg(test)]
@@ -35,6 +45,8 @@ use tokio::time::Instant;
 use crate::client::ApiClient;
 use cluster::shutdown::Interrupt;
 use config::{LoadedConfig, Parameters};
+use measurements::MeasurementContext;
+use processes::ClusterView;
 use report::Cl2Report;
 
 /// A clusterloader2 run: the config and its parameters.
@@ -82,17 +94,29 @@ pub async fn load(options: &Cl2Options, client: &ApiClient) -> anyhow::Result<(L
 }
 
 /// Runs the config against the cluster of `kubeconfig` and writes the reports into
-/// `report_dir`. A bad config fails before anything is created; the first stop signal ends
-/// the step under way and the run (the reports say so).
+/// `report_dir`; `processes` is what is known of the cluster's processes (for the
+/// measurements read from them). A bad config fails before anything is created; the first stop
+/// signal ends the step under way and the run (the reports say so).
 pub async fn run(
     options: &Cl2Options,
     kubeconfig: &cluster::api_access::KubeconfigChoice,
+    processes: Option<ClusterView>,
     report_dir: &std::path::Path,
     interrupt: &Interrupt,
 ) -> anyhow::Result<Cl2Outcome> {
     let (server, credentials) = kubeconfig.load()?;
     let client = ApiClient::new(&server, &credentials, false)?;
     let (loaded, nodes) = load(options, &client).await?;
+    let mut other_api_servers = Vec::new();
+    for url in processes.iter().flat_map(|p| &p.other_api_servers) {
+        other_api_servers.push(ApiClient::new(url, &credentials, false)?);
+    }
+    let context = MeasurementContext {
+        cluster: processes,
+        other_api_servers,
+        config_dir: loaded.dir().to_path_buf(),
+        nodes,
+    };
     std::fs::create_dir_all(report_dir)
         .with_context(|| format!("creating {}", report_dir.display()))?;
     let prefix = match loaded.test.namespace.prefix.as_str() {
@@ -113,6 +137,7 @@ pub async fn run(
         loaded,
         objects::Objects::new(client),
         prefix.clone(),
+        context,
     ));
     tracing::info!("cl2: running {name:?} against {server} ({nodes} nodes), namespaces {prefix}-N");
     runner.create_namespaces().await?;

@@ -1,7 +1,8 @@
 //! What a clusterloader2 run writes: clusterloader2's own result files (one JSON summary per
-//! measurement that has one, named `METHOD_IDENTIFIER_CONFIG_TIMESTAMP.json`), and kemu's
+//! measurement that has one, named `SUMMARY_CONFIG_TIMESTAMP.json` with the summary named as
+//! clusterloader2 names it), and kemu's
 //! `cl2-report.json` and `cl2-report.html` with the steps as phases and every measurement's
-//! verdict.
+//! verdict (and, through [`super::junit`], clusterloader2's `junit.xml`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,9 @@ use super::measurements::{MeasurementResult, Verdict};
 #[derive(Clone, Debug, Serialize)]
 pub struct StepReport {
     pub name: String,
+    /// The config named the step (clusterloader2 names the others for its junit.xml).
+    #[serde(skip)]
+    pub named: bool,
     pub start_s: f64,
     pub end_s: f64,
     /// Creates, patches and deletes sent.
@@ -165,12 +169,16 @@ pub fn html(report: &Cl2Report) -> String {
     out
 }
 
-/// Writes `cl2-report.json` and `cl2-report.html`; their paths.
+/// Writes `cl2-report.json`, `cl2-report.html` and clusterloader2's `junit.xml`; the paths of
+/// the first two.
 pub fn write(report: &Cl2Report, dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     let json = dir.join("cl2-report.json");
     let page = dir.join("cl2-report.html");
+    let junit = dir.join("junit.xml");
     std::fs::write(&json, serde_json::to_vec_pretty(report)?)
         .with_context(|| format!("writing {}", json.display()))?;
     std::fs::write(&page, html(report)).with_context(|| format!("writing {}", page.display()))?;
+    std::fs::write(&junit, super::junit::junit(report))
+        .with_context(|| format!("writing {}", junit.display()))?;
     Ok((json, page))
 }

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::config::{LoadedConfig, Object, Phase, Step};
 use super::gotmpl::Template;
-use super::measurements::{MeasurementResult, Measurements};
+use super::measurements::{MeasurementContext, MeasurementResult, Measurements};
 use super::objects::{type_of, Objects};
 use super::report::StepReport;
 use super::tuning::{run_actions, GlobalBucket, Pacing};
@@ -45,7 +45,12 @@ pub struct Runner {
 }
 
 impl Runner {
-    pub fn new(config: LoadedConfig, objects: Objects, prefix: String) -> Runner {
+    pub fn new(
+        config: LoadedConfig,
+        objects: Objects,
+        prefix: String,
+        context: MeasurementContext,
+    ) -> Runner {
         let tuning = config
             .test
             .tuningsets
@@ -61,7 +66,7 @@ impl Runner {
             .collect();
         Runner {
             config: Arc::new(config),
-            measurements: Measurements::new(objects.clone()),
+            measurements: Measurements::new(objects.clone(), context),
             objects,
             prefix,
             templates: Mutex::new(HashMap::new()),
@@ -112,7 +117,7 @@ impl Runner {
         let name = format!("{}-{index}", object.basename);
         let path = self.config.dir().join(&object.objecttemplatepath);
         let template = self.template(&path)?;
-        let data = self.config.object_data(object, &name, index);
+        let data = self.config.object_data(object, namespace, index);
         let rendered = match operation {
             Operation::Delete => template.render_lenient(&data),
             _ => template.render(&data),
@@ -244,22 +249,25 @@ impl Runner {
         }
         futures::future::join_all(phases).await;
         let mut calls = Vec::new();
-        for m in &step.measurements {
+        for (i, m) in step.measurements.iter().enumerate() {
             if m.instances.is_empty() {
-                calls.push((m.method.clone(), m.identifier.clone(), m.params.clone()));
+                calls.push((i, m.method.clone(), m.identifier.clone(), m.params.clone()));
             }
             for instance in &m.instances {
                 let mut params = m.params.clone();
                 params.extend(instance.params.clone());
-                calls.push((m.method.clone(), instance.identifier.clone(), params));
+                calls.push((i, m.method.clone(), instance.identifier.clone(), params));
             }
         }
-        let measured = futures::future::join_all(
-            calls
-                .iter()
-                .map(|(method, id, params)| self.measurements.execute(method, id, params)),
-        )
-        .await;
+        let measured =
+            futures::future::join_all(calls.iter().map(|(i, method, id, params)| async {
+                let mut result = self.measurements.execute(method, id, params).await;
+                result.step = Some(index);
+                result.index = *i;
+                result.duration_s = start.elapsed().as_secs_f64() - start_s;
+                result
+            }))
+            .await;
         let errors = errors.lock().clone();
         let failed_measurements = measured
             .iter()
@@ -267,6 +275,7 @@ impl Runner {
             .count();
         let report = StepReport {
             name,
+            named: !step.name.is_empty(),
             start_s,
             end_s: start.elapsed().as_secs_f64(),
             object_operations: ops.load(Ordering::Relaxed),

@@ -202,3 +202,31 @@ fn a_schema_error_names_the_field() {
     let e = load(&[("config.yaml", "name: t\nnamespace:\n  number: many\n")]).unwrap_err();
     assert!(e.starts_with("config.yaml:3: namespace.number"), "{e}");
 }
+
+#[test]
+fn object_templates_see_clusterloader2_builtins() {
+    let loaded = LoadedConfig::load(
+        &shipped("density.yaml"),
+        params(&[shipped("overrides.yaml")], &[], &[], 4),
+    )
+    .unwrap();
+    let object = &loaded.test.steps[1].phases[0].objectbundle[0];
+    let data = loaded.object_data(object, "density-ns-2", 3);
+    let template =
+        super::gotmpl::Template::from_file(&shipped("deployment.yaml")).expect("template");
+    let rendered = template.render(&data).unwrap();
+    let object = super::config::yaml("deployment.yaml", &rendered).unwrap();
+    assert_eq!(object["metadata"]["name"], "density-3");
+    assert_eq!(
+        object["metadata"]["annotations"]["replica"],
+        "density 3 in density-ns-2"
+    );
+}
+
+#[test]
+fn resource_constraints_of_the_density_config_render_with_nodes() {
+    let constraints =
+        super::resource_usage::read_constraints(&shipped("resource-constraints.yaml"), 3).unwrap();
+    assert_eq!(constraints["etcd"].memory, 3 * 2147483648);
+    assert_eq!(constraints["kube-apiserver"].cpu, 8.0);
+}

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 
 use super::queue_actor::{AttemptDone, Outcome, QueueActor};
 use crate::cache::Cache;
-use crate::metrics::{AttemptResult, Metrics};
+use crate::metrics::{AttemptResult, ExtensionPoint, Metrics};
 use crate::pod_info::PodInfo;
 use crate::preemption::Preemption;
 use crate::volumes::{VolumePlan, SELECTED_NODE_ANNOTATION};
@@ -112,13 +112,29 @@ impl Handler<Bind> for Binder {
         let (client, events, me) = (self.client.clone(), self.events.clone(), ctx.address());
         let component = self.component.clone();
         let cache = self.cache.clone();
+        let metrics = self.metrics.clone();
         self.io.spawn(async move {
             let prebound = match &msg.volumes {
-                Some(plan) => bind_volumes(&client, &cache, plan, &msg.node).await,
+                Some(plan) => {
+                    let started = Instant::now();
+                    let prebound = bind_volumes(&client, &cache, plan, &msg.node).await;
+                    metrics.extension_point(
+                        ExtensionPoint::PreBind,
+                        prebound.is_ok(),
+                        started.elapsed(),
+                    );
+                    prebound
+                }
                 None => Ok(()),
             };
             let result = match prebound {
-                Ok(()) => bind(&client, &events, &msg.pod, &msg.node, &component).await,
+                Ok(()) => {
+                    let started = Instant::now();
+                    let result = bind(&client, &events, &msg.pod, &msg.node, &component).await;
+                    let success = !matches!(result, BindResult::Failed(_));
+                    metrics.extension_point(ExtensionPoint::Bind, success, started.elapsed());
+                    result
+                }
                 Err(e) => BindResult::VolumesFailed(e),
             };
             me.do_send(BindFinished {

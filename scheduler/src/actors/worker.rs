@@ -55,7 +55,9 @@ impl Worker {
 
     fn attempt(&mut self, pod: Arc<PodInfo>, started: Instant) -> Outcome {
         for _ in 0..ASSUME_TRIES {
+            let decided = Instant::now();
             let decision = schedule(self.cache.read().snapshot(), &pod, &mut self.state);
+            self.metrics.algorithm(decided.elapsed());
             match decision {
                 Decision::Feasible { node, .. } => {
                     let assumed = {
