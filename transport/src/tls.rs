@@ -352,9 +352,17 @@ fn transport_config(incoming_streams: u32) -> quinn::TransportConfig {
         .keep_alive_interval(Some(KEEP_ALIVE))
         .max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
             IDLE_TIMEOUT_MS,
-        ))));
+        ))))
+        // The first round trip of a handshake, before one is measured. kemu's processes talk
+        // over a LAN or loopback, not the Internet QUIC's 333 ms default is meant for; it sets
+        // when a lost Initial is sent again (three times this, doubling), and an Initial sent
+        // while the server's process is restarting is lost.
+        .initial_rtt(INITIAL_RTT);
     config
 }
+
+/// The round-trip time assumed until one is measured (see [`transport_config`]).
+const INITIAL_RTT: Duration = Duration::from_millis(50);
 
 /// Parses every certificate in a PEM buffer; `path` only labels errors. An empty result is an
 /// error because a certificate file without certificates is always a mistake.
