@@ -315,7 +315,7 @@ mod tests {
     fn retries_quickly_for_two_seconds_then_backs_off() {
         let pauses: Vec<u64> = [1, 2, 20, 21, 22, 24, 25, 40]
             .iter()
-            .map(|&n| retry_pause(n).as_millis() as u64)
+            .map(|&n| super::retry_pause(n).as_millis() as u64)
             .collect();
         assert_eq!(pauses, [100, 100, 100, 200, 400, 1600, 2000, 2000]);
     }
