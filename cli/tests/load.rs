@@ -643,6 +643,7 @@ claims_percent = 50.0
             .any(|c| c["name"] == "claims_left" && c["passed"] == true),
         "{slo:?}"
     );
+    assert!(stdout.contains("pod_startup with a claim"), "{stdout}");
     let html = std::fs::read_to_string(dir.join("report/load-report.html"))?;
     assert!(html.contains("Claims"), "the HTML report has no claims");
     Ok(())

@@ -607,6 +607,30 @@ pub fn summary(report: &LoadReport) -> String {
         }
         let _ = writeln!(s);
     }
+    if let Some(c) = &report.claims {
+        let _ = writeln!(
+            s,
+            "{:<28} {:>8} {:>10} {:>10} {:>10} {:>10}",
+            "claims (ms)", "count", "p50", "p90", "p99", "max"
+        );
+        for (name, p) in [
+            ("bind", &c.bind_ms),
+            ("attach", &c.attach_ms),
+            ("pod_startup with a claim", &c.pod_startup_with_claims_ms),
+            ("pod_startup without", &c.pod_startup_without_claims_ms),
+        ] {
+            let _ = writeln!(
+                s,
+                "{name:<28} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                p.count, p.p50, p.p90, p.p99, p.max
+            );
+        }
+        let _ = writeln!(
+            s,
+            "claims: {} sent, {} Bound, {} attached, {} deleted, {} gone\n",
+            c.sent, c.bound, c.attached, c.deleted, c.gone
+        );
+    }
     let _ = writeln!(
         s,
         "{:<22} {:>8} {:>10} {:>10} {:>10} {:>10}",
