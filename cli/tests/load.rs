@@ -579,3 +579,72 @@ rate = 4.0
     );
     Ok(())
 }
+
+/// Bare pods with claims through `kemu run`: every claim is bound and attached, its bind and
+/// attach latencies reported, and every claim and its dynamically provisioned volume gone at
+/// the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kemu_run_gives_pods_claims() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("load-claims");
+    let config = r#"
+name = "load-claims"
+[store]
+members = 1
+[controllers]
+replicas = 1
+[nodes]
+hosts = 1
+per_host = 5
+[load]
+pods = 20
+rate = 10.0
+running_timeout_seconds = 120.0
+gone_timeout_seconds = 120.0
+claims_gone_timeout_seconds = 120.0
+slo_pod_startup_p99_ms = 120000.0
+claims = true
+claims_percent = 50.0
+"#;
+    let (ok, stdout, stderr) = kemu_run(config, &dir).await?;
+    println!("{stdout}");
+    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
+    nothing_left(&dir);
+    let json_path = dir.join("report/load-report.json");
+    keep(&json_path);
+    let report: Value = serde_json::from_slice(&std::fs::read(&json_path)?)?;
+    validate_report(&report);
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["pods"]["running"], 20);
+    let claims = &report["claims"];
+    for (field, want) in [
+        ("sent", 10),
+        ("created", 10),
+        ("bound", 10),
+        ("attached", 10),
+        ("deleted", 10),
+        ("gone", 10),
+        ("left", 0),
+        ("volumes_left", 0),
+    ] {
+        assert_eq!(claims[field], want, "claims.{field}: {claims}");
+    }
+    for (name, count) in [
+        ("bind_ms", 10),
+        ("attach_ms", 10),
+        ("pod_startup_with_claims_ms", 10),
+        ("pod_startup_without_claims_ms", 10),
+    ] {
+        assert_eq!(claims[name]["count"], count, "claims.{name}: {claims}");
+    }
+    let slo = report["slo"].as_array().context("slo")?;
+    assert!(
+        slo.iter()
+            .any(|c| c["name"] == "claims_left" && c["passed"] == true),
+        "{slo:?}"
+    );
+    assert!(stdout.contains("pod_startup with a claim"), "{stdout}");
+    let html = std::fs::read_to_string(dir.join("report/load-report.html"))?;
+    assert!(html.contains("Claims"), "the HTML report has no claims");
+    Ok(())
+}

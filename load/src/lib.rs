@@ -13,6 +13,8 @@
 //! - [`report`] and [`html`]: `load-report.json` (schema in `docs/load-report.schema.json`), the
 //!   terminal summary, and `load-report.html`.
 //! - [`accounting`]: the pods the API acknowledged against the pods that exist at the end.
+//! - [`claims`]: the bare pods' PersistentVolumeClaims (`claims = true`), their bind and attach
+//!   latencies, and the watches of claims and VolumeAttachments they come from.
 //! - [`workloads`]: Deployments, StatefulSets, DaemonSets and Jobs created beside the bare
 //!   pods, their pods measured per kind.
 //!
@@ -28,6 +30,7 @@
 
 pub mod accounting;
 pub mod cl2;
+pub mod claims;
 pub mod client;
 pub mod html;
 pub mod pacer;
@@ -53,6 +56,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::accounting::{AccountingReport, AckLog, ObservedPod};
+use crate::claims::{ClaimTracker, ObjectWatch, Watched};
 use client::ApiClient;
 use cluster::shutdown::Interrupt;
 pub use plan::LoadPlan;
@@ -154,6 +158,8 @@ struct Run {
     client: ApiClient,
     template: PodTemplate,
     tracker: Arc<Mutex<Tracker>>,
+    /// The bare pods' claims (none unless the plan has `claims`).
+    claims: Arc<Mutex<ClaimTracker>>,
     start: Instant,
     permits: Arc<Semaphore>,
     progress: Progress,
@@ -169,6 +175,44 @@ struct Run {
 /// Retry a call that got no answer, or an answer that says "try again".
 fn retryable(code: u16) -> bool {
     matches!(code, 0 | 429 | 500 | 502 | 503 | 504)
+}
+
+/// How a call sent with [`send_with_retries`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sent {
+    Done,
+    /// 409 after a retry: an earlier attempt went through.
+    Conflict,
+    NotFound,
+    Failed,
+}
+
+/// Sends a create or delete, retrying as the pods' are.
+async fn send_with_retries(
+    client: &ApiClient,
+    verb: &str,
+    resource: &str,
+    method: Method,
+    path: &str,
+    body: &serde_json::Value,
+) -> Sent {
+    for attempt in 0..ATTEMPTS {
+        let code = match client
+            .call_json(verb, resource, method.clone(), path, body)
+            .await
+        {
+            Ok(r) => r.status.as_u16(),
+            Err(_) => 0,
+        };
+        match code {
+            200..=299 => return Sent::Done,
+            409 if attempt > 0 => return Sent::Conflict,
+            404 => return Sent::NotFound,
+            _ if !retryable(code) => return Sent::Failed,
+            _ => tokio::time::sleep(Duration::from_millis(100 << attempt)).await,
+        }
+    }
+    Sent::Failed
 }
 
 impl Run {
@@ -251,6 +295,7 @@ impl Run {
             self.run_id.clone(),
             self.acks.clone(),
         );
+        let (plan, claims) = (self.plan.clone(), self.claims.clone());
         let namespaces = self.plan.namespaces;
         let interrupt = self.interrupt.clone();
         let stats = pacer::paced(
@@ -263,6 +308,15 @@ impl Run {
                 let ns_index = (i % namespaces as u64) as u32;
                 let namespace = namespace_name(ns_index);
                 let name = format!("load-{run_id}-{i}");
+                // A pod's claim is created just before it, under the pod's name.
+                let claim = plan.pod_has_claim(i).then(|| {
+                    let body = claims::claim_body(&plan, &run_id, &namespace, &name);
+                    let index =
+                        claims
+                            .lock()
+                            .create_sent(&namespace, &name, start.elapsed().as_secs_f64());
+                    (index, body)
+                });
                 let index = tracker.lock().create_sent(
                     &name,
                     ns_index,
@@ -270,14 +324,35 @@ impl Run {
                     start.elapsed().as_secs_f64(),
                 );
                 bar.inc(1);
-                let (client, template, tracker, acks) = (
+                let (client, template, tracker, acks, claims) = (
                     client.clone(),
                     template.clone(),
                     tracker.clone(),
                     acks.clone(),
+                    claims.clone(),
                 );
                 async move {
-                    let body = template.pod(&namespace, &name);
+                    let body = match claim {
+                        Some((claim_index, claim)) => {
+                            let path =
+                                format!("/api/v1/namespaces/{namespace}/persistentvolumeclaims");
+                            let created = send_with_retries(
+                                &client,
+                                "create",
+                                "persistentvolumeclaims",
+                                Method::POST,
+                                &path,
+                                &claim,
+                            )
+                            .await;
+                            claims.lock().create_answered(
+                                claim_index,
+                                matches!(created, Sent::Done | Sent::Conflict),
+                            );
+                            template.pod_with_claim(&namespace, &name, &name)
+                        }
+                        None => template.pod(&namespace, &name),
+                    };
                     let path = format!("/api/v1/namespaces/{namespace}/pods");
                     let mut outcome = Some(0);
                     for attempt in 0..ATTEMPTS {
@@ -344,11 +419,12 @@ impl Run {
         tracing::info!("load: {name}: {} pods at {rate}/s", indices.len());
         let bar = self.progress.bar(&name, indices.len() as u64);
         let start_s = self.now();
-        let (client, tracker, start, acks) = (
+        let (client, tracker, start, acks, claims) = (
             self.client.clone(),
             self.tracker.clone(),
             self.start,
             self.acks.clone(),
+            self.claims.clone(),
         );
         let body = match self.plan.delete_grace_seconds {
             Some(g) => {
@@ -372,8 +448,13 @@ impl Run {
                 };
                 let path = format!("/api/v1/namespaces/{namespace}/pods/{name}");
                 bar.inc(1);
-                let (client, tracker, body, acks) =
-                    (client.clone(), tracker.clone(), body.clone(), acks.clone());
+                let (client, tracker, body, acks, claims) = (
+                    client.clone(),
+                    tracker.clone(),
+                    body.clone(),
+                    acks.clone(),
+                    claims.clone(),
+                );
                 async move {
                     let mut failed = true;
                     let mut gone = false;
@@ -400,11 +481,37 @@ impl Run {
                     }
                     let t = start.elapsed().as_secs_f64();
                     if failed {
-                        acks.lock().delete_unanswered.push((namespace, name));
+                        acks.lock()
+                            .delete_unanswered
+                            .push((namespace.clone(), name.clone()));
                     } else {
-                        acks.lock().deleted.push((namespace, name));
+                        acks.lock().deleted.push((namespace.clone(), name.clone()));
                     }
                     tracker.lock().delete_answered(index, failed, gone, t);
+                    // The claim goes after its pod (the pvc-protection finalizer holds it until
+                    // the pod is gone).
+                    if claims.lock().has(&namespace, &name) {
+                        let path =
+                            format!("/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}");
+                        let t = start.elapsed().as_secs_f64();
+                        let sent = send_with_retries(
+                            &client,
+                            "delete",
+                            "persistentvolumeclaims",
+                            Method::DELETE,
+                            &path,
+                            &json!({"apiVersion": "v1", "kind": "DeleteOptions"}),
+                        )
+                        .await;
+                        if !matches!(sent, Sent::Failed) {
+                            claims.lock().delete_sent(
+                                &namespace,
+                                &name,
+                                t,
+                                matches!(sent, Sent::NotFound),
+                            );
+                        }
+                    }
                 }
             },
         )
@@ -451,31 +558,41 @@ impl Run {
         total: impl Fn(&Counts) -> u64,
         reached: impl Fn(&Counts) -> u64,
     ) -> bool {
+        let tracker = self.tracker.clone();
+        self.wait_until(kind, cycle, timeout, move || {
+            let counts = tracker.lock().counts();
+            (reached(&counts), total(&counts))
+        })
+        .await
+    }
+
+    /// Waits until `probe()`'s reached count is its total, or the timeout.
+    async fn wait_until(
+        &mut self,
+        kind: &str,
+        cycle: u32,
+        timeout: f64,
+        probe: impl Fn() -> (u64, u64),
+    ) -> bool {
         let name = Self::phase_name(kind, cycle);
-        let counts = self.tracker.lock().counts();
-        let bar = self.progress.bar(&name, total(&counts));
+        let (_, first_total) = probe();
+        let bar = self.progress.bar(&name, first_total);
         let start_s = self.now();
         let deadline = self.start + Duration::from_secs_f64(start_s + timeout);
         let completed = loop {
-            let counts = self.tracker.lock().counts();
-            bar.set_length(total(&counts));
-            bar.set_position(reached(&counts).min(total(&counts)));
-            if reached(&counts) >= total(&counts) {
+            let (reached, total) = probe();
+            bar.set_length(total);
+            bar.set_position(reached.min(total));
+            if reached >= total {
                 break true;
             }
             if self.interrupted() {
-                tracing::warn!(
-                    "load: {name}: interrupted with {} of {}",
-                    reached(&counts),
-                    total(&counts)
-                );
+                tracing::warn!("load: {name}: interrupted with {reached} of {total}");
                 break false;
             }
             if Instant::now() >= deadline {
                 tracing::warn!(
-                    "load: {name}: timed out after {timeout} s with {} of {}",
-                    reached(&counts),
-                    total(&counts)
+                    "load: {name}: timed out after {timeout} s with {reached} of {total}"
                 );
                 break false;
             }
@@ -517,6 +634,103 @@ impl Run {
             |c| c.gone,
         )
         .await
+    }
+
+    /// Waits until every deleted claim is gone, then until no PersistentVolume is left bound
+    /// to a claim of the run (reclaim `Delete` removes them); counts what is left either way.
+    async fn wait_claims_gone(&mut self) -> (Option<u64>, Option<u64>) {
+        let timeout = self.plan.claims_gone_timeout_seconds;
+        let claims = self.claims.clone();
+        let gone = self
+            .wait_until("wait_claims_gone", 0, timeout, move || {
+                let c = claims.lock().counts();
+                (c.gone, c.delete_sent)
+            })
+            .await;
+        let start_s = self.now();
+        let deadline = self.start + Duration::from_secs_f64(start_s + timeout);
+        let mut volumes = self.volumes_left().await;
+        while gone && volumes != Some(0) && Instant::now() < deadline && !self.interrupted() {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = self.interrupt.first() => {}
+            }
+            volumes = self.volumes_left().await;
+        }
+        let completed = volumes == Some(0);
+        let status = self.ended(completed);
+        self.phases.push(PhaseReport {
+            kind: "wait_volumes_reclaimed".into(),
+            cycle: 0,
+            start_s,
+            end_s: self.now(),
+            ops: None,
+            target_rate: None,
+            achieved_rate: None,
+            send_lag_ms: None,
+            completed,
+            status,
+        });
+        (self.claims_left().await, volumes)
+    }
+
+    /// Claims of the run the API lists, over all namespaces.
+    async fn claims_left(&self) -> Option<u64> {
+        let path = format!(
+            "/api/v1/persistentvolumeclaims?labelSelector={}",
+            watcher::encode(&self.selector())
+        );
+        let r = self
+            .client
+            .call(
+                "list",
+                "persistentvolumeclaims",
+                Method::GET,
+                &path,
+                None,
+                Default::default(),
+            )
+            .await
+            .ok()?;
+        let list: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+        r.status
+            .is_success()
+            .then(|| list["items"].as_array().map_or(0, |i| i.len() as u64))
+    }
+
+    /// PersistentVolumes whose claimRef names a claim of the run.
+    async fn volumes_left(&self) -> Option<u64> {
+        let r = self
+            .client
+            .call(
+                "list",
+                "persistentvolumes",
+                Method::GET,
+                "/api/v1/persistentvolumes",
+                None,
+                Default::default(),
+            )
+            .await
+            .ok()?;
+        if !r.status.is_success() {
+            return None;
+        }
+        let list: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+        let prefix = format!("load-{}-", self.run_id);
+        let ours = |pv: &&serde_json::Value| {
+            let claim = &pv["spec"]["claimRef"];
+            claim["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with(&prefix))
+                && claim["namespace"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("kemu-load-"))
+        };
+        Some(
+            list["items"]
+                .as_array()
+                .map_or(0, |items| items.iter().filter(ours).count() as u64),
+        )
     }
 
     /// Pods of the run the API lists, over all namespaces, a page at a time: a single list of
@@ -751,6 +965,30 @@ pub async fn run(
             ));
         }
     }
+    // The claims and the attachments of their volumes.
+    let claims = Arc::new(Mutex::new(ClaimTracker::default()));
+    if plan.claims {
+        let mut watched: Vec<(Watched, String)> = (0..plan.namespaces)
+            .map(|i| (Watched::Claims, namespace_name(i)))
+            .collect();
+        watched.push((Watched::VolumeAttachments, String::new()));
+        for (what, namespace) in watched {
+            let (tx, rx) = oneshot::channel();
+            ready.push(rx);
+            let span = tracing::info_span!("claim_watch", namespace = %namespace);
+            let watch = ObjectWatch {
+                client: client.clone(),
+                watched: what,
+                namespace,
+                selector: format!("{RUN_LABEL}={run_id}"),
+                tracker: claims.clone(),
+                run_start: start,
+            };
+            watchers.push(tokio::spawn(
+                watch.run(tx, stop_rx.clone()).instrument(span),
+            ));
+        }
+    }
     // Recording-only watches through the other API servers, each with a tracker of its own
     // that nothing reads: the load's measurements come from the watches above.
     let extra_servers = if target.record_watch {
@@ -811,6 +1049,7 @@ pub async fn run(
         client: client.clone(),
         template,
         tracker: tracker.clone(),
+        claims: claims.clone(),
         start,
         permits: Arc::new(Semaphore::new(plan.max_in_flight as usize)),
         progress: Progress::new(),
@@ -908,11 +1147,15 @@ pub async fn run(
         }
         healthy &= run.wait_running(cycle).await;
     }
+    let mut claims_left = (None, None);
     if plan.delete && !run.interrupted() {
         let live = tracker.lock().live();
         run.delete_phase(live, 0).await;
         if !run.interrupted() {
             run.wait_gone(0).await;
+        }
+        if plan.claims && !run.interrupted() {
+            claims_left = run.wait_claims_gone().await;
         }
     }
     if plan.delete && !plan.workloads.is_empty() && !run.interrupted() {
@@ -1009,6 +1252,34 @@ pub async fn run(
                 passed: not_rolled_out == 0,
             });
         }
+        let claims_report = plan.claims.then(|| {
+            let claims = claims.lock();
+            let mut r = claims.report();
+            (r.left, r.volumes_left) = claims_left;
+            let (with, without): (Vec<PodRecord>, Vec<PodRecord>) = tracker
+                .records()
+                .iter()
+                .cloned()
+                .partition(|p| claims.has(&namespace_name(p.namespace), &p.name));
+            let startup = |records: &[PodRecord]| {
+                report::latencies(records)
+                    .remove("pod_startup")
+                    .unwrap_or_default()
+            };
+            r.pod_startup_with_claims_ms = startup(&with);
+            r.pod_startup_without_claims_ms = startup(&without);
+            r
+        });
+        if let (Some(c), true) = (&claims_report, plan.delete) {
+            // Every claim deleted is gone and its volume reclaimed.
+            let left = c.left.zip(c.volumes_left).map(|(l, v)| l + v);
+            slo.push(SloCheck {
+                name: "claims_left".into(),
+                threshold: 0.0,
+                observed: left.map(|l| l as f64),
+                passed: left == Some(0),
+            });
+        }
         let (api_calls, errors_by_code) = report::api_calls(client.stats());
         LoadReport {
             schema: report::SCHEMA_ID.into(),
@@ -1033,6 +1304,7 @@ pub async fn run(
             processes: report::processes(samples),
             accounting: accounted,
             workloads: workload_report,
+            claims: claims_report,
         }
     };
     let (report_json, report_html, summary) = write_report(&report, &[], &target.report_dir)?;

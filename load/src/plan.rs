@@ -124,6 +124,19 @@ pub struct LoadPlan {
     pub max_in_flight: u32,
     /// Speak HTTP/2 (prior knowledge) instead of HTTP/1.1 over a connection pool.
     pub http2: bool,
+    /// Give bare pods a PersistentVolumeClaim each (named as the pod, created just before it,
+    /// deleted after it), mounted at `/data`.
+    pub claims: bool,
+    /// With `claims`: the share of the bare pods that get one, in percent, spread evenly over
+    /// the creates (the others run without, so pod startup is compared side by side).
+    pub claims_percent: f64,
+    /// With `claims`: each claim's `resources.requests.storage`.
+    pub claim_size: String,
+    /// With `claims`: the claims' `storageClassName`; the cluster's default class without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    /// How long to wait for every deleted claim to be gone and its volume reclaimed.
+    pub claims_gone_timeout_seconds: f64,
     /// Workload objects created beside the bare pods (`[[load.workloads]]`), measured per kind.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadPlan>,
@@ -155,6 +168,11 @@ impl Default for LoadPlan {
             slo_pod_startup_p99_ms: 5000.0,
             max_in_flight: 512,
             http2: false,
+            claims: false,
+            claims_percent: 100.0,
+            claim_size: "1Gi".into(),
+            storage_class: None,
+            claims_gone_timeout_seconds: 300.0,
             workloads: Vec::new(),
             cl2: None,
         }
@@ -200,7 +218,67 @@ impl LoadPlan {
         ((self.pods as f64) * self.churn_percent / 100.0).round() as u64
     }
 
+    /// Whether bare pod `i` gets a claim: `claims_percent` of the pods, spread evenly (with
+    /// 50, every second pod).
+    pub fn pod_has_claim(&self, i: u64) -> bool {
+        if !self.claims {
+            return false;
+        }
+        let share = |n: u64| ((n as f64) * self.claims_percent / 100.0).floor() as u64;
+        share(i + 1) > share(i)
+    }
+
+    fn validate_claims(&self) -> Result<(), PlanError> {
+        if !(self.claims_percent > 0.0 && self.claims_percent <= 100.0) {
+            return Err(bad("claims_percent", "must be in (0, 100]"));
+        }
+        match api::quantity::parse(&self.claim_size) {
+            Ok(q) if !q.is_negative() && !q.is_zero() => {}
+            _ => {
+                return Err(bad(
+                    "claim_size",
+                    format!(
+                        "{:?}: must be a positive quantity, e.g. \"1Gi\"",
+                        self.claim_size
+                    ),
+                ))
+            }
+        }
+        if let Some(class) = &self.storage_class {
+            if !is_dns_subdomain(class) {
+                return Err(bad(
+                    "storage_class",
+                    format!("{class:?}: must be a lowercase RFC 1123 subdomain"),
+                ));
+            }
+        }
+        if !(self.claims_gone_timeout_seconds.is_finite() && self.claims_gone_timeout_seconds > 0.0)
+        {
+            return Err(bad(
+                "claims_gone_timeout_seconds",
+                "must be a positive number of seconds",
+            ));
+        }
+        if !self.claims {
+            return Ok(());
+        }
+        if self.pods == 0 {
+            return Err(bad(
+                "claims",
+                "gives bare pods claims, and the plan has none",
+            ));
+        }
+        if self.template_file.is_some() {
+            return Err(bad(
+                "claims",
+                "only the built-in templates mount a claim (not template_file)",
+            ));
+        }
+        Ok(())
+    }
+
     pub fn validate(&self) -> Result<(), PlanError> {
+        self.validate_claims()?;
         if self.pods == 0 && self.workloads.is_empty() {
             return Err(bad(
                 "pods",
@@ -311,6 +389,19 @@ impl LoadPlan {
     }
 }
 
+/// A lowercase RFC 1123 subdomain, as Kubernetes names a StorageClass.
+fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,11 +450,48 @@ mod tests {
     #[test]
     fn the_example_workload_clusters_are_valid_plans() {
         let clusters = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../clusters");
-        for name in ["daemonset-5k", "statefulset-1k", "mixed-500"] {
+        for name in ["daemonset-5k", "statefulset-1k", "mixed-500", "claims-5k"] {
             let text = std::fs::read_to_string(clusters.join(format!("{name}.toml"))).unwrap();
             let plan = LoadPlan::from_toml(&text).unwrap();
             plan.validate().unwrap();
-            assert!(!plan.workloads.is_empty(), "{name}");
+            assert!(!plan.workloads.is_empty() || plan.claims, "{name}");
+        }
+    }
+
+    #[test]
+    fn claims_are_read_and_checked() {
+        let plan = LoadPlan::from_toml(
+            "pods = 10\nclaims = true\nclaims_percent = 50\nclaim_size = \"2Gi\"\nstorage_class = \"fast\"\n",
+        )
+        .unwrap();
+        plan.validate().unwrap();
+        let with: Vec<u64> = (0..6).filter(|&i| plan.pod_has_claim(i)).collect();
+        assert_eq!(with, [1, 3, 5]);
+        let all = LoadPlan {
+            claims: true,
+            ..Default::default()
+        };
+        assert!((0..10).all(|i| all.pod_has_claim(i)));
+        assert!(!LoadPlan::default().pod_has_claim(0));
+        for (text, field) in [
+            ("claims = true\nclaim_size = \"lots\"\n", "claim_size"),
+            ("claims = true\nclaim_size = \"0\"\n", "claim_size"),
+            ("claims = true\nclaims_percent = 0\n", "claims_percent"),
+            (
+                "claims = true\nstorage_class = \"Fast_1\"\n",
+                "storage_class",
+            ),
+            (
+                "claims = true\npods = 0\n[[workloads]]\nkind = \"Job\"\n",
+                "claims",
+            ),
+            ("claims = true\ntemplate_file = \"pod.yaml\"\n", "claims"),
+        ] {
+            let e = LoadPlan::from_toml(text).unwrap().validate().unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!("load.{field}:")),
+                "{text}: {e}"
+            );
         }
     }
 

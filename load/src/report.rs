@@ -161,6 +161,9 @@ pub fn planned_phases(plan: &LoadPlan) -> Vec<(&'static str, u32)> {
     }
     if plan.delete {
         out.extend([("delete", 0), ("wait_gone", 0)]);
+        if plan.claims {
+            out.extend([("wait_claims_gone", 0), ("wait_volumes_reclaimed", 0)]);
+        }
         if !plan.workloads.is_empty() {
             out.extend([("delete_workloads", 0), ("wait_workloads_gone", 0)]);
         }
@@ -259,6 +262,9 @@ pub struct LoadReport {
     /// Per workload kind of `[[load.workloads]]`: objects, pods, pod_startup and rollout.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<crate::workloads::WorkloadKindReport>,
+    /// The bare pods' claims, when the plan gives them some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<crate::claims::ClaimsReport>,
 }
 
 /// A part of the report another tool contributes (`kemu run` attaches the results of the chaos
@@ -600,6 +606,30 @@ pub fn summary(report: &LoadReport) -> String {
             );
         }
         let _ = writeln!(s);
+    }
+    if let Some(c) = &report.claims {
+        let _ = writeln!(
+            s,
+            "{:<28} {:>8} {:>10} {:>10} {:>10} {:>10}",
+            "claims (ms)", "count", "p50", "p90", "p99", "max"
+        );
+        for (name, p) in [
+            ("bind", &c.bind_ms),
+            ("attach", &c.attach_ms),
+            ("pod_startup with a claim", &c.pod_startup_with_claims_ms),
+            ("pod_startup without", &c.pod_startup_without_claims_ms),
+        ] {
+            let _ = writeln!(
+                s,
+                "{name:<28} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+                p.count, p.p50, p.p90, p.p99, p.max
+            );
+        }
+        let _ = writeln!(
+            s,
+            "claims: {} sent, {} Bound, {} attached, {} deleted, {} gone\n",
+            c.sent, c.bound, c.attached, c.deleted, c.gone
+        );
     }
     let _ = writeln!(
         s,

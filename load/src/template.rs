@@ -10,6 +10,9 @@ use super::plan::LoadPlan;
 /// The label every pod of a run carries, valued with the run's id.
 pub const RUN_LABEL: &str = "kemu.dev/load-run";
 
+/// The volume through which a load pod mounts its claim.
+const CLAIM_VOLUME: &str = "data";
+
 /// A pod body without name and namespace, filled in per pod by [`PodTemplate::pod`].
 #[derive(Clone, Debug)]
 pub struct PodTemplate {
@@ -78,6 +81,27 @@ impl PodTemplate {
         let mut pod = self.base.clone();
         pod["metadata"]["name"] = json!(name);
         pod["metadata"]["namespace"] = json!(namespace);
+        pod
+    }
+
+    /// The create body of pod `name` mounting claim `claim` (volume `data`, at `/data` in
+    /// every container).
+    pub fn pod_with_claim(&self, namespace: &str, name: &str, claim: &str) -> Value {
+        let mut pod = self.pod(namespace, name);
+        let volume = json!({"name": CLAIM_VOLUME, "persistentVolumeClaim": {"claimName": claim}});
+        match pod["spec"]["volumes"].as_array_mut() {
+            Some(volumes) => volumes.push(volume),
+            None => pod["spec"]["volumes"] = json!([volume]),
+        }
+        if let Some(containers) = pod["spec"]["containers"].as_array_mut() {
+            for c in containers {
+                let mount = json!({"name": CLAIM_VOLUME, "mountPath": "/data"});
+                match c["volumeMounts"].as_array_mut() {
+                    Some(mounts) => mounts.push(mount),
+                    None => c["volumeMounts"] = json!([mount]),
+                }
+            }
+        }
         pod
     }
 }
