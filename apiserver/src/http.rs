@@ -205,7 +205,11 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
                     .unwrap_or_else(|e| error_response(&e)),
                 None => error_response(&authn::unauthorized()),
             };
-            (response, method.as_str().to_string(), String::new())
+            (
+                response,
+                method.as_str().to_string(),
+                RequestLabels::default(),
+            )
         }
         Ok(other) => {
             let allowed = match (&user, &other) {
