@@ -322,7 +322,7 @@ async fn a_chaos_plan_runs_beside_a_clusterloader2_config() -> anyhow::Result<()
         configs.join("density.yaml").display().to_string(),
         configs.join("overrides.yaml").display().to_string()
     );
-    let chaos = "[chaos]\nseed = 3\n[[chaos.action]]\nat = 4.0\nkind = \"kill-store-follower\"\n";
+    let chaos = "[chaos]\nseed = 3\n[[chaos.action]]\nat = 0.5\nkind = \"kill-store-follower\"\n";
     let (ok, stdout, stderr) =
         kemu_run(&cluster_with("cl2-chaos", &cl2, 3, 1, chaos), &dir).await?;
     println!("{stdout}");
