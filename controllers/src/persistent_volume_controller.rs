@@ -246,10 +246,20 @@ impl PersistentVolumeController {
                     c.metadata.name.as_deref().unwrap_or_default(),
                 )
             };
+            let pending_claims = || {
+                for c in all_claims.list() {
+                    if claim_phase(&c) != "Bound" {
+                        feed.add(&claim_of(&c));
+                    }
+                }
+            };
             let volume_changed = |v: &PersistentVolume| {
                 feed.add(&format!("volume/{}", key_of(&v.metadata)));
-                if let Some(claim) = referenced_claim(v) {
-                    feed.add(&format!("claim/{claim}"));
+                match referenced_claim(v) {
+                    Some(claim) => feed.add(&format!("claim/{claim}")),
+                    // A volume free to bind: the claims still waiting may take it now (where
+                    // kube-controller-manager finds it at its next 15 s resync).
+                    None => pending_claims(),
                 }
             };
             loop {
@@ -275,13 +285,7 @@ impl PersistentVolumeController {
                         None => return,
                     },
                     event = class_events.recv() => match event {
-                        Some(_) => {
-                            for c in all_claims.list() {
-                                if claim_phase(&c) != "Bound" {
-                                    feed.add(&claim_of(&c));
-                                }
-                            }
-                        }
+                        Some(_) => pending_claims(),
                         None => return,
                     },
                     event = pod_events.recv() => match event {
