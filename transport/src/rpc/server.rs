@@ -19,6 +19,10 @@ use crate::TransportError;
 /// How long shutdown waits for connections to be closed cleanly before giving up.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// The least time between two stateless resets the endpoint sends (quinn's default is 20 ms).
+/// A reset is always smaller than the packet that caused it, so resets cannot loop or amplify.
+const MIN_RESET_INTERVAL: Duration = Duration::from_millis(1);
+
 /// Who is calling, from the verified client certificate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Peer {
@@ -80,10 +84,27 @@ pub struct RpcServer {
 impl RpcServer {
     /// Binds the UDP socket. Clients must present a certificate signed by the cluster CA; one
     /// without is refused during the handshake. Must be called inside a Tokio runtime.
+    ///
+    /// Stateless resets and connection IDs are made with keys derived from the identity's
+    /// private key ([`TlsIdentity::stateless_reset_key`], [`TlsIdentity::connection_id_key`]),
+    /// so a server restarted on the same address ends its predecessor's connections at their
+    /// next packet.
     pub fn bind(addr: SocketAddr, identity: &TlsIdentity) -> Result<Self, TransportError> {
         let config = identity.quinn_server_config()?;
-        let endpoint = quinn::Endpoint::server(config, addr)
-            .map_err(|source| TransportError::Bind { addr, source })?;
+        let mut endpoint_config = quinn::EndpointConfig::new(identity.stateless_reset_key());
+        let cid_key = identity.connection_id_key();
+        endpoint_config.cid_generator(move || {
+            Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+        });
+        // quinn sends at most one reset per interval for the whole endpoint; after a restart
+        // every client of the old process needs one, each within a keep-alive or two.
+        endpoint_config.min_reset_interval(MIN_RESET_INTERVAL);
+        let bind_error = |source| TransportError::Bind { addr, source };
+        let socket = std::net::UdpSocket::bind(addr).map_err(bind_error)?;
+        let runtime = quinn::default_runtime()
+            .ok_or_else(|| bind_error(std::io::Error::other("no async runtime found")))?;
+        let endpoint = quinn::Endpoint::new(endpoint_config, Some(config), socket, runtime)
+            .map_err(bind_error)?;
         Ok(RpcServer { endpoint })
     }
 
