@@ -669,6 +669,8 @@ struct MovableRelay {
     front: Arc<tokio::net::UdpSocket>,
     client: Arc<std::sync::Mutex<Option<SocketAddr>>>,
     back: Arc<std::sync::Mutex<Option<Arc<tokio::net::UdpSocket>>>>,
+    /// The datagrams from the client that nothing was there to relay.
+    lost: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
     up: JoinHandle<()>,
     down: Option<JoinHandle<()>>,
 }
@@ -684,8 +686,10 @@ impl MovableRelay {
         let client = Arc::new(std::sync::Mutex::new(None));
         let back: Arc<std::sync::Mutex<Option<Arc<tokio::net::UdpSocket>>>> =
             Arc::new(std::sync::Mutex::new(None));
+        let lost = Arc::new(std::sync::Mutex::new(Vec::new()));
         let up = tokio::spawn({
-            let (front, client, back) = (front.clone(), client.clone(), back.clone());
+            let (front, client, back, lost) =
+                (front.clone(), client.clone(), back.clone(), lost.clone());
             async move {
                 let mut buf = vec![0u8; 65_536];
                 loop {
@@ -694,8 +698,11 @@ impl MovableRelay {
                     };
                     *client.lock().expect("lock") = Some(from);
                     let to = back.lock().expect("lock").clone();
-                    if let Some(to) = to {
-                        let _ = to.send(&buf[..n]).await;
+                    match to {
+                        Some(to) => {
+                            let _ = to.send(&buf[..n]).await;
+                        }
+                        None => lost.lock().expect("lock").push(buf[..n].to_vec()),
                     }
                 }
             }
@@ -705,6 +712,7 @@ impl MovableRelay {
             front,
             client,
             back,
+            lost,
             up,
             down: None,
         }
@@ -740,6 +748,19 @@ impl MovableRelay {
                 }
             }
         }));
+    }
+
+    /// How many datagrams from the client were lost so far.
+    fn lost(&self) -> usize {
+        self.lost.lock().expect("lock").len()
+    }
+
+    /// Relays, late, the last datagram that was lost while nothing answered.
+    async fn deliver_last_lost(&self) {
+        let lost = self.lost.lock().expect("lock").last().cloned();
+        let lost = lost.expect("a lost datagram");
+        let back = self.back.lock().expect("lock").clone().expect("a server");
+        back.send(&lost).await.expect("relay the lost datagram");
     }
 
     fn stop(self) {
@@ -841,4 +862,56 @@ async fn a_quiet_connection_hears_of_a_restart_at_once() {
     relay.stop();
     second.shutdown().await;
     first.shutdown().await;
+}
+
+/// Whether a process may bind UDP address `addr` now.
+fn udp_port_free(addr: SocketAddr) -> bool {
+    std::net::UdpSocket::bind(addr).is_ok()
+}
+
+#[tokio::test]
+async fn a_stopped_server_frees_its_port_after_a_connection_attempt_closed_before_it_arrived() {
+    let mut cluster = Cluster::start().await;
+    let client = cluster.client("alice");
+    let mut relay = MovableRelay::start().await;
+    // A client gives up a connection attempt nothing answered (as while a server restarts):
+    // its last packet, an Initial that closes the attempt, reaches the server as the first
+    // packet of a connection.
+    let attempt = tokio::spawn({
+        let (client, addr) = (client.clone(), relay.addr);
+        async move { client.connect(addr).await.map(|_| ()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = relay.lost();
+    assert!(before > 0, "the attempt sent its hello");
+    attempt.abort();
+    assert!(attempt.await.is_err(), "the attempt was given up");
+    // The close, sent as the attempt is dropped, is the next datagram.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while relay.lost() == before {
+        assert!(tokio::time::Instant::now() < deadline, "no close was sent");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    relay.point_at(Some(cluster.addr)).await;
+    relay.deliver_last_lost().await;
+
+    // The server goes on serving through the same path...
+    let conn = client.connect(relay.addr).await.expect("connect");
+    let echoed: Resp = conn.unary(&Req::Echo("hi".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("hi".into()));
+    drop(conn);
+
+    // ...and once stopped, holds nothing that keeps its port: the closed attempt made no
+    // connection that would linger until the idle timeout.
+    let addr = cluster.addr;
+    cluster.shutdown().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !udp_port_free(addr) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stopped server's port is still bound"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    relay.stop();
 }

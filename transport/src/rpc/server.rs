@@ -134,7 +134,9 @@ impl RpcServer {
                 () = &mut shutdown => break,
                 incoming = self.endpoint.accept() => match incoming {
                     Some(incoming) => {
-                        tokio::spawn(serve_connection(incoming, handler.clone()));
+                        if let Some(incoming) = validated(incoming) {
+                            tokio::spawn(serve_connection(incoming, handler.clone()));
+                        }
                     }
                     None => break,
                 },
@@ -148,6 +150,30 @@ impl RpcServer {
         {
             debug!("QUIC endpoint not idle after {SHUTDOWN_GRACE:?}; dropping it");
         }
+    }
+}
+
+/// The connection attempt to accept, once its client has shown it receives what is sent to its
+/// address: an Initial packet from an address not yet validated is answered with a Retry
+/// (stateless: no connection is made), and the client sends its hello again at once with the
+/// Retry's token, at the cost of one round trip (QUIC address validation, RFC 9000 §8.1.2).
+///
+/// Besides keeping spoofed addresses from making the server hold state, this keeps a
+/// connection from being made of a packet that only closes it. A client that gives up an
+/// attempt no server answered yet (see
+/// [`RpcClient::connect_within`](super::RpcClient::connect_within)) closes it in an Initial
+/// packet, and when that packet is the first a newly bound server receives of the attempt,
+/// quinn makes a connection of it that is closed from the start and never arms its drain timer:
+/// the connection would linger until the idle timeout, and the endpoint and its UDP port with
+/// it, long after shutdown.
+fn validated(incoming: quinn::Incoming) -> Option<quinn::Incoming> {
+    if incoming.remote_address_validated() {
+        return Some(incoming);
+    }
+    match incoming.retry() {
+        Ok(()) => None,
+        // Only an attempt that already carries a Retry token may not be retried again.
+        Err(e) => Some(e.into_incoming()),
     }
 }
 
