@@ -143,7 +143,9 @@ impl ClientConfig {
             identity: identity.into(),
             call_timeout: Duration::from_secs(30),
             min_backoff: Duration::from_millis(20),
-            max_backoff: Duration::from_secs(1),
+            // Short: while an API server restarts, every pause of a longer back-off is time its
+            // clients stay away after it is back.
+            max_backoff: Duration::from_millis(200),
         }
     }
 
@@ -767,13 +769,15 @@ impl Client {
         let mut next = self.inner.connecting.lock().await;
         let endpoints = &self.inner.config.endpoints;
         let mut backoff = self.inner.config.min_backoff;
+        let mut failed = 0;
         loop {
             // Someone else may have connected while we waited for the lock.
             if let Some(connection) = self.open_connection() {
                 return connection;
             }
             let endpoint = endpoints[*next % endpoints.len()];
-            match self.inner.rpc.connect(endpoint).await {
+            let limit = connect_attempt_limit(failed);
+            match self.inner.rpc.connect_within(endpoint, limit).await {
                 Ok(connection) => {
                     debug!(%endpoint, "connected to the API server");
                     *lock(&self.inner.current) = Some(connection.clone());
@@ -792,6 +796,7 @@ impl Client {
                     debug!(%endpoint, error = %e, "cannot connect to the API server");
                     *lock(&self.inner.last_error) = format!("{endpoint}: {e}");
                     *next = next.wrapping_add(1);
+                    failed += 1;
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(self.inner.config.max_backoff);
                 }
@@ -826,6 +831,25 @@ impl Client {
             *current = None;
         }
     }
+}
+
+/// Connection attempts this short come first ([`connect_attempt_limit`]).
+const QUICK_ATTEMPTS: u32 = 5;
+const QUICK_ATTEMPT: Duration = Duration::from_secs(1);
+
+/// How long connection attempt number `failed + 1` may take. While an API server restarts,
+/// nothing answers at its port, and an attempt's lost first packets are sent again ever more
+/// rarely (after 0.15, 0.45, 1.05, 2.25 s...): short attempts, each starting that over, reach
+/// the server within a fraction of a second of it being back. A live server too starved to
+/// finish a handshake in a second then gets longer and longer attempts, up to
+/// [`CONNECT_TIMEOUT`](transport::rpc::CONNECT_TIMEOUT), rather than a new handshake to start
+/// every second.
+fn connect_attempt_limit(failed: u32) -> Duration {
+    if failed < QUICK_ATTEMPTS {
+        return QUICK_ATTEMPT;
+    }
+    let doublings = (failed + 1 - QUICK_ATTEMPTS).min(8);
+    (QUICK_ATTEMPT * 2u32.pow(doublings)).min(transport::rpc::CONNECT_TIMEOUT)
 }
 
 /// The frames of one watch, in order.
@@ -916,6 +940,17 @@ mod tests {
         use k8s_openapi::api::core::v1::{Node, Pod};
         assert_eq!(resource_of::<Pod>(), Some(crate::resources::pods()));
         assert_eq!(resource_of::<Node>().map(|r| r.plural), Some("nodes"));
+    }
+
+    #[test]
+    fn connection_attempts_are_short_then_lengthen() {
+        let limits: Vec<u64> = (0..10)
+            .map(|n| connect_attempt_limit(n).as_millis() as u64)
+            .collect();
+        assert_eq!(
+            limits,
+            [1000, 1000, 1000, 1000, 1000, 2000, 4000, 8000, 10_000, 10_000]
+        );
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //!
 //! Its core is the pure state machine [`Machine`] (`Empty → Listing → Listed{rv} →
 //! Watching{rv}`), which turns what happened ([`Input`]) into what to do next ([`Command`]);
-//! [`Informer::run`] is the driver doing the I/O. A 410 Gone, or a watch that fails, sends the
-//! informer back to list; a watch the server ended cleanly (the watcher fell behind, or the
-//! server's cache was reset) is re-opened from the last resourceVersion seen, and only if that
+//! [`Informer::run`] is the driver doing the I/O. A 410 Gone, or another error the server
+//! answers, sends the informer back to list; a watch the server ended cleanly (the watcher fell
+//! behind, or the server's cache was reset) or that broke with its connection (the API server
+//! killed or restarted) is re-opened from the last resourceVersion seen, and only if that
 //! version is too old by then does the server's 410 force a re-list. A re-list is compared with
 //! the store, and subscribers get the difference as ordinary events, so they never see a gap.
 //!
@@ -60,10 +61,13 @@ pub enum Input {
     },
     /// The server finished the stream without an error.
     WatchEnded,
-    /// The watch could not be opened, broke, or the server answered an error; `gone` for 410.
+    /// The server answered the watch with an error; `gone` for 410.
     WatchFailed {
         gone: bool,
     },
+    /// The watch could not be opened or its stream broke without an answer from the server
+    /// (the connection was lost, or the call timed out): nothing says the version is too old.
+    WatchBroken,
 }
 
 /// What the driver should do next.
@@ -145,6 +149,23 @@ impl Machine {
             }
             (State::Listed { .. } | State::Watching { .. }, Input::WatchFailed { gone: false }) => {
                 self.list(true)
+            }
+            // The API server went away (killed, restarted, cut off): resume from the last
+            // version, as kube-runtime's watcher does; only a 410 from the server it reaches
+            // then sends the informer back to list. At once after a watch that delivered, so a
+            // restarted server is watched again as soon as it answers.
+            (
+                State::Listed { resource_version } | State::Watching { resource_version },
+                Input::WatchBroken,
+            ) => {
+                let after = if std::mem::take(&mut self.progressed) {
+                    self.failures = 0;
+                    Duration::ZERO
+                } else {
+                    self.failures += 1;
+                    self.backoff()
+                };
+                self.watch(resource_version, after)
             }
             (state, input) => {
                 // A driver bug; listing again is always safe.
@@ -534,7 +555,7 @@ where
                             }
                             Err(e) => {
                                 debug!(error = %e, "cannot open the watch");
-                                Input::WatchFailed { gone: e.is_gone() }
+                                watch_error(&e)
                             }
                         }
                     }
@@ -643,12 +664,13 @@ where
         let frame = match frame {
             None => return Input::WatchEnded,
             Some(Err(e)) => {
-                if e.is_gone() {
-                    debug!(error = %e, "watch expired; re-listing");
-                } else {
-                    warn!(error = %e, "watch failed; re-listing");
+                let input = watch_error(&e);
+                match input {
+                    Input::WatchBroken => debug!(error = %e, "watch broke; resuming it"),
+                    _ if e.is_gone() => debug!(error = %e, "watch expired; re-listing"),
+                    _ => warn!(error = %e, "watch failed; re-listing"),
                 }
-                return Input::WatchFailed { gone: e.is_gone() };
+                return input;
             }
             Some(Ok(frame)) => frame,
         };
@@ -672,6 +694,17 @@ where
             // A subscriber that went away no longer cares.
             let _ = subscriber.send(event.clone()).await;
         }
+    }
+}
+
+/// The machine's input for a watch that failed with `error`: an answer from the server, or a
+/// break with no answer.
+fn watch_error(error: &ClientError) -> Input {
+    match error {
+        ClientError::Transport(_) | ClientError::Timeout { .. } => Input::WatchBroken,
+        _ => Input::WatchFailed {
+            gone: error.is_gone(),
+        },
     }
 }
 
@@ -879,6 +912,66 @@ mod tests {
                 after: Duration::from_millis(100)
             }
         );
+    }
+
+    #[test]
+    fn a_broken_watch_resumes_from_the_last_version() {
+        let mut m = machine();
+        m.step(Input::Start);
+        m.step(Input::ListDone {
+            resource_version: rv("10"),
+        });
+        m.step(Input::WatchOpened);
+        m.step(Input::Progress {
+            resource_version: rv("15"),
+        });
+        // The connection broke under a watch that delivered: watch again at once, no list.
+        assert_eq!(
+            m.step(Input::WatchBroken),
+            Command::Watch {
+                resource_version: rv("15"),
+                after: Duration::ZERO
+            }
+        );
+        // While the server cannot be reached, back off between attempts, still from 15.
+        assert_eq!(
+            m.step(Input::WatchBroken),
+            Command::Watch {
+                resource_version: rv("15"),
+                after: Duration::from_millis(100)
+            }
+        );
+        assert_eq!(
+            m.step(Input::WatchBroken),
+            Command::Watch {
+                resource_version: rv("15"),
+                after: Duration::from_millis(200)
+            }
+        );
+        // The server it reaches no longer has that version: list.
+        m.step(Input::WatchOpened);
+        assert_eq!(
+            m.step(Input::WatchFailed { gone: true }),
+            Command::List {
+                after: Duration::ZERO
+            }
+        );
+    }
+
+    #[test]
+    fn only_errors_without_an_answer_resume_the_watch() {
+        let transport =
+            ClientError::Transport(transport::TransportError::StreamClosed { reason: "gone" });
+        assert_eq!(watch_error(&transport), Input::WatchBroken);
+        let timeout = ClientError::Timeout {
+            after: Duration::from_secs(1),
+            last_error: String::new(),
+        };
+        assert_eq!(watch_error(&timeout), Input::WatchBroken);
+        let gone = ClientError::from_status(410, br#"{"reason":"Expired"}"#);
+        assert_eq!(watch_error(&gone), Input::WatchFailed { gone: true });
+        let failed = ClientError::from_status(500, br#"{"reason":"InternalError"}"#);
+        assert_eq!(watch_error(&failed), Input::WatchFailed { gone: false });
     }
 
     #[test]

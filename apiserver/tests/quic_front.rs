@@ -655,6 +655,54 @@ async fn an_informer_follows_changes_and_relists_after_losing_its_server() -> Te
     Ok(())
 }
 
+/// Whether a process on this machine has bound loopback UDP port `addr` (read from the
+/// kernel's socket table, so that looking does not take the port from under the server).
+fn udp_port_bound(addr: SocketAddr) -> bool {
+    let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+    let local = format!(":{:04X} ", addr.port());
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().nth(1))
+        .any(|address| format!("{address} ").ends_with(&local))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_reaches_a_late_server_soon_after_it_binds() -> TestResult {
+    // A component waiting for its API server to come back: nothing answers at the port for a
+    // few seconds, as while a killed server restarts.
+    let cluster = Cluster::start().await;
+    let quic = free_udp_port();
+    let mut config = ClientConfig::new(vec![quic], &cluster.certs, ADMIN);
+    config.call_timeout = Duration::from_secs(30);
+    let client = Client::new(config)?;
+    let namespaces = api::resources::find("", "v1", "namespaces").ok_or("namespaces")?;
+    let get = tokio::spawn(async move {
+        let got = client.get::<Value>(namespaces, None, "default").await;
+        (got.map(|_| ()), Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    let late = ApiServerTask::start(cluster.store, &cluster.certs, quic);
+    wait_until(
+        "the late API server binds its port",
+        Duration::from_secs(30),
+        || async { udp_port_bound(quic) },
+    )
+    .await;
+    let bound = Instant::now();
+    let (got, answered) = tokio::time::timeout(Duration::from_secs(30), get).await??;
+    got?;
+    // Short connection attempts, each sending its first packets again soon: the server is
+    // reached within a fraction of a second, not at a retransmission seconds later.
+    let after = answered.saturating_duration_since(bound);
+    assert!(
+        after < Duration::from_millis(1500),
+        "answered {after:?} after the server bound its port"
+    );
+    late.stop().await;
+    Ok(())
+}
+
 fn node_manifest(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}})
 }

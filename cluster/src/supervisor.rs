@@ -38,10 +38,25 @@ pub struct ConfigRejected(pub anyhow::Error);
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_millis(250);
 
+/// How often a running cluster's processes are checked for exits; a killed API server is
+/// restarted within this.
+const REAP_TICK: Duration = Duration::from_millis(50);
+
 /// The delay before restart number `crashes` (1-based) of a process that keeps crashing.
 pub fn backoff(crashes: u32) -> Duration {
     let doublings = crashes.saturating_sub(1).min(5);
     (INITIAL_BACKOFF * 2u32.pow(doublings)).min(MAX_BACKOFF)
+}
+
+/// The delay before restarting a `kind` process that exited after running for `ran`, its
+/// `crashes`-th exit since it last ran stably. An API server that had served is restarted at
+/// once: it keeps no state of its own, and every component and client waits on it (as
+/// systemd's 100 ms `RestartSec` would). Everything else, and a crash loop, backs off.
+pub fn restart_delay(kind: Kind, ran: Duration, crashes: u32) -> Duration {
+    if kind == Kind::Apiserver && ran >= STABLE_RUN {
+        return Duration::ZERO;
+    }
+    backoff(crashes)
 }
 
 struct Proc {
@@ -221,7 +236,7 @@ impl Supervisor {
             tokio::select! {
                 biased;
                 _ = &mut shutdown => return Ok(()),
-                _ = tokio::time::sleep(TICK) => {}
+                _ = tokio::time::sleep(REAP_TICK) => {}
             }
             if self.reap_and_restart() {
                 self.write_state();
@@ -344,7 +359,7 @@ impl Supervisor {
                 );
             }
             p.crashes += 1;
-            let delay = backoff(p.crashes);
+            let delay = restart_delay(p.spec.kind, ran, p.crashes);
             p.child = None;
             p.last_exit = Some(status.to_string());
             p.restart_at = Some(now + delay);
@@ -352,7 +367,7 @@ impl Supervisor {
                 "{} exited ({status}) after {:.1}s; restarting in {}s",
                 p.spec.name,
                 ran.as_secs_f64(),
-                delay.as_secs()
+                delay.as_secs_f64()
             ));
             changed = true;
         }
@@ -511,6 +526,17 @@ mod tests {
     fn backoff_doubles_to_thirty_seconds() {
         let secs: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
         assert_eq!(secs, [1, 2, 4, 8, 16, 30, 30, 30]);
+    }
+
+    #[test]
+    fn a_killed_api_server_that_served_restarts_at_once() {
+        let served = STABLE_RUN + Duration::from_secs(1);
+        assert_eq!(restart_delay(Kind::Apiserver, served, 1), Duration::ZERO);
+        // A crash loop backs off, and so does every other kind.
+        let crashed = Duration::from_secs(2);
+        assert_eq!(restart_delay(Kind::Apiserver, crashed, 2), backoff(2));
+        assert_eq!(restart_delay(Kind::Store, served, 1), INITIAL_BACKOFF);
+        assert_eq!(restart_delay(Kind::Scheduler, served, 1), INITIAL_BACKOFF);
     }
 
     /// A component that rejects its config at once stops the launch with its message, instead

@@ -173,7 +173,7 @@ impl<T: PodObserver> NamespaceWatch<T> {
                 return;
             }
             if failures > 0 {
-                let backoff = Duration::from_millis((100 * 2u64.pow(failures.min(5))).min(2000));
+                let backoff = retry_pause(failures);
                 tokio::select! {
                     biased;
                     _ = stop.wait_for(|s| *s) => return,
@@ -295,8 +295,31 @@ impl<T: PodObserver> NamespaceWatch<T> {
     }
 }
 
+/// Failed attempts in a row retried after the shortest pause (about two seconds of them).
+const QUICK_RETRIES: u32 = 20;
+
+/// The pause before the next list or watch after `failures` failed attempts in a row: short
+/// at first, since while an API server restarts every pause is time this watch misses the
+/// pods it measures (a pod is Running when the watch sees it so), then doubling up to 2 s.
+fn retry_pause(failures: u32) -> Duration {
+    if failures <= QUICK_RETRIES {
+        return Duration::from_millis(100);
+    }
+    let doublings = (failures - QUICK_RETRIES).min(5);
+    Duration::from_millis((100 * 2u64.pow(doublings)).min(2000))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn retries_quickly_for_two_seconds_then_backs_off() {
+        let pauses: Vec<u64> = [1, 2, 20, 21, 22, 24, 25, 40]
+            .iter()
+            .map(|&n| super::retry_pause(n).as_millis() as u64)
+            .collect();
+        assert_eq!(pauses, [100, 100, 100, 200, 400, 1600, 2000, 2000]);
+    }
+
     #[test]
     fn encodes_selectors() {
         assert_eq!(

@@ -243,7 +243,44 @@ impl TlsIdentity {
     pub fn quinn_client_config(&self) -> Result<quinn::ClientConfig, TransportError> {
         quinn_client_config(self.rustls_client_config()?)
     }
+
+    /// The key a server endpoint makes its QUIC stateless reset tokens with, derived from this
+    /// identity's private key: the same after a restart, so a restarted process answers a packet
+    /// of its predecessor's connections with a stateless reset that the client accepts (QUIC,
+    /// RFC 9000 §10.3), and the client reconnects at once instead of waiting out a silence
+    /// timer. A random key (quinn's default) makes a reset no client would believe. One-way, so
+    /// the tokens reveal nothing of the key they come from.
+    pub fn stateless_reset_key(&self) -> Arc<dyn quinn::crypto::HmacKey> {
+        let derived = self.derive(RESET_KEY_LABEL);
+        Arc::new(ring::hmac::Key::new(
+            ring::hmac::HMAC_SHA256,
+            derived.as_ref(),
+        ))
+    }
+
+    /// The key of a server endpoint's connection IDs, derived from the private key as
+    /// [`stateless_reset_key`](Self::stateless_reset_key) is: quinn drops a packet whose
+    /// connection ID does not carry its endpoint's key without answering it, so a restarted
+    /// process must recognise its predecessor's IDs to reset their connections.
+    pub fn connection_id_key(&self) -> u64 {
+        let derived = self.derive(CONNECTION_ID_KEY_LABEL);
+        let mut key = [0u8; 8];
+        key.copy_from_slice(&derived.as_ref()[..8]);
+        u64::from_le_bytes(key)
+    }
+
+    /// A secret for one purpose (`label`), derived one-way from the private key.
+    fn derive(&self, label: &[u8]) -> ring::hmac::Tag {
+        let secret = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.key.secret_der());
+        ring::hmac::sign(&secret, label)
+    }
 }
+
+/// What the private key is combined with to make the stateless reset key, so that key is used
+/// for nothing else.
+const RESET_KEY_LABEL: &[u8] = b"kemu QUIC stateless reset key v1";
+/// The same for the connection ID key.
+const CONNECTION_ID_KEY_LABEL: &[u8] = b"kemu QUIC connection ID key v1";
 
 /// The common name and organizations (CN, O values) of a DER certificate, as servers read a
 /// verified peer's user name and groups.
@@ -315,9 +352,17 @@ fn transport_config(incoming_streams: u32) -> quinn::TransportConfig {
         .keep_alive_interval(Some(KEEP_ALIVE))
         .max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
             IDLE_TIMEOUT_MS,
-        ))));
+        ))))
+        // The first round trip of a handshake, before one is measured. kemu's processes talk
+        // over a LAN or loopback, not the Internet QUIC's 333 ms default is meant for; it sets
+        // when a lost Initial is sent again (three times this, doubling), and an Initial sent
+        // while the server's process is restarting is lost.
+        .initial_rtt(INITIAL_RTT);
     config
 }
+
+/// The round-trip time assumed until one is measured (see [`transport_config`]).
+const INITIAL_RTT: Duration = Duration::from_millis(50);
 
 /// Parses every certificate in a PEM buffer; `path` only labels errors. An empty result is an
 /// error because a certificate file without certificates is always a mistake.

@@ -141,6 +141,22 @@ impl Cluster {
         issue_cert(dir.path(), "server", &["system:servers"]);
         issue_cert(dir.path(), "alice", &["system:masters", "devs"]);
         issue_cert(dir.path(), "eve", &[UNTRUSTED]);
+        Cluster::serve(dir).await
+    }
+
+    /// The same server restarted: another process with the same certificate and key files
+    /// (on another port; a [`MovableRelay`] gives both one address).
+    async fn restarted(&self) -> Cluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for entry in std::fs::read_dir(self.dir.path()).expect("read the certificates") {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().expect("a file name");
+            std::fs::copy(&path, dir.path().join(name)).expect("copy a certificate");
+        }
+        Cluster::serve(dir).await
+    }
+
+    async fn serve(dir: tempfile::TempDir) -> Cluster {
         let identity = TlsIdentity::load(dir.path(), "server").expect("server identity");
         let server =
             RpcServer::bind("127.0.0.1:0".parse().expect("addr"), &identity).expect("bind");
@@ -644,4 +660,258 @@ async fn a_silent_peer_is_noticed_and_a_live_quiet_one_is_not() {
 
     relay.task.abort();
     cluster.shutdown().await;
+}
+
+/// A UDP relay whose server side can be moved, the address the client sees staying the same:
+/// to the client, the server behind it is killed (nothing answers) and restarted in place.
+struct MovableRelay {
+    addr: SocketAddr,
+    front: Arc<tokio::net::UdpSocket>,
+    client: Arc<std::sync::Mutex<Option<SocketAddr>>>,
+    back: Arc<std::sync::Mutex<Option<Arc<tokio::net::UdpSocket>>>>,
+    /// The datagrams from the client that nothing was there to relay.
+    lost: Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    up: JoinHandle<()>,
+    down: Option<JoinHandle<()>>,
+}
+
+impl MovableRelay {
+    async fn start() -> MovableRelay {
+        let front = Arc::new(
+            tokio::net::UdpSocket::bind("127.0.0.1:0")
+                .await
+                .expect("bind relay"),
+        );
+        let addr = front.local_addr().expect("relay addr");
+        let client = Arc::new(std::sync::Mutex::new(None));
+        let back: Arc<std::sync::Mutex<Option<Arc<tokio::net::UdpSocket>>>> =
+            Arc::new(std::sync::Mutex::new(None));
+        let lost = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let up = tokio::spawn({
+            let (front, client, back, lost) =
+                (front.clone(), client.clone(), back.clone(), lost.clone());
+            async move {
+                let mut buf = vec![0u8; 65_536];
+                loop {
+                    let Ok((n, from)) = front.recv_from(&mut buf).await else {
+                        return;
+                    };
+                    *client.lock().expect("lock") = Some(from);
+                    let to = back.lock().expect("lock").clone();
+                    match to {
+                        Some(to) => {
+                            let _ = to.send(&buf[..n]).await;
+                        }
+                        None => lost.lock().expect("lock").push(buf[..n].to_vec()),
+                    }
+                }
+            }
+        });
+        MovableRelay {
+            addr,
+            front,
+            client,
+            back,
+            lost,
+            up,
+            down: None,
+        }
+    }
+
+    /// Relays to `server` from now on; `None`: nothing answers. What the previous server sends
+    /// is no longer relayed.
+    async fn point_at(&mut self, server: Option<SocketAddr>) {
+        if let Some(down) = self.down.take() {
+            down.abort();
+        }
+        let Some(server) = server else {
+            *self.back.lock().expect("lock") = None;
+            return;
+        };
+        let back = Arc::new(
+            tokio::net::UdpSocket::bind("127.0.0.1:0")
+                .await
+                .expect("bind relay back"),
+        );
+        back.connect(server).await.expect("connect relay back");
+        *self.back.lock().expect("lock") = Some(back.clone());
+        let (front, client) = (self.front.clone(), self.client.clone());
+        self.down = Some(tokio::spawn(async move {
+            let mut buf = vec![0u8; 65_536];
+            loop {
+                let Ok(n) = back.recv(&mut buf).await else {
+                    return;
+                };
+                let to = *client.lock().expect("lock");
+                if let Some(to) = to {
+                    let _ = front.send_to(&buf[..n], to).await;
+                }
+            }
+        }));
+    }
+
+    /// How many datagrams from the client were lost so far.
+    fn lost(&self) -> usize {
+        self.lost.lock().expect("lock").len()
+    }
+
+    /// Relays, late, the last datagram that was lost while nothing answered.
+    async fn deliver_last_lost(&self) {
+        let lost = self.lost.lock().expect("lock").last().cloned();
+        let lost = lost.expect("a lost datagram");
+        let back = self.back.lock().expect("lock").clone().expect("a server");
+        back.send(&lost).await.expect("relay the lost datagram");
+    }
+
+    fn stop(self) {
+        self.up.abort();
+        if let Some(down) = self.down {
+            down.abort();
+        }
+    }
+}
+
+fn was_reset(conn: &transport::rpc::Connection) -> bool {
+    matches!(
+        conn.raw().close_reason(),
+        Some(quinn::ConnectionError::Reset)
+    )
+}
+
+#[tokio::test]
+async fn a_restarted_server_resets_its_predecessors_connections() {
+    let mut first = Cluster::start().await;
+    let mut relay = MovableRelay::start().await;
+    relay.point_at(Some(first.addr)).await;
+    let conn = first
+        .client("alice")
+        .connect(relay.addr)
+        .await
+        .expect("connect through the relay");
+    let echoed: Resp = conn.unary(&Req::Echo("hi".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("hi".into()));
+
+    // The first server is gone without a word; its successor, with the same key, gets the
+    // connection's next packet and answers with a stateless reset the client believes.
+    let mut second = first.restarted().await;
+    relay.point_at(Some(second.addr)).await;
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(
+        Duration::from_secs(5),
+        conn.unary::<_, Resp>(&Req::Echo("again".into())),
+    )
+    .await
+    .expect("the call ends long before the idle timeout")
+    .expect_err("the connection was reset");
+    assert!(err.is_connection_lost(), "{err:?}");
+    assert!(was_reset(&conn), "{:?}", conn.raw().close_reason());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A new connection to the same address reaches the successor.
+    let conn = first
+        .client("alice")
+        .connect(relay.addr)
+        .await
+        .expect("reconnect");
+    let echoed: Resp = conn.unary(&Req::Echo("back".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("back".into()));
+
+    relay.stop();
+    second.shutdown().await;
+    first.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_quiet_connection_hears_of_a_restart_at_once() {
+    let mut first = Cluster::start().await;
+    let mut relay = MovableRelay::start().await;
+    relay.point_at(Some(first.addr)).await;
+    let conn = first
+        .client("alice")
+        .connect(relay.addr)
+        .await
+        .expect("connect through the relay");
+    let echoed: Resp = conn.unary(&Req::Echo("hi".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("hi".into()));
+    let watching = tokio::spawn({
+        let conn = conn.clone();
+        async move { conn.silent_for(Duration::from_secs(60)).await }
+    });
+
+    // Killed: for four seconds nothing answers (QUIC's retransmissions back off to seconds
+    // apart meanwhile). Then the successor binds.
+    relay.point_at(None).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut second = first.restarted().await;
+    relay.point_at(Some(second.addr)).await;
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), conn.raw().closed())
+        .await
+        .expect("the connection ends long before the idle timeout");
+    let took = started.elapsed();
+    assert!(was_reset(&conn), "{:?}", conn.raw().close_reason());
+    // The keep-alive a quiet connection sends every 250 ms brings the reset, not the next
+    // retransmission seconds later, nor a silence timer.
+    assert!(took < Duration::from_millis(1000), "{took:?}");
+    assert!(!watching.await.expect("the watcher"), "closed, not silent");
+
+    relay.stop();
+    second.shutdown().await;
+    first.shutdown().await;
+}
+
+/// Whether a process may bind UDP address `addr` now.
+fn udp_port_free(addr: SocketAddr) -> bool {
+    std::net::UdpSocket::bind(addr).is_ok()
+}
+
+#[tokio::test]
+async fn a_stopped_server_frees_its_port_after_a_connection_attempt_closed_before_it_arrived() {
+    let mut cluster = Cluster::start().await;
+    let client = cluster.client("alice");
+    let mut relay = MovableRelay::start().await;
+    // A client gives up a connection attempt nothing answered (as while a server restarts):
+    // its last packet, an Initial that closes the attempt, reaches the server as the first
+    // packet of a connection.
+    let attempt = tokio::spawn({
+        let (client, addr) = (client.clone(), relay.addr);
+        async move { client.connect(addr).await.map(|_| ()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = relay.lost();
+    assert!(before > 0, "the attempt sent its hello");
+    attempt.abort();
+    assert!(attempt.await.is_err(), "the attempt was given up");
+    // The close, sent as the attempt is dropped, is the next datagram.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while relay.lost() == before {
+        assert!(tokio::time::Instant::now() < deadline, "no close was sent");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    relay.point_at(Some(cluster.addr)).await;
+    relay.deliver_last_lost().await;
+
+    // The server goes on serving through the same path...
+    let conn = client.connect(relay.addr).await.expect("connect");
+    let echoed: Resp = conn.unary(&Req::Echo("hi".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("hi".into()));
+    drop(conn);
+
+    // ...and once stopped, holds nothing that keeps its port: the closed attempt made no
+    // connection that would linger until the idle timeout.
+    let addr = cluster.addr;
+    cluster.shutdown().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !udp_port_free(addr) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stopped server's port is still bound"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    relay.stop();
 }

@@ -11,8 +11,9 @@ use crate::TransportError;
 /// Bounds a connection attempt so an unreachable server fails instead of waiting for the idle
 /// timeout. Generous, because a handshake on a starved machine can take seconds; a caller with
 /// several servers to choose from should not wait for it on one (see the store client, which
-/// tries the next member after a second).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// tries the next member after a second), and one waiting for a server to come back may make
+/// shorter attempts ([`RpcClient::connect_within`]).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A client endpoint presenting this process's certificate. One endpoint (one UDP socket)
 /// carries any number of connections; cheap to clone.
@@ -43,18 +44,30 @@ impl RpcClient {
     /// Connects to `addr`, verifying the server certificate against the cluster CA and the
     /// address's IP (so server certificates need the IP as a SAN).
     pub async fn connect(&self, addr: SocketAddr) -> Result<Connection, TransportError> {
+        self.connect_within(addr, CONNECT_TIMEOUT).await
+    }
+
+    /// [`connect`](Self::connect), giving up after `limit`. Nothing answers a QUIC connection
+    /// attempt to a port where no process listens (UDP has no "connection refused"), and the
+    /// attempt's lost Initial packets are sent again ever more rarely; a new attempt starts
+    /// that sequence over.
+    pub async fn connect_within(
+        &self,
+        addr: SocketAddr,
+        limit: Duration,
+    ) -> Result<Connection, TransportError> {
         let endpoint = self.endpoint_for(addr)?;
         let server_name = addr.ip().to_string();
         let connecting = endpoint
             .connect_with(self.config.clone(), addr, &server_name)
             .map_err(|source| TransportError::ConnectSetup { addr, source })?;
-        match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+        match tokio::time::timeout(limit, connecting).await {
             Ok(Ok(connection)) => Ok(Connection::new(connection)),
             Ok(Err(source)) => Err(TransportError::Connect { addr, source }),
             Err(_) => Err(TransportError::Timeout {
                 operation: "connect",
                 addr,
-                after: CONNECT_TIMEOUT,
+                after: limit,
             }),
         }
     }

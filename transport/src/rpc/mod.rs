@@ -14,7 +14,7 @@ mod response_stream;
 mod server;
 
 pub use call::Call;
-pub use client::RpcClient;
+pub use client::{RpcClient, CONNECT_TIMEOUT};
 pub use connection::Connection;
 pub use frame_sink::FrameSink;
 pub use response_stream::ResponseStream;

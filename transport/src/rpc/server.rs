@@ -19,6 +19,10 @@ use crate::TransportError;
 /// How long shutdown waits for connections to be closed cleanly before giving up.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
+/// The least time between two stateless resets the endpoint sends (quinn's default is 20 ms).
+/// A reset is always smaller than the packet that caused it, so resets cannot loop or amplify.
+const MIN_RESET_INTERVAL: Duration = Duration::from_millis(1);
+
 /// Who is calling, from the verified client certificate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Peer {
@@ -80,10 +84,27 @@ pub struct RpcServer {
 impl RpcServer {
     /// Binds the UDP socket. Clients must present a certificate signed by the cluster CA; one
     /// without is refused during the handshake. Must be called inside a Tokio runtime.
+    ///
+    /// Stateless resets and connection IDs are made with keys derived from the identity's
+    /// private key ([`TlsIdentity::stateless_reset_key`], [`TlsIdentity::connection_id_key`]),
+    /// so a server restarted on the same address ends its predecessor's connections at their
+    /// next packet.
     pub fn bind(addr: SocketAddr, identity: &TlsIdentity) -> Result<Self, TransportError> {
         let config = identity.quinn_server_config()?;
-        let endpoint = quinn::Endpoint::server(config, addr)
-            .map_err(|source| TransportError::Bind { addr, source })?;
+        let mut endpoint_config = quinn::EndpointConfig::new(identity.stateless_reset_key());
+        let cid_key = identity.connection_id_key();
+        endpoint_config.cid_generator(move || {
+            Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+        });
+        // quinn sends at most one reset per interval for the whole endpoint; after a restart
+        // every client of the old process needs one, each within a keep-alive or two.
+        endpoint_config.min_reset_interval(MIN_RESET_INTERVAL);
+        let bind_error = |source| TransportError::Bind { addr, source };
+        let socket = std::net::UdpSocket::bind(addr).map_err(bind_error)?;
+        let runtime = quinn::default_runtime()
+            .ok_or_else(|| bind_error(std::io::Error::other("no async runtime found")))?;
+        let endpoint = quinn::Endpoint::new(endpoint_config, Some(config), socket, runtime)
+            .map_err(bind_error)?;
         Ok(RpcServer { endpoint })
     }
 
@@ -113,7 +134,9 @@ impl RpcServer {
                 () = &mut shutdown => break,
                 incoming = self.endpoint.accept() => match incoming {
                     Some(incoming) => {
-                        tokio::spawn(serve_connection(incoming, handler.clone()));
+                        if let Some(incoming) = validated(incoming) {
+                            tokio::spawn(serve_connection(incoming, handler.clone()));
+                        }
                     }
                     None => break,
                 },
@@ -127,6 +150,30 @@ impl RpcServer {
         {
             debug!("QUIC endpoint not idle after {SHUTDOWN_GRACE:?}; dropping it");
         }
+    }
+}
+
+/// The connection attempt to accept, once its client has shown it receives what is sent to its
+/// address: an Initial packet from an address not yet validated is answered with a Retry
+/// (stateless: no connection is made), and the client sends its hello again at once with the
+/// Retry's token, at the cost of one round trip (QUIC address validation, RFC 9000 §8.1.2).
+///
+/// Besides keeping spoofed addresses from making the server hold state, this keeps a
+/// connection from being made of a packet that only closes it. A client that gives up an
+/// attempt no server answered yet (see
+/// [`RpcClient::connect_within`](super::RpcClient::connect_within)) closes it in an Initial
+/// packet, and when that packet is the first a newly bound server receives of the attempt,
+/// quinn makes a connection of it that is closed from the start and never arms its drain timer:
+/// the connection would linger until the idle timeout, and the endpoint and its UDP port with
+/// it, long after shutdown.
+fn validated(incoming: quinn::Incoming) -> Option<quinn::Incoming> {
+    if incoming.remote_address_validated() {
+        return Some(incoming);
+    }
+    match incoming.retry() {
+        Ok(()) => None,
+        // Only an attempt that already carries a Retry token may not be retried again.
+        Err(e) => Some(e.into_incoming()),
     }
 }
 
