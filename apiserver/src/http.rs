@@ -801,7 +801,8 @@ async fn resource_request(
             Some(sub @ ("exec" | "attach" | "portforward")),
         ) => {
             let ns = ns.ok_or_else(|| ApiError::bad_request("a namespace is required"))?;
-            crate::remote::serve(registry, ns, name, sub, request).await
+            let tokens = state.authenticator.service_accounts().map(|t| &**t);
+            crate::remote::serve(registry, tokens, ns, name, sub, request).await
         }
         (&Method::POST, None, None) => {
             let body = field_warnings::read_object(resource, request, &mut write).await?;

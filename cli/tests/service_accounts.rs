@@ -448,6 +448,16 @@ async fn pods_mount_their_account_token_as_kube_apiserver_adds_it() -> anyhow::R
         c.ok(&["exec", "web", "--", "cat", &format!("{TOKEN_PATH}/ca.crt")]),
         ca
     );
+    // The projected token authenticates as the pod's account.
+    let token = c.ok(&["exec", "web", "--", "cat", &format!("{TOKEN_PATH}/token")]);
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let mounted = token_kubeconfig(&c, &token);
+    let whoami =
+        String::from_utf8_lossy(&c.kubectl_as(&mounted, &["auth", "whoami"]).stdout).into_owned();
+    assert!(
+        whoami.contains("system:serviceaccount:default:default"),
+        "{whoami}"
+    );
 
     // Opting out, on the pod or on its account: no volume, no mount.
     c.ok_stdin(

@@ -8,7 +8,9 @@
 //! - Files: `/etc/hostname`, the kubelet's `/etc/hosts`, and each volume mount's files —
 //!   `configMap`, `secret`, `downwardAPI` and `projected` volumes (their configMap, secret and
 //!   downwardAPI sources; `items` and `subPath` honoured), so the service account volume
-//!   shows `ca.crt` and `namespace`. Service account tokens and `emptyDir` contents are not
+//!   shows `ca.crt` and `namespace`; a `serviceAccountToken` source holds a token signed for
+//!   the pod's service account when the exec reads it (its audience and expiration as the
+//!   source asks), as the kubelet would have requested it. `emptyDir` contents are not
 //!   emulated.
 
 use std::collections::BTreeMap;
@@ -18,6 +20,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use crate::registry::Registry;
+use crate::service_account_tokens::{ServiceAccountTokens, ISSUER};
 
 /// What runs inside one container, for exec.
 #[derive(Clone, Debug, Default)]
@@ -65,10 +68,34 @@ fn text<'v>(value: &'v Value, pointer: &str) -> &'v str {
 /// Reads ConfigMaps and Secrets of the pod's namespace; an absent one is `None`.
 struct Sources<'r> {
     registry: &'r Registry,
+    tokens: Option<&'r ServiceAccountTokens>,
     namespace: String,
 }
 
 impl Sources<'_> {
+    /// A token for the pod's service account as a `serviceAccountToken` projection asks for
+    /// it (audience, expiration), or none when the account is gone or nothing signs tokens.
+    async fn token(&self, pod: &Value, source: &Value) -> Option<String> {
+        let tokens = self.tokens?;
+        let account = match text(pod, "/spec/serviceAccountName") {
+            "" => "default",
+            name => name,
+        };
+        let account = self.object("serviceaccounts", account).await?;
+        let audience = match text(source, "/audience") {
+            "" => ISSUER,
+            audience => audience,
+        };
+        let seconds = source
+            .get("expirationSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(3600);
+        tokens
+            .sign(&account, vec![audience.to_string()], seconds, chrono::Utc::now())
+            .ok()
+            .map(|(token, _)| token)
+    }
+
     async fn object(&self, plural: &str, name: &str) -> Option<Value> {
         let resource = api::resources::find("", "v1", plural)?;
         self.registry
@@ -213,6 +240,10 @@ async fn volume_files(
                 files.extend(sources.keys("secrets", text(secret, "/name"), secret).await);
             } else if let Some(items) = source.pointer("/downwardAPI/items") {
                 downward(items, &mut files);
+            } else if let Some(token) = source.get("serviceAccountToken") {
+                if let Some(signed) = sources.token(pod, token).await {
+                    files.insert(text(token, "/path").to_string(), Bytes::from(signed));
+                }
             }
         }
     }
@@ -221,13 +252,19 @@ async fn volume_files(
 
 impl Container {
     /// The container `name` of `pod`, as an exec in it sees it.
-    pub async fn load(registry: &Registry, pod: &Value, name: &str) -> Container {
+    pub async fn load(
+        registry: &Registry,
+        tokens: Option<&ServiceAccountTokens>,
+        pod: &Value,
+        name: &str,
+    ) -> Container {
         let spec = named(pod, CONTAINER_LISTS, name)
             .next()
             .cloned()
             .unwrap_or(Value::Null);
         let sources = Sources {
             registry,
+            tokens,
             namespace: text(pod, "/metadata/namespace").to_string(),
         };
         let hostname = match text(pod, "/spec/hostname") {

@@ -242,6 +242,7 @@ where
 /// Serves `pods/{name}/exec`, `pods/{name}/attach` and `pods/{name}/portforward`.
 pub async fn serve(
     registry: &Registry,
+    tokens: Option<&crate::service_account_tokens::ServiceAccountTokens>,
     namespace: &str,
     name: &str,
     subresource: &str,
@@ -298,7 +299,7 @@ pub async fn serve(
     if subresource == "attach" && options.stdin {
         if let Some(command) = interactive_command(&pod, &container) {
             // The main process reads stdin: it runs on the attached streams as an exec would.
-            let emulated = Container::load(registry, &pod, &container).await;
+            let emulated = Container::load(registry, tokens, &pod, &container).await;
             let options = StreamOptions { command, ..options };
             return Ok(
                 upgrade.start(request, what, &options.clone(), protocol, move |socket| {
@@ -335,7 +336,7 @@ pub async fn serve(
             "you must specify at least one command for the container",
         ));
     }
-    let emulated = Container::load(registry, &pod, &container).await;
+    let emulated = Container::load(registry, tokens, &pod, &container).await;
     Ok(
         upgrade.start(request, what, &options.clone(), protocol, move |socket| {
             exec(socket, protocol, options, emulated)
