@@ -45,6 +45,10 @@ use crate::revisions::{self, beyond_limit, Owner, Resolved};
 use crate::worker::{outcome, write_status, Outcome, ReconcileError, Reconciler};
 
 /// The label naming the template a daemon pod was made from.
+/// At most this many daemon pods are created, and this many deleted, per sync (the daemon
+/// set controller's burstReplicas).
+pub const BURST: usize = 250;
+
 pub const REVISION_HASH_LABEL: &str = "controller-revision-hash";
 /// The label holding the DaemonSet's template generation when the pod was made.
 pub const TEMPLATE_GENERATION_LABEL: &str = "pod-template-generation";
@@ -502,6 +506,10 @@ pub fn plan(
         }
         delete.sort();
         delete.dedup();
+        // As kube-controller-manager: at most `BURST` creations and deletions per sync; the
+        // rest follow once these are observed.
+        create.truncate(BURST);
+        delete.truncate(BURST);
     }
     // History: revisions that no pod is from and that are not the template's, beyond the limit.
     let name = ds.metadata.name.as_deref().unwrap_or_default();

@@ -328,3 +328,14 @@ fn each_template_is_a_controller_revision_and_old_ones_are_trimmed() {
     assert_eq!(p.revision.name, first.revision.name);
     assert_eq!(p.revision.renumber, Some((first.revision.name.clone(), 3)));
 }
+
+#[test]
+fn a_sync_creates_at_most_a_burst() {
+    let ds = daemon_set();
+    let nodes: Vec<Node> = (0..BURST + 10)
+        .map(|i| node(&format!("n{i:04}"), &[], &[]))
+        .collect();
+    let p = plan_of(&ds, &nodes, &[]);
+    assert_eq!(p.create.len(), BURST);
+    assert_eq!(p.status.desired_number_scheduled, (BURST + 10) as i32);
+}

@@ -91,7 +91,12 @@ impl Sources<'_> {
             .and_then(Value::as_i64)
             .unwrap_or(3600);
         tokens
-            .sign(&account, vec![audience.to_string()], seconds, chrono::Utc::now())
+            .sign(
+                &account,
+                vec![audience.to_string()],
+                seconds,
+                chrono::Utc::now(),
+            )
             .ok()
             .map(|(token, _)| token)
     }
