@@ -4,8 +4,9 @@
 //! updates and not creates, a messageExpression and a reason shape the error, and a CRD whose
 //! rule does not compile, names an undefined field or costs too much is refused. Kubernetes'
 //! CEL libraries (quantity, URL, IP, CIDR) and timestamps and durations (from `date-time` and
-//! `duration` strings) work in rules, and a rule calling one with the wrong argument types is
-//! refused when the CRD is written.
+//! `duration` strings) work in rules (`ip.isCanonical`, `string()` of a CIDR), and a rule
+//! calling one of them, or a standard function, with the wrong argument types is refused when
+//! the CRD is written.
 
 mod common;
 
@@ -234,6 +235,8 @@ spec:
               message: "certificates last at most 30 days"
             - rule: "self.notBefore + self.grace < self.notAfter"
               message: "grace must end before notAfter"
+            - rule: "ip.isCanonical(self.address) && string(cidr(self.network).masked()) == self.network"
+              message: "address and network must be canonical"
             properties:
               memory: {type: string}
               address: {type: string}
@@ -299,6 +302,27 @@ async fn kubernetes_cel_libraries_with_kubectl() -> anyhow::Result<()> {
         out.contains("IP Address \"10.1.2\" parse error during conversion from string: ParseAddr(\"10.1.2\"): IPv4 address too short evaluating rule"),
         "{out}"
     );
+    // IPv6 in upper case, or a network with host bits, is not canonical.
+    let v6 = GOOD_BACKEND
+        .replace("10.1.2.3", "\"2001:DB8::1\"")
+        .replace("10.0.0.0/8", "\"2001:db8::/32\"");
+    let out = c.apply_refused(&backend("b5", &v6));
+    assert!(
+        out.contains("spec: Invalid value: \"object\": address and network must be canonical"),
+        "{out}"
+    );
+    let out = c.apply_refused(&backend(
+        "b6",
+        &GOOD_BACKEND.replace("10.0.0.0/8", "10.0.0.1/8"),
+    ));
+    assert!(
+        out.contains("spec: Invalid value: \"object\": address and network must be canonical"),
+        "{out}"
+    );
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &backend("b7", &v6.replace("2001:DB8::1", "2001:db8::1")),
+    );
 
     // Wrong argument types are refused when the CRD is written.
     let wrong = LIBRARY_CRD
@@ -314,6 +338,10 @@ async fn kubernetes_cel_libraries_with_kubectl() -> anyhow::Result<()> {
         .replace(
             "self.notAfter - self.notBefore <= duration('720h')",
             "self.notAfter > '2024-01-01'",
+        )
+        .replace(
+            "url(self).getScheme() == 'https' && url(self).getPort() != ''",
+            "self.startsWith(443)",
         );
     let out = c.apply_refused(&wrong);
     assert!(
@@ -334,6 +362,15 @@ async fn kubernetes_cel_libraries_with_kubectl() -> anyhow::Result<()> {
         out.contains(
             "found no matching overload for '_>_' applied to '(google.protobuf.Timestamp, string)'"
         ),
+        "{out}"
+    );
+    // A standard function's too.
+    assert!(
+        out.contains("spec.validation.openAPIV3Schema.properties[spec].properties[endpoint].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{Rule:\"self.startsWith(443)\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("compilation failed: ERROR: <input>:1:16: found no matching overload for 'startsWith' applied to 'string.(int)'"),
         "{out}"
     );
     c.api.stop().await;

@@ -241,7 +241,15 @@ impl Checker {
                 return;
             }
         };
-        let analysis = analyze(&program, text, schema, resource, Expected::Bool);
+        let optional_old_self = rule.optional_old_self == Some(true);
+        let analysis = analyze(
+            &program,
+            text,
+            schema,
+            resource,
+            optional_old_self,
+            Expected::Bool,
+        );
         if let Some(detail) = analysis.error {
             self.out.push(invalid_rule(&rule_field, rule, &detail));
         }
@@ -279,7 +287,15 @@ impl Checker {
                 let detail = match super::compile(expression) {
                     Err(detail) => Some(detail),
                     Ok(program) => {
-                        analyze(&program, expression, schema, resource, Expected::String).error
+                        analyze(
+                            &program,
+                            expression,
+                            schema,
+                            resource,
+                            optional_old_self,
+                            Expected::String,
+                        )
+                        .error
                     }
                 };
                 if let Some(detail) = detail {
@@ -493,6 +509,8 @@ enum Ty<'s> {
     /// The root's metadata: only name and generateName are visible.
     Metadata,
     List,
+    /// A list whose elements are all of this type (a literal, or what a macro builds).
+    ListOf(Kind),
     Map,
     Unknown,
 }
@@ -514,8 +532,15 @@ fn analyze(
     source: &str,
     schema: &Schema,
     resource: bool,
+    optional_old_self: bool,
     expected: Expected,
 ) -> Analysis {
+    // With `optionalOldSelf`, `oldSelf` is an optional, which the analysis does not follow.
+    let old_self = if optional_old_self {
+        Ty::Unknown
+    } else {
+        schema_ty(schema, resource)
+    };
     let mut analyzer = Analyzer {
         source,
         program,
@@ -525,11 +550,7 @@ fn analyze(
                 schema_ty(schema, resource),
                 elements_of(schema_ty(schema, resource)),
             ),
-            (
-                "oldSelf".into(),
-                schema_ty(schema, resource),
-                elements_of(schema_ty(schema, resource)),
-            ),
+            ("oldSelf".into(), old_self, elements_of(old_self)),
         ],
         error: None,
     };
@@ -538,14 +559,14 @@ fn analyze(
         let wrong = match (expected, ty) {
             (
                 Expected::Bool,
-                Ty::Int | Ty::Double | Ty::Str | Ty::List | Ty::Map | Ty::Typed(_),
+                Ty::Int | Ty::Double | Ty::Str | Ty::List | Ty::ListOf(_) | Ty::Map | Ty::Typed(_),
             ) => true,
             (Expected::Bool, Ty::Schema(s, _)) => {
                 matches!(s.ty.as_deref(), Some(t) if t != "boolean")
             }
             (
                 Expected::String,
-                Ty::Bool | Ty::Int | Ty::Double | Ty::List | Ty::Map | Ty::Typed(_),
+                Ty::Bool | Ty::Int | Ty::Double | Ty::List | Ty::ListOf(_) | Ty::Map | Ty::Typed(_),
             ) => true,
             (Expected::String, Ty::Schema(s, _)) => {
                 matches!(s.ty.as_deref(), Some(t) if t != "string")
@@ -602,10 +623,12 @@ impl<'s> Analyzer<'s, '_> {
             Expr::Literal(literal) => {
                 let ty = match literal {
                     LiteralValue::Boolean(_) => Ty::Bool,
-                    LiteralValue::Int(_) | LiteralValue::UInt(_) => Ty::Int,
+                    LiteralValue::Int(_) => Ty::Int,
+                    LiteralValue::UInt(_) => Ty::Typed(Kind::Uint),
                     LiteralValue::Double(_) => Ty::Double,
                     LiteralValue::String(_) => Ty::Str,
-                    LiteralValue::Bytes(_) | LiteralValue::Null => Ty::Unknown,
+                    LiteralValue::Bytes(_) => Ty::Typed(Kind::Bytes),
+                    LiteralValue::Null => Ty::Unknown,
                 };
                 (ty, 0.0, 1.0)
             }
@@ -627,6 +650,16 @@ impl<'s> Analyzer<'s, '_> {
                 let (operand, cost, _) = self.expr(&select.operand);
                 let field = select.field.as_str();
                 let ty = match operand {
+                    Ty::Schema(schema, _) if schema.items.is_some() => {
+                        self.fail(
+                            expr,
+                            format!(
+                                "type '{}' does not support field selection",
+                                type_name(operand)
+                            ),
+                        );
+                        Ty::Unknown
+                    }
                     Ty::Schema(schema, resource) => self.field(expr, schema, resource, field),
                     Ty::Metadata => {
                         if !matches!(field, "name" | "generateName") {
@@ -634,7 +667,19 @@ impl<'s> Analyzer<'s, '_> {
                         }
                         Ty::Str
                     }
-                    _ => Ty::Unknown,
+                    other => {
+                        // Only messages and maps have fields.
+                        if kind_of(other).is_some_and(|k| k != Kind::Map) {
+                            self.fail(
+                                expr,
+                                format!(
+                                    "type '{}' does not support field selection",
+                                    type_name(other)
+                                ),
+                            );
+                        }
+                        Ty::Unknown
+                    }
                 };
                 let ty = if select.test { Ty::Bool } else { ty };
                 (ty, cost + 1.0, elements_of(ty))
@@ -642,7 +687,22 @@ impl<'s> Analyzer<'s, '_> {
             Expr::Call(call) => {
                 let mut cost = 1.0;
                 let mut target_ty = None;
-                if let Some(target) = &call.target {
+                // A call through a namespace (`ip.isCanonical(s)`) is a global function's.
+                let qualified = call.target.as_ref().and_then(|target| match &target.expr {
+                    Expr::Ident(namespace)
+                        if !self.scope.iter().any(|(n, _, _)| n == namespace) =>
+                    {
+                        let name = format!("{namespace}.{}", call.func_name);
+                        library::KUBERNETES_FUNCTIONS
+                            .contains(&name.as_str())
+                            .then_some(name)
+                    }
+                    _ => None,
+                });
+                let name = qualified.as_deref().unwrap_or(call.func_name.as_str());
+                if qualified.is_some() {
+                    cost += 1.0;
+                } else if let Some(target) = &call.target {
                     let (ty, target_cost, _) = self.expr(target);
                     cost += target_cost;
                     target_ty = Some(ty);
@@ -670,19 +730,24 @@ impl<'s> Analyzer<'s, '_> {
                 let first = operands.first().copied().unwrap_or(Ty::Unknown);
                 let mut operator_ty = None;
                 if let [left, right] = operands[..] {
-                    operator_ty = self.check_operands(expr, &call.func_name, left, right);
+                    operator_ty = self.check_operands(expr, name, left, right);
                 }
+                let builtin_ty = self.check_builtin(expr, name, &call.args, &operands);
                 let kinds: Vec<Option<Kind>> = operands.iter().map(|t| kind_of(*t)).collect();
-                let declared =
-                    match signatures::resolve(&call.func_name, target_ty.map(kind_of), &kinds) {
-                        Resolution::Undeclared => None,
-                        Resolution::Result(kind) => Some(kind.map_or(Ty::Unknown, ty_of)),
-                        Resolution::NoMatch(message) => {
-                            self.fail(expr, message);
-                            Some(Ty::Unknown)
-                        }
-                    };
-                let by_name = match call.func_name.as_str() {
+                let declared = match signatures::resolve(name, target_ty.map(kind_of), &kinds) {
+                    Resolution::Undeclared => None,
+                    Resolution::Result(kind) => Some(kind.map_or(Ty::Unknown, ty_of)),
+                    Resolution::NoMatch(_) => {
+                        let args: Vec<String> = operands.iter().map(|t| type_name(*t)).collect();
+                        let target = target_ty.map(type_name);
+                        self.fail(
+                            expr,
+                            signatures::no_matching_overload(name, target.as_deref(), &args),
+                        );
+                        Some(Ty::Unknown)
+                    }
+                };
+                let by_name = match name {
                     "_+_" | "_-_" | "_*_" | "_/_" | "_%_" | "-_" => match first {
                         Ty::Schema(s, r) => schema_ty(s, r),
                         other => other,
@@ -697,14 +762,26 @@ impl<'s> Analyzer<'s, '_> {
                     "double" => Ty::Double,
                     _ => Ty::Unknown,
                 };
-                (declared.or(operator_ty).unwrap_or(by_name), cost, 1.0)
+                (
+                    declared.or(builtin_ty).or(operator_ty).unwrap_or(by_name),
+                    cost,
+                    1.0,
+                )
             }
             Expr::List(list) => {
                 let mut cost = 1.0;
+                let mut kinds = Vec::new();
                 for element in &list.elements {
-                    cost += self.expr(element).1;
+                    let (ty, element_cost, _) = self.expr(element);
+                    cost += element_cost;
+                    kinds.push(operand_kind(ty));
                 }
-                (Ty::List, cost, list.elements.len() as f64)
+                // A literal whose elements are all of one known type is a list of it.
+                let ty = match kinds.first() {
+                    Some(Some(k)) if kinds.iter().all(|e| *e == Some(*k)) => Ty::ListOf(*k),
+                    _ => Ty::List,
+                };
+                (ty, cost, list.elements.len() as f64)
             }
             Expr::Map(map) => {
                 let mut cost = 1.0;
@@ -717,6 +794,15 @@ impl<'s> Analyzer<'s, '_> {
             }
             Expr::Comprehension(comprehension) => {
                 let (range, range_cost, elements) = self.expr(&comprehension.iter_range);
+                if kind_of(range).is_some_and(|k| !matches!(k, Kind::List | Kind::Map)) {
+                    self.fail(
+                        &comprehension.iter_range,
+                        format!(
+                            "expression of type '{}' cannot be range of a comprehension (must be list, map, or dynamic)",
+                            type_name(range)
+                        ),
+                    );
+                }
                 let element = element_ty(range);
                 let (accu, init_cost, _) = self.expr(&comprehension.accu_init);
                 let scope = self.scope.len();
@@ -782,6 +868,113 @@ impl<'s> Analyzer<'s, '_> {
         }
     }
 
+    /// The standard operators cel-go types beyond their operands' overloads: `&&` and `||`
+    /// take booleans, `!` a boolean, `-` a number, `?:` a boolean condition, `in` a list or
+    /// map of the value's type, `[]` a list by int or a map by its key type. The result's
+    /// type where it follows.
+    fn check_builtin(
+        &mut self,
+        expr: &IdedExpr,
+        name: &str,
+        args: &[IdedExpr],
+        operands: &[Ty<'s>],
+    ) -> Option<Ty<'s>> {
+        let names = |tys: &[Ty<'_>]| tys.iter().map(|t| type_name(*t)).collect::<Vec<_>>();
+        match (name, operands) {
+            ("_&&_" | "_||_", _) => {
+                for (arg, ty) in args.iter().zip(operands) {
+                    if kind_of(*ty).is_some_and(|k| k != Kind::Bool) {
+                        self.fail(
+                            arg,
+                            format!("expected type 'bool' but found '{}'", type_name(*ty)),
+                        );
+                    }
+                }
+                Some(Ty::Bool)
+            }
+            ("!_", [operand]) => {
+                if kind_of(*operand).is_some_and(|k| k != Kind::Bool) {
+                    let message = signatures::no_matching_overload(name, None, &names(operands));
+                    self.fail(expr, message);
+                }
+                Some(Ty::Bool)
+            }
+            ("-_", [operand]) => {
+                if kind_of(*operand).is_some_and(|k| !matches!(k, Kind::Int | Kind::Double)) {
+                    let message = signatures::no_matching_overload(name, None, &names(operands));
+                    self.fail(expr, message);
+                }
+                None
+            }
+            ("_?_:_", [condition, then, otherwise]) => {
+                if kind_of(*condition).is_some_and(|k| k != Kind::Bool) {
+                    // A macro's accumulator (`[]`) takes its elements' type from the other arm.
+                    let list = match (then, otherwise) {
+                        (Ty::ListOf(k), Ty::List) | (Ty::List, Ty::ListOf(k)) => Some(*k),
+                        _ => None,
+                    };
+                    let arms: Vec<String> = [*then, *otherwise]
+                        .iter()
+                        .map(|t| match (t, list) {
+                            (Ty::List, Some(k)) => type_name(Ty::ListOf(k)),
+                            _ => type_name(*t),
+                        })
+                        .collect();
+                    let shown = [vec![type_name(*condition)], arms].concat();
+                    let message = signatures::no_matching_overload(name, None, &shown);
+                    self.fail(expr, message);
+                }
+                let same = kind_of(*then).is_some() && kind_of(*then) == kind_of(*otherwise);
+                match (then, otherwise) {
+                    (Ty::ListOf(k), Ty::List) | (Ty::List, Ty::ListOf(k)) => Some(Ty::ListOf(*k)),
+                    _ if same => Some(*then),
+                    _ => None,
+                }
+            }
+            ("_+_", [left, right])
+                if kind_of(*left) == Some(Kind::List) && kind_of(*right) == Some(Kind::List) =>
+            {
+                match (element_kind(*left), element_kind(*right)) {
+                    (Some(a), Some(b)) if a == b => Some(Ty::ListOf(a)),
+                    (Some(a), None) if matches!(right, Ty::List) => Some(Ty::ListOf(a)),
+                    (None, Some(b)) if matches!(left, Ty::List) => Some(Ty::ListOf(b)),
+                    _ => Some(Ty::List),
+                }
+            }
+            ("@in", [value, container]) => {
+                let fits = match kind_of(*container) {
+                    None => true,
+                    Some(Kind::List) => compatible(operand_kind(*value), element_kind(*container)),
+                    Some(Kind::Map) => compatible(operand_kind(*value), key_kind(*container)),
+                    Some(_) => false,
+                };
+                if !fits {
+                    let message = signatures::no_matching_overload(name, None, &names(operands));
+                    self.fail(expr, message);
+                }
+                Some(Ty::Bool)
+            }
+            ("_[_]" | "_[?_]", [container, index]) => {
+                let fits = match kind_of(*container) {
+                    None => true,
+                    Some(Kind::List) => {
+                        compatible(operand_kind(*index), Some(Kind::Int))
+                            || operand_kind(*index) == Some(Kind::Uint)
+                    }
+                    Some(Kind::Map) => compatible(operand_kind(*index), key_kind(*container)),
+                    Some(_) => false,
+                };
+                if !fits {
+                    let message = signatures::no_matching_overload(name, None, &names(operands));
+                    self.fail(expr, message);
+                }
+                // An optional index (`[?i]`) is an optional, which is not followed.
+                (name == "_[_]").then(|| indexed_ty(*container))
+            }
+            _ => None,
+        }
+    }
+
     /// The type of `schema`'s field `field` (as a rule writes it, escaped).
     fn field(
         &mut self,
@@ -820,7 +1013,9 @@ impl<'s> Analyzer<'s, '_> {
     }
 }
 
-/// The CEL type of `ty` where it is known (a schema value by its schema type).
+/// The CEL type of `ty` where it is known (a schema value by its schema type: arrays are
+/// lists, objects with `additionalProperties` maps; objects with properties are messages,
+/// which the checks leave alone).
 fn kind_of(ty: Ty<'_>) -> Option<Kind> {
     match ty {
         Ty::Bool => Some(Kind::Bool),
@@ -828,9 +1023,67 @@ fn kind_of(ty: Ty<'_>) -> Option<Kind> {
         Ty::Double => Some(Kind::Double),
         Ty::Str => Some(Kind::String),
         Ty::Typed(kind) => Some(kind),
-        Ty::List => Some(Kind::List),
+        Ty::List | Ty::ListOf(_) => Some(Kind::List),
         Ty::Map => Some(Kind::Map),
-        Ty::Schema(..) | Ty::Metadata | Ty::Unknown => None,
+        Ty::Schema(schema, _) => match (&schema.items, &schema.additional_properties) {
+            (Some(_), _) => Some(Kind::List),
+            (None, Some(AdditionalProperties::Schema(_))) => Some(Kind::Map),
+            _ => None,
+        },
+        Ty::Metadata | Ty::Unknown => None,
+    }
+}
+
+/// The type of a list's elements, where known.
+fn element_kind(ty: Ty<'_>) -> Option<Kind> {
+    match ty {
+        Ty::ListOf(kind) => Some(kind),
+        Ty::Schema(schema, _) => schema
+            .items
+            .as_deref()
+            .and_then(|items| operand_kind(schema_ty(items, items.embedded_resource))),
+        _ => None,
+    }
+}
+
+/// The type of a map's keys, where known: a schema's maps are keyed by strings.
+fn key_kind(ty: Ty<'_>) -> Option<Kind> {
+    match ty {
+        Ty::Schema(..) => Some(Kind::String),
+        _ => None,
+    }
+}
+
+/// Whether a value of type `have` may stand where `want` is expected (unknown types may;
+/// numbers of different kinds mix, as Kubernetes' CEL environment allows).
+fn compatible(have: Option<Kind>, want: Option<Kind>) -> bool {
+    let numeric = |k: Kind| matches!(k, Kind::Int | Kind::Uint | Kind::Double);
+    match (have, want) {
+        (Some(h), Some(w)) => h == w || (numeric(h) && numeric(w)),
+        _ => true,
+    }
+}
+
+/// A type as cel-go's checker names it in its messages (`int`, `list(string)`,
+/// `map(string, int)`); `dyn` where the analysis does not know it.
+fn type_name(ty: Ty<'_>) -> String {
+    match ty {
+        Ty::Schema(schema, _) => match (&schema.items, &schema.additional_properties) {
+            (Some(items), _) => format!(
+                "list({})",
+                type_name(schema_ty(items, items.embedded_resource))
+            ),
+            (None, Some(AdditionalProperties::Schema(values))) => format!(
+                "map(string, {})",
+                type_name(schema_ty(values, values.embedded_resource))
+            ),
+            _ => "dyn".into(),
+        },
+        Ty::ListOf(kind) => format!("list({})", kind.name()),
+        Ty::List => "list(dyn)".into(),
+        Ty::Map => "map(dyn, dyn)".into(),
+        Ty::Metadata | Ty::Unknown => "dyn".into(),
+        other => kind_of(other).map_or("dyn", Kind::name).to_string(),
     }
 }
 
@@ -865,8 +1118,25 @@ fn elements_of(ty: Ty<'_>) -> f64 {
                 .map_or(schema.properties.len().max(1) as f64, |m| m as f64),
             _ => 1.0,
         },
-        Ty::Str | Ty::List | Ty::Map | Ty::Unknown => (MAX_REQUEST_BYTES / 2.0).floor(),
+        Ty::Str | Ty::List | Ty::ListOf(_) | Ty::Map | Ty::Unknown => {
+            (MAX_REQUEST_BYTES / 2.0).floor()
+        }
         _ => 1.0,
+    }
+}
+
+/// What indexing a value of this type gives: a list's element, a map's value.
+fn indexed_ty(container: Ty<'_>) -> Ty<'_> {
+    match container {
+        Ty::Schema(schema, _) => match (&schema.items, &schema.additional_properties) {
+            (Some(items), _) => schema_ty(items, items.embedded_resource),
+            (None, Some(AdditionalProperties::Schema(values))) => {
+                schema_ty(values, values.embedded_resource)
+            }
+            _ => Ty::Unknown,
+        },
+        Ty::ListOf(kind) => ty_of(kind),
+        _ => Ty::Unknown,
     }
 }
 
@@ -878,6 +1148,7 @@ fn element_ty(range: Ty<'_>) -> Ty<'_> {
             // A map's comprehension variable is its key.
             _ => Ty::Str,
         },
+        Ty::ListOf(kind) => ty_of(kind),
         _ => Ty::Unknown,
     }
 }

@@ -25,6 +25,10 @@ pub fn env() -> Arc<Env> {
         if let Err(error) = env.add_extension(cel::extensions::lists) {
             tracing::error!(%error, "CEL lists extension not loaded");
         }
+        // `string()` of an IP or a CIDR: overloads of the standard library's own function.
+        if let Err(error) = env.add_extension(super::net::declare) {
+            tracing::error!(%error, "CEL IP and CIDR string() overloads not loaded");
+        }
         Arc::new(env)
     });
     ENV.clone()
@@ -41,10 +45,12 @@ pub const KUBERNETES_FUNCTIONS: &[&str] = &[
     "findAll",
     "quantity",
     "isQuantity",
+    "sign",
     "url",
     "isURL",
     "ip",
     "isIP",
+    "ip.isCanonical",
     "cidr",
     "isCIDR",
     "timestamp",

@@ -1,5 +1,6 @@
-//! Kubernetes' CEL IP and CIDR libraries: `ip(string)`, `isIP(string)`, `cidr(string)`,
-//! `isCIDR(string)` and the members of a `net.IP` (`family`, `isUnspecified`, `isLoopback`,
+//! Kubernetes' CEL IP and CIDR libraries: `ip(string)`, `isIP(string)`,
+//! `ip.isCanonical(string)`, `cidr(string)`, `isCIDR(string)`, `string(ip)`, `string(cidr)`
+//! and the members of a `net.IP` (`family`, `isUnspecified`, `isLoopback`,
 //! `isLinkLocalMulticast`, `isLinkLocalUnicast`, `isGlobalUnicast`) and of a `net.CIDR`
 //! (`containsIP`, `containsCIDR`, `ip`, `masked`, `prefixLength`), with Go's `net/netip`
 //! semantics and error texts (zones and IPv4-mapped IPv6 addresses are refused).
@@ -7,9 +8,11 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
+use cel::common::types::Type;
+use cel::common::value::{CowVal, Val};
 use cel::extractors::This;
 use cel::objects::Opaque;
-use cel::{Context, ExecutionError, Value as CelValue};
+use cel::{Context, DeclarationError, Env, ExecutionError, Value as CelValue};
 
 /// The CEL type name of an IP address.
 pub const IP_TYPE_NAME: &str = "net.IP";
@@ -40,8 +43,52 @@ impl Opaque for CelCidr {
     }
 }
 
+/// Declares the libraries' overloads of the environment's own functions: `string(ip)` and
+/// `string(cidr)`, the address (and prefix length) in `netip`'s canonical form.
+pub fn declare(env: &mut Env) -> Result<(), DeclarationError> {
+    env.add_overload(
+        "string",
+        "ip_to_string",
+        vec![Type::new_opaque_type(IP_TYPE_NAME)],
+        to_string,
+    )?;
+    env.add_overload(
+        "string",
+        "cidr_to_string",
+        vec![Type::new_opaque_type(CIDR_TYPE_NAME)],
+        to_string,
+    )
+}
+
+/// `string(ip)` and `string(cidr)`.
+fn to_string<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let value = match args.first() {
+        Some(arg) => CelValue::try_from(arg.as_ref())?,
+        None => return Err(no_overload("string")),
+    };
+    let text = match &value {
+        CelValue::Opaque(o) => match (o.downcast_ref::<CelIp>(), o.downcast_ref::<CelCidr>()) {
+            (Some(ip), _) => ip.0.to_string(),
+            (_, Some(cidr)) => format!("{}/{}", cidr.addr, cidr.bits),
+            _ => return Err(no_overload("string")),
+        },
+        _ => return Err(no_overload("string")),
+    };
+    let boxed: Box<dyn Val> = CelValue::String(Arc::new(text)).try_into()?;
+    Ok(CowVal::Owned(boxed))
+}
+
+/// `ip.isCanonical(text)`: whether `text` is the address as `netip` writes it (every IPv4
+/// address is; IPv6 in lower case with the longest run of zero groups elided).
+pub fn is_canonical(text: &str) -> Result<bool, ExecutionError> {
+    parse_ip(text).map(|ip| ip.to_string() == text)
+}
+
 /// Adds the libraries' functions to an evaluation's context.
 pub fn register(context: &mut Context<'_, '_>) {
+    let _ = context.add_function("ip.isCanonical", |This(s): This<Arc<String>>| {
+        is_canonical(&s)
+    });
     // None of these names is the environment's, so adding them cannot conflict.
     let _ = context.add_function("ip", |This(v): This<CelValue>| match &v {
         // `ip(string)`, and `cidr.ip()`: the prefix's address.

@@ -1,13 +1,17 @@
-//! The declared signatures of the functions whose argument types the CRD check verifies:
-//! timestamps and durations, and Kubernetes' quantity, URL, IP and CIDR libraries. A call to one
-//! of them with arguments of known types that match none of its overloads is refused when the
-//! CRD is written, with cel-go's checker message.
+//! The declared signatures of the functions whose argument types the CRD check verifies: the
+//! standard library's (`size`, `contains`, `startsWith`, `endsWith`, `matches`, the
+//! conversions `bool`, `bytes`, `double`, `int`, `uint`, `string`, `duration`, `timestamp`,
+//! and the timestamp and duration accessors) and Kubernetes' quantity, URL, IP and CIDR
+//! libraries, each with every overload Kubernetes' CEL environment declares for its name. A
+//! call to one of them with arguments of known types that match none of its overloads is
+//! refused when the CRD is written, with cel-go's checker message.
 
 /// A CEL type as the checker tells them apart.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
     Bool,
     Int,
+    Uint,
     Double,
     String,
     Bytes,
@@ -27,6 +31,7 @@ impl Kind {
         match self {
             Kind::Bool => "bool",
             Kind::Int => "int",
+            Kind::Uint => "uint",
             Kind::Double => "double",
             Kind::String => "string",
             Kind::Bytes => "bytes",
@@ -71,11 +76,55 @@ const fn member(name: &'static str, target: Kind, args: &'static [Kind], result:
 use Kind as K;
 
 const OVERLOADS: &[Overload] = &[
+    // The standard library (cel-go's `stdlib`).
+    global("size", &[K::String], K::Int),
+    global("size", &[K::Bytes], K::Int),
+    global("size", &[K::List], K::Int),
+    global("size", &[K::Map], K::Int),
+    member("size", K::String, &[], K::Int),
+    member("size", K::Bytes, &[], K::Int),
+    member("size", K::List, &[], K::Int),
+    member("size", K::Map, &[], K::Int),
+    member("contains", K::String, &[K::String], K::Bool),
+    member("startsWith", K::String, &[K::String], K::Bool),
+    member("endsWith", K::String, &[K::String], K::Bool),
+    global("matches", &[K::String, K::String], K::Bool),
+    member("matches", K::String, &[K::String], K::Bool),
+    global("bool", &[K::Bool], K::Bool),
+    global("bool", &[K::String], K::Bool),
+    global("bytes", &[K::Bytes], K::Bytes),
+    global("bytes", &[K::String], K::Bytes),
+    global("double", &[K::Double], K::Double),
+    global("double", &[K::Int], K::Double),
+    global("double", &[K::String], K::Double),
+    global("double", &[K::Uint], K::Double),
+    global("int", &[K::Int], K::Int),
+    global("int", &[K::Double], K::Int),
+    global("int", &[K::Duration], K::Int),
+    global("int", &[K::String], K::Int),
+    global("int", &[K::Timestamp], K::Int),
+    global("int", &[K::Uint], K::Int),
+    global("uint", &[K::Uint], K::Uint),
+    global("uint", &[K::Double], K::Uint),
+    global("uint", &[K::Int], K::Uint),
+    global("uint", &[K::String], K::Uint),
+    global("string", &[K::String], K::String),
+    global("string", &[K::Bool], K::String),
+    global("string", &[K::Bytes], K::String),
+    global("string", &[K::Double], K::String),
+    global("string", &[K::Duration], K::String),
+    global("string", &[K::Int], K::String),
+    global("string", &[K::Timestamp], K::String),
+    global("string", &[K::Uint], K::String),
+    // Kubernetes' IP and CIDR libraries add their own `string()`.
+    global("string", &[K::Ip], K::String),
+    global("string", &[K::Cidr], K::String),
     global("timestamp", &[K::String], K::Timestamp),
     global("timestamp", &[K::Timestamp], K::Timestamp),
     global("timestamp", &[K::Int], K::Timestamp),
     global("duration", &[K::String], K::Duration),
     global("duration", &[K::Duration], K::Duration),
+    global("duration", &[K::Int], K::Duration),
     member("getFullYear", K::Timestamp, &[], K::Int),
     member("getFullYear", K::Timestamp, &[K::String], K::Int),
     member("getMonth", K::Timestamp, &[], K::Int),
@@ -102,6 +151,9 @@ const OVERLOADS: &[Overload] = &[
     member("getMilliseconds", K::Duration, &[], K::Int),
     global("quantity", &[K::String], K::Quantity),
     global("isQuantity", &[K::String], K::Bool),
+    // Kubernetes declares `sign` as a function of a quantity (`sign(q)`); kemu takes the
+    // member form `q.sign()` too.
+    global("sign", &[K::Quantity], K::Int),
     member("sign", K::Quantity, &[], K::Int),
     member("isInteger", K::Quantity, &[], K::Bool),
     member("asInteger", K::Quantity, &[], K::Int),
@@ -123,6 +175,7 @@ const OVERLOADS: &[Overload] = &[
     member("getQuery", K::Url, &[], K::Map),
     global("ip", &[K::String], K::Ip),
     global("isIP", &[K::String], K::Bool),
+    global("ip.isCanonical", &[K::String], K::Bool),
     member("family", K::Ip, &[], K::Int),
     member("isUnspecified", K::Ip, &[], K::Bool),
     member("isLoopback", K::Ip, &[], K::Bool),
@@ -173,14 +226,12 @@ pub fn resolve(name: &str, target: Option<Option<Kind>>, args: &[Option<Kind>]) 
         .collect();
     match matching.first() {
         None => {
-            let shown = |k: Option<Kind>| k.map_or("dyn", Kind::name);
-            let list: Vec<&str> = args.iter().map(|a| shown(*a)).collect();
-            let signature = match target {
-                Some(t) => format!("{}.({})", shown(t), list.join(", ")),
-                None => format!("({})", list.join(", ")),
-            };
-            Resolution::NoMatch(format!(
-                "found no matching overload for '{name}' applied to '{signature}'"
+            let shown = |k: Option<Kind>| k.map_or("dyn", Kind::name).to_string();
+            let list: Vec<String> = args.iter().map(|a| shown(*a)).collect();
+            Resolution::NoMatch(no_matching_overload(
+                name,
+                target.map(shown).as_deref(),
+                &list,
             ))
         }
         Some(first) => {
@@ -190,11 +241,21 @@ pub fn resolve(name: &str, target: Option<Option<Kind>>, args: &[Option<Kind>]) 
     }
 }
 
+/// cel-go's checker message for a call no overload takes: `'(int)'` for a global call,
+/// `'string.(int)'` for a member call on a string.
+pub fn no_matching_overload(name: &str, target: Option<&str>, args: &[String]) -> String {
+    let signature = match target {
+        Some(t) => format!("{t}.({})", args.join(", ")),
+        None => format!("({})", args.join(", ")),
+    };
+    format!("found no matching overload for '{name}' applied to '{signature}'")
+}
+
 /// The result of a binary operator on operands of these types, `Err` with cel-go's message
 /// where no overload of the operator takes them. Numbers of different kinds mix, as
 /// Kubernetes' CEL environment allows; the library types only compare for equality.
 pub fn operator(operator: &str, left: Kind, right: Kind) -> Result<Kind, String> {
-    let numeric = |k: Kind| matches!(k, K::Int | K::Double);
+    let numeric = |k: Kind| matches!(k, K::Int | K::Uint | K::Double);
     let result = match operator {
         "_==_" | "_!=_" if left == right || (numeric(left) && numeric(right)) => Some(K::Bool),
         "_<_" | "_<=_" | "_>_" | "_>=_"
@@ -203,6 +264,7 @@ pub fn operator(operator: &str, left: Kind, right: Kind) -> Result<Kind, String>
                     left,
                     K::Bool
                         | K::Int
+                        | K::Uint
                         | K::Double
                         | K::String
                         | K::Bytes
@@ -217,7 +279,11 @@ pub fn operator(operator: &str, left: Kind, right: Kind) -> Result<Kind, String>
             (K::Timestamp, K::Duration) | (K::Duration, K::Timestamp) => Some(K::Timestamp),
             (K::Duration, K::Duration) => Some(K::Duration),
             (a, b)
-                if a == b && matches!(a, K::Int | K::Double | K::String | K::Bytes | K::List) =>
+                if a == b
+                    && matches!(
+                        a,
+                        K::Int | K::Uint | K::Double | K::String | K::Bytes | K::List
+                    ) =>
             {
                 Some(a)
             }
@@ -270,7 +336,40 @@ mod tests {
             resolve("ip", Some(Some(K::Cidr)), &[]),
             Resolution::Result(Some(K::Ip))
         );
-        assert_eq!(resolve("size", None, &[None]), Resolution::Undeclared);
+        assert_eq!(resolve("frobnicate", None, &[None]), Resolution::Undeclared);
+        assert_eq!(
+            resolve("size", None, &[Some(K::Int)]),
+            Resolution::NoMatch("found no matching overload for 'size' applied to '(int)'".into())
+        );
+        assert_eq!(
+            resolve("size", Some(Some(K::List)), &[]),
+            Resolution::Result(Some(K::Int))
+        );
+        assert_eq!(
+            resolve("startsWith", Some(Some(K::String)), &[Some(K::Int)]),
+            Resolution::NoMatch(
+                "found no matching overload for 'startsWith' applied to 'string.(int)'".into()
+            )
+        );
+        // `contains` is only a member function: a global call is left to the runtime.
+        assert_eq!(
+            resolve("contains", None, &[Some(K::String), Some(K::String)]),
+            Resolution::Undeclared
+        );
+        assert_eq!(
+            resolve("string", None, &[Some(K::Cidr)]),
+            Resolution::Result(Some(K::String))
+        );
+        assert_eq!(
+            resolve("int", None, &[None]),
+            Resolution::Result(Some(K::Int))
+        );
+        assert_eq!(
+            resolve("ip.isCanonical", None, &[Some(K::Ip)]),
+            Resolution::NoMatch(
+                "found no matching overload for 'ip.isCanonical' applied to '(net.IP)'".into()
+            )
+        );
         assert_eq!(operator("_-_", K::Timestamp, K::Timestamp), Ok(K::Duration));
         assert_eq!(
             operator("_<_", K::Timestamp, K::String),

@@ -497,3 +497,191 @@ fn calls_with_wrong_argument_types_are_refused_when_the_crd_is_written() {
     );
     assert_eq!(fine, Vec::<String>::new());
 }
+
+#[test]
+fn ip_is_canonical_and_string_of_ips_and_cidrs() {
+    let s = widget(
+        json!({"address": {"type": "string"}}),
+        json!([
+            {"rule": "ip.isCanonical(self.address)", "message": "not canonical"},
+            {"rule": "string(ip('2001:db8:0:0:0:0:0:1')) == '2001:db8::1' && string(ip('10.0.0.1')) == '10.0.0.1' && string(cidr('10.1.2.3/8')) == '10.1.2.3/8' && string(cidr('10.1.2.3/8').masked()) == '10.0.0.0/8' && string(cidr('2001:DB8::/32').ip()) == '2001:db8::' && sign(quantity('-2')) == -1 && ip.isCanonical('127.0.0.1') && !ip.isCanonical('2001:db8::0:0:0:abcd')"},
+        ]),
+    );
+    assert_eq!(
+        check_schema(&s, "spec.validation.openAPIV3Schema"),
+        Vec::new()
+    );
+    for canonical in ["10.0.0.1", "2001:db8::abcd", "::1", "::"] {
+        let found = messages(&run(&s, &object(json!({"address": canonical})), None));
+        assert_eq!(found, Vec::<String>::new(), "{canonical}");
+    }
+    for other in ["2001:DB8::ABCD", "2001:db8::0:0:0:abcd", "0:0:0:0:0:0:0:1"] {
+        let found = messages(&run(&s, &object(json!({"address": other})), None));
+        assert_eq!(
+            found,
+            ["spec: Invalid value: \"object\": not canonical"],
+            "{other}"
+        );
+    }
+    // An address that does not parse is the rule's error, in kube-apiserver's words.
+    let found = messages(&run(&s, &object(json!({"address": "nope"})), None));
+    assert_eq!(
+        found,
+        ["spec: Invalid value: \"object\": IP Address \"nope\" parse error during conversion from string: ParseAddr(\"nope\"): unable to parse IP evaluating rule: not canonical"]
+    );
+}
+
+#[test]
+fn standard_functions_with_wrong_argument_types_are_refused_when_the_crd_is_written() {
+    let props = json!({
+        "name": {"type": "string"},
+        "count": {"type": "integer"},
+        "items": {"type": "array", "maxItems": 10, "items": {"type": "integer"}},
+        "names": {"type": "array", "maxItems": 10, "items": {"type": "string", "maxLength": 10}},
+        "labels": {"type": "object", "maxProperties": 10, "additionalProperties": {"type": "string"}},
+    });
+    let error = |rule: &str| {
+        let found = checked(json!([{ "rule": rule }]), props.clone());
+        assert_eq!(found.len(), 1, "{rule}: {found:?}");
+        assert!(
+            found[0].starts_with(&format!(
+                "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value: apiextensions.ValidationRule{{Rule:{rule:?}, "
+            )),
+            "{found:?}"
+        );
+        let (_, detail) = found[0]
+            .split_once("}: compilation failed: ")
+            .expect("a compilation error");
+        detail.to_string()
+    };
+    assert_eq!(
+        error("size(1) > 0"),
+        "ERROR: <input>:1:5: found no matching overload for 'size' applied to '(int)'\n | size(1) > 0\n | ....^"
+    );
+    assert_eq!(
+        error("self.name.startsWith(1)"),
+        "ERROR: <input>:1:21: found no matching overload for 'startsWith' applied to 'string.(int)'\n | self.name.startsWith(1)\n | ....................^"
+    );
+    assert_eq!(
+        error("self.items.exists(x, x)"),
+        "ERROR: <input>:1:22: expected type 'bool' but found 'int'\n | self.items.exists(x, x)\n | .....................^"
+    );
+    let first_line = |rule: &str| error(rule).lines().next().unwrap_or("").to_string();
+    for (rule, message) in [
+        ("self.items.all(x, x)", "expected type 'bool' but found 'int'"),
+        (
+            "self.items.exists_one(x, x)",
+            "found no matching overload for '_?_:_' applied to '(int, int, int)'",
+        ),
+        (
+            "self.items.filter(x, x).size() > 0",
+            "found no matching overload for '_?_:_' applied to '(int, list(int), list(int))'",
+        ),
+        (
+            "self.name.all(c, true)",
+            "expression of type 'string' cannot be range of a comprehension (must be list, map, or dynamic)",
+        ),
+        (
+            "int(self.items) > 0",
+            "found no matching overload for 'int' applied to '(list(int))'",
+        ),
+        (
+            "string(self.labels) == ''",
+            "found no matching overload for 'string' applied to '(map(string, string))'",
+        ),
+        (
+            "self.name.contains(self.count)",
+            "found no matching overload for 'contains' applied to 'string.(int)'",
+        ),
+        (
+            "self.count.endsWith('1')",
+            "found no matching overload for 'endsWith' applied to 'int.(string)'",
+        ),
+        (
+            "matches(self.name, 1)",
+            "found no matching overload for 'matches' applied to '(string, int)'",
+        ),
+        (
+            "self.items.size() > 0 && duration(true) > duration('1s')",
+            "found no matching overload for 'duration' applied to '(bool)'",
+        ),
+        (
+            "timestamp(self.items) < timestamp(0)",
+            "found no matching overload for 'timestamp' applied to '(list(int))'",
+        ),
+        (
+            "bytes(self.count) == b'1'",
+            "found no matching overload for 'bytes' applied to '(int)'",
+        ),
+        (
+            "'a' in self.count",
+            "found no matching overload for '@in' applied to '(string, int)'",
+        ),
+        (
+            "1 in self.names",
+            "found no matching overload for '@in' applied to '(int, list(string))'",
+        ),
+        (
+            "self.items['a'] > 0",
+            "found no matching overload for '_[_]' applied to '(list(int), string)'",
+        ),
+        (
+            "self.labels[1] == 'x'",
+            "found no matching overload for '_[_]' applied to '(map(string, string), int)'",
+        ),
+        (
+            "self.items[0].startsWith('1')",
+            "found no matching overload for 'startsWith' applied to 'int.(string)'",
+        ),
+        (
+            "has(self.name.first)",
+            "type 'string' does not support field selection",
+        ),
+        (
+            "self.items.first == 1",
+            "type 'list(int)' does not support field selection",
+        ),
+        (
+            "!self.count",
+            "found no matching overload for '!_' applied to '(int)'",
+        ),
+        (
+            "self.count ? true : false",
+            "found no matching overload for '_?_:_' applied to '(int, bool, bool)'",
+        ),
+        (
+            "self.count > 0 && self.name",
+            "expected type 'bool' but found 'string'",
+        ),
+        (
+            "ip.isCanonical(ip('::1'))",
+            "found no matching overload for 'ip.isCanonical' applied to '(net.IP)'",
+        ),
+    ] {
+        let line = first_line(rule);
+        assert!(line.ends_with(message), "{rule}: {line}");
+    }
+    // What the standard library does take passes.
+    let fine = checked(
+        json!([
+            {"rule": "size(self.name) > 0 && self.name.size() < 10 && self.items.size() == size(self.labels) && size(self.names[0]) > 0"},
+            {"rule": "self.name.startsWith('a') && self.name.endsWith('z') && self.name.contains('m') && self.name.matches('^a') && matches(self.name, 'a')"},
+            {"rule": "int(self.name) > 0 && string(self.count) == '1' && uint(self.count) > 0u && double(self.count) > 0.5 && bool('true') && bytes(self.name) == b'a' && int(duration('1s')) == 1 && string(timestamp(0)) != ''"},
+            {"rule": "self.items.exists(x, x > 0) && self.items.all(x, x > 0) && self.items.exists_one(x, x == 1) && self.items.filter(x, x > 1).size() == 0 && self.items.map(x, x * 2).size() > 0 && self.items.map(x, x > 0, x).size() > 0"},
+            {"rule": "1 in self.items && 'a' in self.labels && self.labels['a'] == 'b' && self.items[0] > 0 && has(self.name) && dyn(self.count) == 1 && type(self.count) == int && self.labels.all(k, k.startsWith('a')) && [1, 2].all(x, x > 0)"},
+            {"rule": "string(ip('1.2.3.4')) == '1.2.3.4' && ip.isCanonical(self.name) && string(cidr(self.name)) != '' && sign(quantity(self.name)) >= 0", "messageExpression": "'name ' + self.name + ' has ' + string(size(self.name)) + ' characters'"},
+        ]),
+        props.clone(),
+    );
+    assert_eq!(fine, Vec::<String>::new());
+    // A messageExpression is checked the same way.
+    let message = checked(
+        json!([{"rule": "true", "messageExpression": "'too many: ' + string(self.items)"}]),
+        props,
+    );
+    assert_eq!(message.len(), 1, "{message:?}");
+    assert!(
+        message[0].contains("messageExpression compilation failed: ERROR: <input>:1:22: found no matching overload for 'string' applied to '(list(int))'"),
+        "{message:?}"
+    );
+}
