@@ -652,7 +652,8 @@ claims_percent = 50.0
 /// StatefulSets with claims through `kemu run`: 2 sets × 3 replicas over 2 namespaces, each pod
 /// with a claim of its own from the set's volumeClaimTemplate; every claim bound and attached
 /// with its bind and attach latencies reported under the StatefulSet kind, and every claim and
-/// volume gone once the sets are deleted (the load sets `whenDeleted: Delete`).
+/// volume gone once the sets are deleted (the load sets `whenDeleted: Delete`); the config's
+/// `[storage]` provisioning latency holds each bind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kemu_run_gives_statefulsets_claims() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
@@ -663,6 +664,11 @@ name = "load-sts-claims"
 members = 1
 [controllers]
 replicas = 1
+[storage]
+provision_latency_ms = 500
+resize_latency_ms = 10
+attach_latency_ms = 100
+node_capacity = "100Gi"
 [nodes]
 hosts = 1
 per_host = 4
@@ -711,6 +717,11 @@ claim_size = "2Gi"
     for name in ["bind_ms", "attach_ms"] {
         assert_eq!(sts[name]["count"], 6, "claims.workloads[0].{name}: {sts}");
     }
+    // The config's `[storage]` reached the emulated driver: each volume took 500 ms to make.
+    assert!(
+        sts["bind_ms"]["p50"].as_f64() >= Some(500.0),
+        "claims.workloads[0].bind_ms: {sts}"
+    );
     let slo = report["slo"].as_array().context("slo")?;
     assert!(
         slo.iter()
