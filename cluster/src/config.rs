@@ -622,11 +622,11 @@ impl ClusterConfig {
         let s = &self.storage;
         if let Some(capacity) = &s.node_capacity {
             match api::quantity::parse(capacity) {
-                Ok(q) if !q.is_negative() => {}
+                Ok(q) if !q.is_negative() && !q.is_zero() => {}
                 Ok(_) => {
                     return Err((
                         "storage.node_capacity".into(),
-                        format!("{capacity:?}: must not be negative"),
+                        format!("{capacity:?}: must be positive (leave it out for no limit)"),
                     ))
                 }
                 Err(e) => {
@@ -1099,6 +1099,11 @@ components = ["s1", "apiserver-1"]
             ),
             (
                 "[storage]\nnode_capacity = \"-1Gi\"\n",
+                2,
+                "storage.node_capacity",
+            ),
+            (
+                "[storage]\nnode_capacity = \"0\"\n",
                 2,
                 "storage.node_capacity",
             ),
