@@ -12,6 +12,11 @@
 //! [`sync_volume`]'s plan (the emulated driver deletes released Delete volumes after
 //! `provision_latency`).
 //!
+//! With a per-node capacity, the provisioner refuses a claim that does not fit its selected
+//! node (the volumes pinned there and those being created counted): `ProvisioningFailed` with
+//! the driver's `ResourceExhausted`, and the selected-node annotation taken off the claim so
+//! that the scheduler picks again, as the external-provisioner reschedules.
+//!
 //! At start the controller makes the emulated driver's CSIDriver and, unless told not to, the
 //! default StorageClass `standard` (provisioner `csi.kemu.dev`, expandable), as kind and
 //! minikube clusters come with one.
