@@ -350,6 +350,46 @@ fn a_typo_names_the_key_and_line() {
         err.contains("store.members") && err.contains("line 3"),
         "{err}"
     );
+
+    // So does a bad setting of the emulated CSI driver, before anything starts.
+    let c = TestCluster::new(
+        "name = \"bad-storage\"\n[controllers]\nreplicas = 1\n[storage]\nattach_latency_ms = 100\nprovision_failure_rate = 1.5\n",
+    );
+    let out = c.kemu(&["up", "--detach", "-f", c.config.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("line 6: storage.provision_failure_rate: 1.5: must be between 0 and 1"),
+        "{err}"
+    );
+    assert!(
+        !c.dir.exists(),
+        "a bad config must not create the cluster directory"
+    );
+}
+
+/// Every flag a config's `[storage]` turns into is one `kemu controllers` takes.
+#[test]
+fn storage_settings_are_flags_of_the_controller_manager() {
+    let config = cluster::config::ClusterConfig::parse(
+        "[storage]\nprovision_latency_ms = 1\nresize_latency_ms = 1\nattach_latency_ms = 1\nnode_capacity = \"1Gi\"\nprovision_failure_rate = 0.5\nattach_failure_rate = 0.5\ndefault_class = false\ndefault_binding_mode = \"WaitForFirstConsumer\"\n",
+        Path::new("storage.toml"),
+    )
+    .unwrap();
+    let args = config.storage.controller_args();
+    let flags: Vec<&String> = args.iter().filter(|a| a.starts_with("--")).collect();
+    assert_eq!(flags.len(), 8, "{args:?}");
+    let out = Command::new(kemu_exe())
+        .args(["controllers", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in flags {
+        assert!(
+            help.contains(flag.as_str()),
+            "{flag} is no flag of `kemu controllers`"
+        );
+    }
 }
 
 #[test]

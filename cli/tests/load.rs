@@ -648,3 +648,103 @@ claims_percent = 50.0
     assert!(html.contains("Claims"), "the HTML report has no claims");
     Ok(())
 }
+
+/// StatefulSets with claims through `kemu run`: 2 sets × 3 replicas over 2 namespaces, each pod
+/// with a claim of its own from the set's volumeClaimTemplate; every claim bound and attached
+/// with its bind and attach latencies reported under the StatefulSet kind, and every claim and
+/// volume gone once the sets are deleted (the load sets `whenDeleted: Delete`); the config's
+/// `[storage]` provisioning latency holds each bind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kemu_run_gives_statefulsets_claims() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("load-sts-claims");
+    let config = r#"
+name = "load-sts-claims"
+[store]
+members = 1
+[controllers]
+replicas = 1
+[storage]
+provision_latency_ms = 500
+resize_latency_ms = 10
+attach_latency_ms = 100
+node_capacity = "100Gi"
+[nodes]
+hosts = 1
+per_host = 4
+[load]
+pods = 0
+namespaces = 2
+running_timeout_seconds = 120.0
+gone_timeout_seconds = 120.0
+claims_gone_timeout_seconds = 120.0
+slo_pod_startup_p99_ms = 120000.0
+[[load.workloads]]
+kind = "StatefulSet"
+count = 2
+replicas = 3
+rate = 4.0
+pod_management_policy = "Parallel"
+claims = true
+claim_size = "2Gi"
+"#;
+    let (ok, stdout, stderr) = kemu_run(config, &dir).await?;
+    println!("{stdout}");
+    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
+    nothing_left(&dir);
+    let json_path = dir.join("report/load-report.json");
+    keep(&json_path);
+    let report: Value = serde_json::from_slice(&std::fs::read(&json_path)?)?;
+    validate_report(&report);
+    assert_eq!(report["passed"], true);
+    let kinds = report["workloads"].as_array().context("workloads")?;
+    assert_eq!(kinds.len(), 1, "{kinds:?}");
+    assert_eq!(kinds[0]["rolled_out"], 2, "{kinds:?}");
+    assert_eq!(kinds[0]["pods_expected"], 6, "{kinds:?}");
+    let claims = &report["claims"];
+    // No bare pod has a claim; the sets' 6 are reported under their kind.
+    assert_eq!(claims["sent"], 0, "{claims}");
+    for (field, want) in [("left", 0), ("volumes_left", 0)] {
+        assert_eq!(claims[field], want, "claims.{field}: {claims}");
+    }
+    let by_kind = claims["workloads"].as_array().context("claims.workloads")?;
+    assert_eq!(by_kind.len(), 1, "{claims}");
+    let sts = &by_kind[0];
+    assert_eq!(sts["kind"], "StatefulSet");
+    for field in ["seen", "bound", "attached", "deleted", "gone"] {
+        assert_eq!(sts[field], 6, "claims.workloads[0].{field}: {sts}");
+    }
+    for name in ["bind_ms", "attach_ms"] {
+        assert_eq!(sts[name]["count"], 6, "claims.workloads[0].{name}: {sts}");
+    }
+    // The config's `[storage]` reached the emulated driver: each volume took 500 ms to make.
+    assert!(
+        sts["bind_ms"]["p50"].as_f64() >= Some(500.0),
+        "claims.workloads[0].bind_ms: {sts}"
+    );
+    let slo = report["slo"].as_array().context("slo")?;
+    assert!(
+        slo.iter()
+            .any(|c| c["name"] == "claims_left" && c["passed"] == true),
+        "{slo:?}"
+    );
+    let phases: Vec<&str> = report["phases"]
+        .as_array()
+        .context("phases")?
+        .iter()
+        .filter_map(|p| p["kind"].as_str())
+        .collect();
+    let position = |kind: &str| phases.iter().position(|p| *p == kind);
+    let (sets_gone, claims_gone) = (
+        position("wait_workloads_gone"),
+        position("wait_claims_gone"),
+    );
+    assert!(
+        sets_gone.is_some() && sets_gone < claims_gone,
+        "the claims go after their sets: {phases:?}"
+    );
+    assert!(stdout.contains("StatefulSet bind"), "{stdout}");
+    let html = std::fs::read_to_string(dir.join("report/load-report.html"))?;
+    assert!(html.contains("StatefulSet bind"), "{html}");
+    Ok(())
+}

@@ -553,12 +553,57 @@ spec:
 "
         )
     };
-    c.ok_stdin(&["apply", "-f", "-"], &claim("fits", "late", "2Gi"));
-    c.ok_stdin(&["apply", "-f", "-"], &consumer("fitting", "fits"));
-    wait_until("the fitting pod runs", Duration::from_secs(40), || async {
-        phase(&c, "pod", "fitting") == "Running"
-    })
+    // Two pods whose 2Gi claims fit the node one at a time, created together: the scheduler
+    // puts both on the node, the provisioner makes the first volume and refuses the second
+    // (ResourceExhausted, the selected node handed back), and the scheduler, told so, finds no
+    // storage for that pod any more.
+    let pair = |pod: &str, claim_name: &str| {
+        format!(
+            "{}---\n{}",
+            claim(claim_name, "late", "2Gi"),
+            consumer(pod, claim_name)
+        )
+    };
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &format!(
+            "{}---\n{}",
+            pair("fitting", "fits"),
+            pair("rival", "rivals")
+        ),
+    );
+    let full = "0/1 nodes are available: 1 node(s) did not have enough free storage.";
+    wait_until(
+        "one pod runs and the other finds no storage",
+        Duration::from_secs(60),
+        || async {
+            let (a, b) = (phase(&c, "pod", "fitting"), phase(&c, "pod", "rival"));
+            (a == "Running" && unschedulable(&c, "rival").starts_with(full))
+                || (b == "Running" && unschedulable(&c, "fitting").starts_with(full))
+        },
+    )
     .await?;
+    let (winner, loser) = if phase(&c, "pod", "fitting") == "Running" {
+        ("fits", "rivals")
+    } else {
+        ("rivals", "fits")
+    };
+    assert_eq!(phase(&c, "pvc", winner), "Bound");
+    assert_eq!(phase(&c, "pvc", loser), "Pending");
+    let refused = "failed to provision volume with StorageClass \"late\": rpc error: code = ResourceExhausted desc = requested capacity 2147483648 exceeds remaining capacity for \"node-0\", 2Gi out of 3Gi already used";
+    let events = reasons(&c, "default", "PersistentVolumeClaim", loser);
+    assert!(
+        events
+            .iter()
+            .any(|(r, m)| r == "ProvisioningFailed" && m == refused),
+        "{events:?}"
+    );
+    assert!(
+        json(&c, &["get", "pvc", loser])["metadata"]["annotations"]
+            ["volume.kubernetes.io/selected-node"]
+            .is_null(),
+        "the loser's selected node was handed back"
+    );
     wait_until(
         "the node's capacity shrinks",
         Duration::from_secs(20),
@@ -567,7 +612,6 @@ spec:
     .await?;
     c.ok_stdin(&["apply", "-f", "-"], &claim("huge", "late", "2Gi"));
     c.ok_stdin(&["apply", "-f", "-"], &consumer("hungry", "huge"));
-    let full = "0/1 nodes are available: 1 node(s) did not have enough free storage.";
     wait_until(
         "the scheduler finds no storage",
         Duration::from_secs(20),
@@ -577,6 +621,46 @@ spec:
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(phase(&c, "pod", "hungry"), "Pending");
     assert_eq!(phase(&c, "pvc", "huge"), "Pending");
+
+    // A claim whose selected node has no room left is refused by the provisioner too, as the
+    // external-provisioner reports a driver's ResourceExhausted, and handed back to the
+    // scheduler: its selected-node annotation goes.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        &claim("pinned", "late", "2Gi").replace(
+            "  name: pinned\n",
+            "  name: pinned\n  annotations:\n    volume.kubernetes.io/selected-node: node-0\n",
+        ),
+    );
+    wait_until(
+        "the provisioner refuses the claim",
+        Duration::from_secs(30),
+        || async {
+            reasons(&c, "default", "PersistentVolumeClaim", "pinned")
+                .iter()
+                .any(|(r, m)| r == "ProvisioningFailed" && m == refused)
+        },
+    )
+    .await?;
+    wait_until(
+        "the selected node is taken off the claim",
+        Duration::from_secs(10),
+        || async {
+            json(&c, &["get", "pvc", "pinned"])["metadata"]["annotations"]
+                ["volume.kubernetes.io/selected-node"]
+                .is_null()
+        },
+    )
+    .await?;
+    assert_eq!(phase(&c, "pvc", "pinned"), "Pending");
+    let volumes = json(&c, &["get", "pv"]);
+    let for_pinned = volumes["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["spec"]["claimRef"]["name"] == "pinned")
+        .count();
+    assert_eq!(for_pinned, 0, "no volume is made for it: {volumes}");
     Ok(())
 }
 

@@ -80,13 +80,15 @@ pub struct ClusterConfig {
     pub controllers: ReplicasSection,
     pub nodes: NodesSection,
     pub hosts: HostsSection,
+    /// The emulated CSI driver `csi.kemu.dev` the controller manager runs.
+    pub storage: StorageSection,
     /// The top-level keys this struct does not know, by name (their values are skipped).
     #[serde(flatten)]
     other_tables: BTreeMap<String, IgnoredAny>,
 }
 
 /// The top-level keys of [`ClusterConfig`], for the message about an unknown one.
-const KEYS: [&str; 9] = [
+const KEYS: [&str; 10] = [
     "name",
     "runtime",
     "admission_plugins",
@@ -96,6 +98,7 @@ const KEYS: [&str; 9] = [
     "controllers",
     "nodes",
     "hosts",
+    "storage",
 ];
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -240,6 +243,84 @@ pub enum TaintEffect {
     NoExecute,
 }
 
+/// The emulated CSI driver `csi.kemu.dev` and the default StorageClass, as the controller
+/// manager's `--volume-*` and `--*default-storage-class*` flags (`docs/storage.md`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageSection {
+    /// Milliseconds the driver takes to create or delete a volume.
+    pub provision_latency_ms: u64,
+    /// Milliseconds it takes to grow a volume.
+    pub resize_latency_ms: u64,
+    /// Milliseconds it takes to attach a volume to a node or detach it.
+    pub attach_latency_ms: u64,
+    /// What it can provision on each node (a quantity), published as CSIStorageCapacity
+    /// objects; no limit without it.
+    pub node_capacity: Option<String>,
+    /// The share of provisioning attempts that fail (0 to 1).
+    pub provision_failure_rate: f64,
+    /// The share of attach attempts that fail (0 to 1).
+    pub attach_failure_rate: f64,
+    /// Create the default StorageClass `standard` (provisioner `csi.kemu.dev`) at start.
+    pub default_class: bool,
+    /// The default class's `volumeBindingMode`: `Immediate` or `WaitForFirstConsumer`.
+    pub default_binding_mode: String,
+}
+
+impl StorageSection {
+    /// The controller manager's flags for these settings, the defaults left out.
+    pub fn controller_args(&self) -> Vec<String> {
+        let defaults = StorageSection::default();
+        let mut args = Vec::new();
+        let mut flag = |name: &str, value: String| {
+            args.push(format!("--{name}"));
+            args.push(value);
+        };
+        for (name, value, default) in [
+            (
+                "volume-provision-latency-ms",
+                self.provision_latency_ms,
+                defaults.provision_latency_ms,
+            ),
+            (
+                "volume-resize-latency-ms",
+                self.resize_latency_ms,
+                defaults.resize_latency_ms,
+            ),
+            (
+                "volume-attach-latency-ms",
+                self.attach_latency_ms,
+                defaults.attach_latency_ms,
+            ),
+        ] {
+            if value != default {
+                flag(name, value.to_string());
+            }
+        }
+        if let Some(capacity) = &self.node_capacity {
+            flag("volume-node-capacity", capacity.clone());
+        }
+        for (name, value) in [
+            ("volume-provision-failure-rate", self.provision_failure_rate),
+            ("volume-attach-failure-rate", self.attach_failure_rate),
+        ] {
+            if value != 0.0 {
+                flag(name, value.to_string());
+            }
+        }
+        if self.default_binding_mode != defaults.default_binding_mode {
+            flag(
+                "default-storage-class-binding-mode",
+                self.default_binding_mode.clone(),
+            );
+        }
+        if !self.default_class {
+            args.push("--no-default-storage-class".into());
+        }
+        args
+    }
+}
+
 /// Where the processes run.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -296,6 +377,7 @@ impl Default for ClusterConfig {
             controllers: ReplicasSection { replicas: 0 },
             nodes: NodesSection::default(),
             hosts: HostsSection::default(),
+            storage: StorageSection::default(),
             other_tables: BTreeMap::new(),
         }
     }
@@ -351,6 +433,21 @@ impl Default for NodesSection {
             node_ip_cidr: node::addressing::DEFAULT_NODE_IP_CIDR.into(),
             node_lease_duration_seconds: 40,
             node_status_report_frequency_seconds: 300,
+        }
+    }
+}
+
+impl Default for StorageSection {
+    fn default() -> Self {
+        StorageSection {
+            provision_latency_ms: 0,
+            resize_latency_ms: 0,
+            attach_latency_ms: 0,
+            node_capacity: None,
+            provision_failure_rate: 0.0,
+            attach_failure_rate: 0.0,
+            default_class: true,
+            default_binding_mode: "Immediate".into(),
         }
     }
 }
@@ -515,6 +612,48 @@ impl ClusterConfig {
         }
         self.validate_addressing()?;
         self.validate_hosts()?;
+        self.validate_storage()?;
+        Ok(())
+    }
+
+    /// The emulated driver's settings, checked here so that a bad one stops `kemu up` before
+    /// the controller manager would refuse its flag.
+    fn validate_storage(&self) -> Result<(), (String, String)> {
+        let s = &self.storage;
+        if let Some(capacity) = &s.node_capacity {
+            match api::quantity::parse(capacity) {
+                Ok(q) if !q.is_negative() && !q.is_zero() => {}
+                Ok(_) => {
+                    return Err((
+                        "storage.node_capacity".into(),
+                        format!("{capacity:?}: must be positive (leave it out for no limit)"),
+                    ))
+                }
+                Err(e) => {
+                    return Err(("storage.node_capacity".into(), format!("{capacity:?}: {e}")))
+                }
+            }
+        }
+        for (field, rate) in [
+            ("storage.provision_failure_rate", s.provision_failure_rate),
+            ("storage.attach_failure_rate", s.attach_failure_rate),
+        ] {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err((
+                    field.into(),
+                    format!("{rate}: must be between 0 and 1 (the share of attempts that fail)"),
+                ));
+            }
+        }
+        if !["Immediate", "WaitForFirstConsumer"].contains(&s.default_binding_mode.as_str()) {
+            return Err((
+                "storage.default_binding_mode".into(),
+                format!(
+                    "{:?}: supported values: \"Immediate\", \"WaitForFirstConsumer\"",
+                    s.default_binding_mode
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -936,6 +1075,69 @@ components = ["s1", "apiserver-1"]
                 && e.contains("needs 305"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn storage_settings_reach_the_controller_manager_and_bad_ones_name_the_key() {
+        assert!(parse("").unwrap().storage.controller_args().is_empty());
+        let c = parse(
+            "[storage]\nprovision_latency_ms = 200\nresize_latency_ms = 50\nattach_latency_ms = 100\nnode_capacity = \"10Gi\"\nprovision_failure_rate = 0.25\nattach_failure_rate = 0.5\ndefault_binding_mode = \"WaitForFirstConsumer\"\ndefault_class = false\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.storage.controller_args().join(" "),
+            "--volume-provision-latency-ms 200 --volume-resize-latency-ms 50 \
+             --volume-attach-latency-ms 100 --volume-node-capacity 10Gi \
+             --volume-provision-failure-rate 0.25 --volume-attach-failure-rate 0.5 \
+             --default-storage-class-binding-mode WaitForFirstConsumer --no-default-storage-class"
+        );
+        for (text, line, key) in [
+            (
+                "[storage]\nnode_capacity = \"lots\"\n",
+                2,
+                "storage.node_capacity",
+            ),
+            (
+                "[storage]\nnode_capacity = \"-1Gi\"\n",
+                2,
+                "storage.node_capacity",
+            ),
+            (
+                "[storage]\nnode_capacity = \"0\"\n",
+                2,
+                "storage.node_capacity",
+            ),
+            (
+                "[storage]\nattach_latency_ms = 1\nprovision_failure_rate = 1.5\n",
+                3,
+                "storage.provision_failure_rate",
+            ),
+            (
+                "[storage]\nattach_failure_rate = -0.1\n",
+                2,
+                "storage.attach_failure_rate",
+            ),
+            (
+                "[storage]\ndefault_binding_mode = \"Later\"\n",
+                2,
+                "storage.default_binding_mode",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(&format!("line {line}: {key}: ")), "{text}: {e}");
+        }
+        // Wrong types and unknown keys name the key as well.
+        let e = parse("[storage]\nattach_latency_ms = \"fast\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("line 2") && e.contains("storage.attach_latency_ms"),
+            "{e}"
+        );
+        let e = parse("[storage]\nattach_latency = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2") && e.contains("attach_latency"), "{e}");
     }
 
     #[test]

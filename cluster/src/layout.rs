@@ -362,16 +362,20 @@ impl Layout {
                     s("--holder-identity"),
                     name.clone(),
                 ]),
-                Kind::Controllers => args.extend([
-                    s("--apiserver"),
-                    join(&api_quic),
-                    s("--certs"),
-                    certs_arg.clone(),
-                    s("--identity"),
-                    s("controllers"),
-                    s("--metrics-addr"),
-                    a["metrics"].to_string(),
-                ]),
+                Kind::Controllers => {
+                    args.extend([
+                        s("--apiserver"),
+                        join(&api_quic),
+                        s("--certs"),
+                        certs_arg.clone(),
+                        s("--identity"),
+                        s("controllers"),
+                        s("--metrics-addr"),
+                        a["metrics"].to_string(),
+                    ]);
+                    // The emulated CSI driver's settings (`[storage]`).
+                    args.extend(config.storage.controller_args());
+                }
                 Kind::Nodehost => {
                     // Node hosts spread over the API servers: each starts on its own and moves
                     // to the others in turn when that one is lost.
@@ -861,6 +865,25 @@ mod tests {
             Path::new("t.toml"),
         );
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn storage_settings_reach_the_controller_manager() {
+        let c = config(
+            "[controllers]\nreplicas = 1\n[storage]\nattach_latency_ms = 250\nnode_capacity = \"5Gi\"\n",
+        );
+        let l = Layout::plan(&c, Path::new("/tmp/x"), Path::new("/bin/kemu")).unwrap();
+        let controllers = l
+            .components
+            .iter()
+            .find(|c| c.kind == Kind::Controllers)
+            .expect("a controller manager");
+        let args = controllers.args.join(" ");
+        assert!(
+            args.contains("--volume-attach-latency-ms 250 --volume-node-capacity 5Gi"),
+            "{args}"
+        );
+        assert!(!args.contains("--volume-provision-latency-ms"), "{args}");
     }
 
     #[test]

@@ -276,6 +276,34 @@ pub fn free_capacity(node: &str, total: &Quantity, volumes: &[Arc<PersistentVolu
     }
 }
 
+/// Why the emulated driver cannot provision `request` on `node`, whose capacity is `total`,
+/// beside the volumes pinned there and `reserved` (promised to volumes not yet seen): the
+/// `ResourceExhausted` description csi-driver-host-path gives when capacity is exceeded. `None`
+/// when it fits.
+pub fn exhausted(
+    node: &str,
+    total: &Quantity,
+    request: &Quantity,
+    volumes: &[Arc<PersistentVolume>],
+    reserved: &Quantity,
+) -> Option<String> {
+    let free = free_capacity(node, total, volumes).sub(reserved);
+    if *request <= free {
+        return None;
+    }
+    let used = if free.is_negative() {
+        total.clone()
+    } else {
+        total.sub(&free)
+    };
+    Some(format!(
+        "requested capacity {} exceeds remaining capacity for {node:?}, {} out of {} already used",
+        request.as_units(),
+        used.canonical(),
+        total.canonical()
+    ))
+}
+
 /// The name of the CSIStorageCapacity of `class` on `node`.
 pub fn capacity_name(node: &str, class: &str) -> String {
     let digest = ring::digest::digest(
@@ -489,6 +517,19 @@ mod tests {
         va.spec.attacher = "other.dev".into();
         va.metadata.deletion_timestamp = None;
         assert_eq!(attacher_step(&va), AttacherStep::Nothing);
+    }
+
+    #[test]
+    fn a_volume_that_does_not_fit_is_refused_as_the_driver_words_it() {
+        let total = Quantity::parse("3Gi").unwrap();
+        let two = Quantity::parse("2Gi").unwrap();
+        let one = Quantity::parse("1Gi").unwrap();
+        assert_eq!(exhausted("n1", &total, &two, &[], &Quantity::zero()), None);
+        assert_eq!(
+            exhausted("n1", &total, &two, &[], &two).as_deref(),
+            Some("requested capacity 2147483648 exceeds remaining capacity for \"n1\", 2Gi out of 3Gi already used")
+        );
+        assert_eq!(exhausted("n1", &total, &one, &[], &two), None);
     }
 
     #[test]

@@ -12,6 +12,11 @@
 //! [`sync_volume`]'s plan (the emulated driver deletes released Delete volumes after
 //! `provision_latency`).
 //!
+//! With a per-node capacity, the provisioner refuses a claim that does not fit its selected
+//! node (the volumes pinned there and those being created counted): `ProvisioningFailed` with
+//! the driver's `ResourceExhausted`, and the selected-node annotation taken off the claim so
+//! that the scheduler picks again, as the external-provisioner reschedules.
+//!
 //! At start the controller makes the emulated driver's CSIDriver and, unless told not to, the
 //! default StorageClass `standard` (provisioner `csi.kemu.dev`, expandable), as kind and
 //! minikube clusters come with one.
@@ -20,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use api::client::Client;
+use api::client::{Client, Patch};
 use api::event_sink::EventSink;
 use api::informer::{Informer, InformerEvent, Store};
 use api::quantity::Quantity;
@@ -135,6 +140,9 @@ pub struct PersistentVolumeController {
     last_note: Mutex<HashMap<String, (&'static str, String)>>,
     /// Failed attempts per emulated operation (the failure pattern and back-off read it).
     failures: Mutex<HashMap<String, u32>>,
+    /// Capacity the emulated driver promised to volumes it is creating on a node and the
+    /// informer has not shown yet: volume name → (node, size).
+    reserved: Mutex<HashMap<String, (String, Quantity)>>,
 }
 
 /// Whether attempt `attempt` of `operation` fails under a failure `rate`: a fixed share of
@@ -232,6 +240,7 @@ impl PersistentVolumeController {
             started: Mutex::new(HashMap::new()),
             last_note: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            reserved: Mutex::new(HashMap::new()),
         });
         let mut claim_events = claims.subscribe();
         let mut volume_events = volumes.subscribe();
@@ -526,10 +535,18 @@ impl PersistentVolumeController {
         self.failures.lock().remove(&operation);
         let volume = provisioned_volume(claim, class, node);
         let volume_name = volume.metadata.name.clone().unwrap_or_default();
+        if let Some(node) = node {
+            if let Err(exhausted) = self.reserve(node, claim, &volume_name) {
+                return self.reschedule(claim, class, &exhausted).await;
+            }
+        }
         let created: Result<PersistentVolume, _> = self
             .client
             .create(resource("", "persistentvolumes"), None, &volume)
             .await;
+        if created.as_ref().is_err_and(|e| !e.is_already_exists()) {
+            self.reserved.lock().remove(&volume_name);
+        }
         match created {
             Ok(_) => {
                 info!(claim = %key_of(&claim.metadata), volume = %volume_name, "provisioned");
@@ -543,6 +560,78 @@ impl PersistentVolumeController {
             }
             Err(e) if e.is_already_exists() => Ok(Outcome::Done),
             Err(e) => Err(ReconcileError::api("provision")(e)),
+        }
+    }
+
+    /// Promises the capacity `claim` asks for on `node` to `volume`, when the driver has a
+    /// per-node capacity: `Err` with the driver's `ResourceExhausted` description when the
+    /// volumes pinned there and those being created leave too little.
+    fn reserve(
+        &self,
+        node: &str,
+        claim: &PersistentVolumeClaim,
+        volume: &str,
+    ) -> Result<(), String> {
+        let Some(total) = &self.config.node_capacity else {
+            return Ok(());
+        };
+        let request = requested(claim).unwrap_or_else(Quantity::zero);
+        let volumes = self.volumes.list();
+        let mut reserved = self.reserved.lock();
+        // A volume the informer shows counts as pinned; this claim's own promise is renewed.
+        reserved.retain(|name, _| name != volume && self.volumes.get_named(None, name).is_none());
+        let promised = reserved
+            .values()
+            .filter(|(n, _)| n == node)
+            .fold(Quantity::zero(), |sum, (_, q)| sum.add(q));
+        if let Some(why) =
+            crate::attach_detach::exhausted(node, total, &request, &volumes, &promised)
+        {
+            return Err(why);
+        }
+        reserved.insert(volume.to_string(), (node.to_string(), request));
+        Ok(())
+    }
+
+    /// A volume that does not fit on the node the scheduler selected: as the external
+    /// provisioner, `ProvisioningFailed` with the driver's `ResourceExhausted`, and the
+    /// selected-node annotation taken off the claim so that the scheduler picks again.
+    async fn reschedule(
+        &self,
+        claim: &PersistentVolumeClaim,
+        class: &StorageClass,
+        exhausted: &str,
+    ) -> Result<Outcome, ReconcileError> {
+        let class_name = class.metadata.name.as_deref().unwrap_or_default();
+        self.provisioner.record(
+            reference("v1", "PersistentVolumeClaim", &claim.metadata),
+            true,
+            "ProvisioningFailed",
+            &format!("failed to provision volume with StorageClass \"{class_name}\": rpc error: code = ResourceExhausted desc = {exhausted}"),
+        );
+        let namespace = claim.metadata.namespace.as_deref().unwrap_or_default();
+        let name = claim.metadata.name.as_deref().unwrap_or_default();
+        let patch = Patch::Merge(json!({
+            "metadata": {
+                "annotations": {crate::persistent_volume::ANN_SELECTED_NODE: null},
+                "resourceVersion": claim.metadata.resource_version,
+            }
+        }));
+        match self
+            .client
+            .patch::<PersistentVolumeClaim>(
+                resource("", "persistentvolumeclaims"),
+                Some(namespace),
+                name,
+                &patch,
+            )
+            .await
+        {
+            Ok(_) => Ok(Outcome::Done),
+            Err(e) if e.is_not_found() => Ok(Outcome::Done),
+            Err(e) => Err(ReconcileError::api(format!(
+                "reset selected node of {namespace}/{name}"
+            ))(e)),
         }
     }
 

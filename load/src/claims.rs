@@ -8,6 +8,12 @@
 //! `attached: true` (the attach/detach controller creates the attachment once the pod is on a
 //! node, so with `WaitForFirstConsumer` binding this is the attach itself, and with
 //! `Immediate` binding it also holds the pod's scheduling).
+//!
+//! A StatefulSet's claims (`claims = true` on a `[[load.workloads]]` entry) are made by the
+//! StatefulSet controller from the set's `volumeClaimTemplates`: the tracker takes them in when
+//! the watch first sees them (they carry the set's [`WORKLOAD_LABEL`]), times their bind from
+//! that first sight, and expects them gone once the set's delete is sent (the set owns them
+//! under `whenDeleted: Delete`). The report gives them per workload kind.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,21 +27,28 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use super::client::{ApiClient, LineReader};
-use super::plan::LoadPlan;
+use super::plan::{LoadPlan, WorkloadKind};
 use super::report::Percentiles;
 use super::template::RUN_LABEL;
 use super::tracker::EventKind;
 use super::watcher::encode;
+use super::workloads::WORKLOAD_LABEL;
+
+/// A claim's spec: `ReadWriteOnce`, `size`, and `class` or the cluster's default class.
+pub fn claim_spec(size: &str, class: Option<&str>) -> Value {
+    let mut spec = json!({
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+    });
+    if let Some(class) = class {
+        spec["storageClassName"] = json!(class);
+    }
+    spec
+}
 
 /// The create body of claim `name` in `namespace`.
 pub fn claim_body(plan: &LoadPlan, run_id: &str, namespace: &str, name: &str) -> Value {
-    let mut spec = json!({
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": plan.claim_size}},
-    });
-    if let Some(class) = &plan.storage_class {
-        spec["storageClassName"] = json!(class);
-    }
+    let spec = claim_spec(&plan.claim_size, plan.storage_class.as_deref());
     json!({
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -49,13 +62,18 @@ pub fn claim_body(plan: &LoadPlan, run_id: &str, namespace: &str, name: &str) ->
 pub struct ClaimRecord {
     pub namespace: String,
     pub name: String,
+    /// When the client sent the create; for a workload's claim, when the watch first saw it.
     pub create_sent: f64,
+    /// The kind and name of the workload object whose controller made it (none: a bare
+    /// pod's claim, made by the client).
+    pub workload: Option<(WorkloadKind, String)>,
     /// The create was answered 2xx (or the claim was seen).
     pub created: bool,
     pub bound_seen: Option<f64>,
     /// The PersistentVolume it was bound to.
     pub volume: Option<String>,
     pub attached_seen: Option<f64>,
+    /// The claim's delete sent, or for a workload's claim its object's.
     pub delete_sent: Option<f64>,
     pub gone_seen: Option<f64>,
 }
@@ -68,6 +86,9 @@ pub struct ClaimTracker {
     by_volume: HashMap<String, usize>,
     /// Volumes seen attached before their claim was seen Bound, with when.
     attached_early: HashMap<String, f64>,
+    /// Workload objects whose controller makes claims, by (namespace, name): their kind and
+    /// when their delete was sent.
+    workloads: HashMap<(String, String), (WorkloadKind, Option<f64>)>,
 }
 
 /// What the claim watch reads of a claim.
@@ -77,6 +98,9 @@ pub struct ClaimView {
     pub name: String,
     pub phase: String,
     pub volume: String,
+    /// The workload object it belongs to (its [`WORKLOAD_LABEL`]), if any.
+    #[serde(default)]
+    pub workload: String,
 }
 
 impl ClaimView {
@@ -87,6 +111,7 @@ impl ClaimView {
             name: s(&object["metadata"]["name"]),
             phase: s(&object["status"]["phase"]),
             volume: s(&object["spec"]["volumeName"]),
+            workload: s(&object["metadata"]["labels"][WORKLOAD_LABEL]),
         }
     }
 }
@@ -99,10 +124,11 @@ pub struct ClaimCounts {
     pub gone: u64,
 }
 
-/// The `claims` section of the report.
+/// The `claims` section of the report: the bare pods' claims, what is left of every claim of
+/// the run, and the workloads' claims per kind.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ClaimsReport {
-    /// Claims whose create was sent.
+    /// The bare pods' claims whose create was sent.
     pub sent: u64,
     /// Acknowledged (or seen).
     pub created: u64,
@@ -112,7 +138,7 @@ pub struct ClaimsReport {
     /// Deleted claims the watch saw go (the pvc-protection finalizer holds a claim until its
     /// pod is gone).
     pub gone: u64,
-    /// Claims of the run the API still lists at the end.
+    /// Claims of the run the API still lists at the end (the bare pods' and the workloads').
     pub left: Option<u64>,
     /// PersistentVolumes still bound to a claim of the run at the end (reclaim `Delete`
     /// removes a dynamically provisioned one after its claim).
@@ -125,6 +151,28 @@ pub struct ClaimsReport {
     pub pod_startup_with_claims_ms: Percentiles,
     /// pod_startup of the bare pods without one (none unless `claims_percent` is below 100).
     pub pod_startup_without_claims_ms: Percentiles,
+    /// The workloads' claims, per kind (absent when no workload has claims).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadClaimsReport>,
+}
+
+/// One workload kind's claims in the report.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct WorkloadClaimsReport {
+    pub kind: WorkloadKind,
+    /// Claims of the kind's objects the watch saw.
+    pub seen: u64,
+    pub bound: u64,
+    pub attached: u64,
+    /// Claims whose object's delete was sent.
+    pub deleted: u64,
+    /// Of those, claims seen gone.
+    pub gone: u64,
+    /// The claim's first sight on the watch → Bound seen (its controller made it, so no
+    /// client create times it).
+    pub bind_ms: Percentiles,
+    /// Bound seen → the volume's VolumeAttachment seen attached.
+    pub attach_ms: Percentiles,
 }
 
 impl ClaimTracker {
@@ -143,6 +191,28 @@ impl ClaimTracker {
         });
         self.by_name.insert((namespace.into(), name.into()), index);
         index
+    }
+
+    /// Workload object `namespace/name` of `kind`, about to be created, makes claims: the ones
+    /// the watch sees with its label are the run's.
+    pub fn expect_workload(&mut self, namespace: &str, name: &str, kind: WorkloadKind) {
+        self.workloads
+            .insert((namespace.into(), name.into()), (kind, None));
+    }
+
+    /// The delete of workload object `namespace/name` was sent at `t`: its claims go with it.
+    pub fn workload_delete_sent(&mut self, namespace: &str, name: &str, t: f64) {
+        let Some(entry) = self.workloads.get_mut(&(namespace.into(), name.into())) else {
+            return;
+        };
+        entry.1.get_or_insert(t);
+        for r in &mut self.records {
+            if r.namespace == namespace
+                && r.workload.as_ref().is_some_and(|(_, owner)| owner == name)
+            {
+                r.delete_sent.get_or_insert(t);
+            }
+        }
     }
 
     /// Whether the run made (or tried to make) claim `namespace/name`.
@@ -171,11 +241,27 @@ impl ClaimTracker {
 
     /// A claim event from the watch (or an item of a list, as `Added`).
     pub fn observe_claim(&mut self, kind: EventKind, claim: &ClaimView, t: f64) {
-        let Some(&i) = self
-            .by_name
-            .get(&(claim.namespace.clone(), claim.name.clone()))
-        else {
-            return;
+        let key = (claim.namespace.clone(), claim.name.clone());
+        let i = match self.by_name.get(&key) {
+            Some(&i) => i,
+            None => {
+                // A claim a workload's controller made, seen for the first time.
+                let owner = (claim.namespace.clone(), claim.workload.clone());
+                let Some(&(workload_kind, delete_sent)) = self.workloads.get(&owner) else {
+                    return;
+                };
+                let i = self.records.len();
+                self.records.push(ClaimRecord {
+                    namespace: claim.namespace.clone(),
+                    name: claim.name.clone(),
+                    create_sent: t,
+                    workload: Some((workload_kind, claim.workload.clone())),
+                    delete_sent,
+                    ..Default::default()
+                });
+                self.by_name.insert(key, i);
+                i
+            }
         };
         let r = &mut self.records[i];
         r.created = true;
@@ -237,27 +323,86 @@ impl ClaimTracker {
     }
 
     pub fn report(&self) -> ClaimsReport {
-        let count = |f: &dyn Fn(&ClaimRecord) -> bool| self.records.iter().filter(|r| f(r)).count();
+        let bare: Vec<&ClaimRecord> = self
+            .records
+            .iter()
+            .filter(|r| r.workload.is_none())
+            .collect();
+        let figures = Figures::of(&bare);
+        let workloads = WorkloadKind::ALL
+            .into_iter()
+            .filter_map(|kind| {
+                let records: Vec<&ClaimRecord> = self
+                    .records
+                    .iter()
+                    .filter(|r| r.workload.as_ref().is_some_and(|(k, _)| *k == kind))
+                    .collect();
+                let seen_any = self.workloads.values().any(|(k, _)| *k == kind);
+                (seen_any || !records.is_empty()).then(|| {
+                    let f = Figures::of(&records);
+                    WorkloadClaimsReport {
+                        kind,
+                        seen: f.sent,
+                        bound: f.bound,
+                        attached: f.attached,
+                        deleted: f.deleted,
+                        gone: f.gone,
+                        bind_ms: f.bind_ms,
+                        attach_ms: f.attach_ms,
+                    }
+                })
+            })
+            .collect();
         ClaimsReport {
-            sent: self.records.len() as u64,
-            created: count(&|r| r.created) as u64,
-            bound: count(&|r| r.bound_seen.is_some()) as u64,
-            attached: count(&|r| r.attached_seen.is_some()) as u64,
-            deleted: count(&|r| r.delete_sent.is_some()) as u64,
-            gone: count(&|r| r.delete_sent.is_some() && r.gone_seen.is_some()) as u64,
+            sent: figures.sent,
+            created: figures.created,
+            bound: figures.bound,
+            attached: figures.attached,
+            deleted: figures.deleted,
+            gone: figures.gone,
             left: None,
             volumes_left: None,
+            bind_ms: figures.bind_ms,
+            attach_ms: figures.attach_ms,
+            workloads,
+            ..Default::default()
+        }
+    }
+}
+
+/// Counts and latencies of a set of claims.
+struct Figures {
+    sent: u64,
+    created: u64,
+    bound: u64,
+    attached: u64,
+    deleted: u64,
+    gone: u64,
+    bind_ms: Percentiles,
+    attach_ms: Percentiles,
+}
+
+impl Figures {
+    fn of(records: &[&ClaimRecord]) -> Figures {
+        let count =
+            |f: &dyn Fn(&ClaimRecord) -> bool| records.iter().filter(|r| f(r)).count() as u64;
+        Figures {
+            sent: records.len() as u64,
+            created: count(&|r| r.created),
+            bound: count(&|r| r.bound_seen.is_some()),
+            attached: count(&|r| r.attached_seen.is_some()),
+            deleted: count(&|r| r.delete_sent.is_some()),
+            gone: count(&|r| r.delete_sent.is_some() && r.gone_seen.is_some()),
             bind_ms: Percentiles::from_seconds(
-                self.records
+                records
                     .iter()
                     .filter_map(|r| Some(r.bound_seen? - r.create_sent)),
             ),
             attach_ms: Percentiles::from_seconds(
-                self.records
+                records
                     .iter()
                     .filter_map(|r| Some(r.attached_seen? - r.bound_seen?)),
             ),
-            ..Default::default()
         }
     }
 }
@@ -459,7 +604,70 @@ mod tests {
             name: name.into(),
             phase: phase.into(),
             volume: volume.into(),
+            workload: String::new(),
         }
+    }
+
+    fn owned(name: &str, owner: &str, phase: &str, volume: &str) -> ClaimView {
+        ClaimView {
+            workload: owner.into(),
+            ..claim(name, phase, volume)
+        }
+    }
+
+    #[test]
+    fn a_statefulsets_claims_are_taken_in_when_seen_and_reported_apart() {
+        let mut t = ClaimTracker::default();
+        let bare = t.create_sent("ns", "p", 0.5);
+        t.create_answered(bare, true);
+        t.observe_claim(EventKind::Modified, &claim("p", "Bound", "pv-p"), 0.7);
+        t.expect_workload("ns", "web", WorkloadKind::StatefulSet);
+        // Claims of an object the run did not create are no concern of it.
+        t.observe_claim(
+            EventKind::Added,
+            &owned("data-x-0", "x", "Pending", ""),
+            1.0,
+        );
+        t.observe_claim(
+            EventKind::Added,
+            &owned("data-web-0", "web", "Pending", ""),
+            1.0,
+        );
+        t.observe_claim(
+            EventKind::Modified,
+            &owned("data-web-0", "web", "Bound", "pv-0"),
+            1.25,
+        );
+        t.observe_attachment("pv-0", true, 1.5);
+        assert_eq!(t.records().len(), 2);
+        assert_eq!(t.counts().delete_sent, 0);
+        t.workload_delete_sent("ns", "web", 3.0);
+        // One seen only after its set's delete was sent is expected gone too.
+        t.observe_claim(
+            EventKind::Added,
+            &owned("data-web-1", "web", "Bound", "pv-1"),
+            3.1,
+        );
+        assert_eq!(t.counts().delete_sent, 2);
+        t.observe_claim(
+            EventKind::Deleted,
+            &owned("data-web-0", "web", "Bound", "pv-0"),
+            4.0,
+        );
+        t.relisted("ns", &[], 4.5);
+        let c = t.counts();
+        assert_eq!((c.delete_sent, c.gone), (2, 2));
+        let r = t.report();
+        assert_eq!((r.sent, r.bound, r.deleted), (1, 1, 0));
+        assert_eq!(r.workloads.len(), 1);
+        let sts = &r.workloads[0];
+        assert_eq!(sts.kind, WorkloadKind::StatefulSet);
+        assert_eq!(
+            (sts.seen, sts.bound, sts.attached, sts.deleted, sts.gone),
+            (2, 2, 1, 2, 2)
+        );
+        assert!((sts.bind_ms.max - 250.0).abs() < 1.0, "{sts:?}");
+        assert!((sts.attach_ms.max - 250.0).abs() < 1.0, "{sts:?}");
     }
 
     #[test]

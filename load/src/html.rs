@@ -529,7 +529,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
         let left = |v: Option<u64>| v.map_or("not listed".to_string(), |v| v.to_string());
         let _ = write!(
             h,
-            "<h2>Claims</h2><p>{} claims sent, {} created, {} Bound, {} attached, {} deleted, {} gone; left at the end: {} claims, {} volumes. bind is a claim's create sent → Bound seen, attach Bound seen → its volume seen attached.</p><table><tr><th>latency (ms)</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>mean</th></tr>",
+            "<h2>Claims</h2><p>Bare pods: {} claims sent, {} created, {} Bound, {} attached, {} deleted, {} gone; left at the end: {} claims, {} volumes. bind is a claim's create sent → Bound seen, attach Bound seen → its volume seen attached.</p><table><tr><th>latency (ms)</th><th>count</th><th>p50</th><th>p90</th><th>p99</th><th>max</th><th>mean</th></tr>",
             c.sent, c.created, c.bound, c.attached, c.deleted, c.gone, left(c.left), left(c.volumes_left)
         );
         h.push_str(&percentile_row("bind", &c.bind_ms));
@@ -542,6 +542,16 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}td:first-child,th
             "pod_startup without",
             &c.pod_startup_without_claims_ms,
         ));
+        for k in &c.workloads {
+            let kind = k.kind.as_str();
+            let _ = write!(
+                h,
+                "<tr><th colspan=7>{kind}: {} claims seen, {} Bound, {} attached, {} deleted with their object, {} gone; bind from the claim's first sight</th></tr>",
+                k.seen, k.bound, k.attached, k.deleted, k.gone
+            );
+            h.push_str(&percentile_row(&format!("{kind} bind"), &k.bind_ms));
+            h.push_str(&percentile_row(&format!("{kind} attach"), &k.attach_ms));
+        }
         h.push_str("</table>");
     }
     h.push_str("<h2>API calls</h2><table><tr><th>call</th><th>count</th><th>errors</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>max ms</th><th>codes</th></tr>");

@@ -716,12 +716,14 @@ impl Run {
             return None;
         }
         let list: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+        // A bare pod's claim is named as the pod, a StatefulSet's `data-SET-ORDINAL`.
         let prefix = format!("load-{}-", self.run_id);
+        let set_prefix = format!("{}-{prefix}", template::CLAIM_VOLUME);
         let ours = |pv: &&serde_json::Value| {
             let claim = &pv["spec"]["claimRef"];
             claim["name"]
                 .as_str()
-                .is_some_and(|n| n.starts_with(&prefix))
+                .is_some_and(|n| n.starts_with(&prefix) || n.starts_with(&set_prefix))
                 && claim["namespace"]
                     .as_str()
                     .is_some_and(|n| n.starts_with("kemu-load-"))
@@ -965,9 +967,9 @@ pub async fn run(
             ));
         }
     }
-    // The claims and the attachments of their volumes.
+    // The claims (the bare pods' and the StatefulSets') and the attachments of their volumes.
     let claims = Arc::new(Mutex::new(ClaimTracker::default()));
-    if plan.claims {
+    if plan.any_claims() {
         let mut watched: Vec<(Watched, String)> = (0..plan.namespaces)
             .map(|i| (Watched::Claims, namespace_name(i)))
             .collect();
@@ -1041,6 +1043,7 @@ pub async fn run(
         run_id: run_id.clone(),
         pod_spec: template.spec(),
         tracker: workload_tracker.clone(),
+        claims: claims.clone(),
         start,
     };
     let mut run = Run {
@@ -1154,9 +1157,6 @@ pub async fn run(
         if !run.interrupted() {
             run.wait_gone(0).await;
         }
-        if plan.claims && !run.interrupted() {
-            claims_left = run.wait_claims_gone().await;
-        }
     }
     if plan.delete && !plan.workloads.is_empty() && !run.interrupted() {
         let start_s = run.now();
@@ -1172,6 +1172,10 @@ pub async fn run(
                 .await;
             run.workload_phase("wait_workloads_gone", start_s, None, gone);
         }
+    }
+    // After the bare pods and the workloads: a StatefulSet's claims go with it.
+    if plan.delete && plan.any_claims() && !run.interrupted() {
+        claims_left = run.wait_claims_gone().await;
     }
     let interrupted = run.interrupted();
     if interrupted {
@@ -1252,7 +1256,7 @@ pub async fn run(
                 passed: not_rolled_out == 0,
             });
         }
-        let claims_report = plan.claims.then(|| {
+        let claims_report = plan.any_claims().then(|| {
             let claims = claims.lock();
             let mut r = claims.report();
             (r.left, r.volumes_left) = claims_left;

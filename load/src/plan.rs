@@ -64,6 +64,19 @@ pub struct WorkloadPlan {
     /// default, OrderedReady, without it).
     #[serde(default)]
     pub pod_management_policy: Option<String>,
+    /// A StatefulSet's claims: a `volumeClaimTemplate` (`data`, mounted at `/data`), so each
+    /// pod gets a PersistentVolumeClaim `data-POD` of its own from the StatefulSet controller,
+    /// deleted with the set (`persistentVolumeClaimRetentionPolicy.whenDeleted: Delete`).
+    #[serde(default)]
+    pub claims: bool,
+    /// With `claims`: each claim's `resources.requests.storage`; the plan's `claim_size`
+    /// without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_size: Option<String>,
+    /// With `claims`: the claims' `storageClassName`; the plan's `storage_class` (else the
+    /// cluster's default class) without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
 }
 
 fn one() -> u32 {
@@ -209,6 +222,21 @@ impl LoadPlan {
         Ok(LoadPlan::deserialize(toml::Value::Table(table))?)
     }
 
+    /// Whether the run has claims: the bare pods' or a workload's.
+    pub fn any_claims(&self) -> bool {
+        self.claims || self.workloads.iter().any(|w| w.claims)
+    }
+
+    /// The size of workload `w`'s claims: its own `claim_size`, else the plan's.
+    pub fn workload_claim_size<'a>(&'a self, w: &'a WorkloadPlan) -> &'a str {
+        w.claim_size.as_deref().unwrap_or(&self.claim_size)
+    }
+
+    /// The class of workload `w`'s claims: its own `storage_class`, else the plan's.
+    pub fn workload_storage_class<'a>(&'a self, w: &'a WorkloadPlan) -> Option<&'a str> {
+        w.storage_class.as_deref().or(self.storage_class.as_deref())
+    }
+
     pub fn effective_delete_rate(&self) -> f64 {
         self.delete_rate.unwrap_or(self.rate)
     }
@@ -232,25 +260,9 @@ impl LoadPlan {
         if !(self.claims_percent > 0.0 && self.claims_percent <= 100.0) {
             return Err(bad("claims_percent", "must be in (0, 100]"));
         }
-        match api::quantity::parse(&self.claim_size) {
-            Ok(q) if !q.is_negative() && !q.is_zero() => {}
-            _ => {
-                return Err(bad(
-                    "claim_size",
-                    format!(
-                        "{:?}: must be a positive quantity, e.g. \"1Gi\"",
-                        self.claim_size
-                    ),
-                ))
-            }
-        }
+        check_claim_size("claim_size", &self.claim_size)?;
         if let Some(class) = &self.storage_class {
-            if !is_dns_subdomain(class) {
-                return Err(bad(
-                    "storage_class",
-                    format!("{class:?}: must be a lowercase RFC 1123 subdomain"),
-                ));
-            }
+            check_storage_class("storage_class", class)?;
         }
         if !(self.claims_gone_timeout_seconds.is_finite() && self.claims_gone_timeout_seconds > 0.0)
         {
@@ -305,6 +317,7 @@ impl LoadPlan {
                 (_, Some(0)) => return Err(bad("workloads.replicas", "must be at least 1")),
                 _ => {}
             }
+            validate_workload_claims(w)?;
             if let Some(policy) = &w.pod_management_policy {
                 if w.kind != WorkloadKind::StatefulSet {
                     return Err(bad(
@@ -387,6 +400,55 @@ impl LoadPlan {
         }
         Ok(())
     }
+}
+
+/// A claim size: a positive quantity.
+fn check_claim_size(field: &'static str, size: &str) -> Result<(), PlanError> {
+    match api::quantity::parse(size) {
+        Ok(q) if !q.is_negative() && !q.is_zero() => Ok(()),
+        _ => Err(bad(
+            field,
+            format!("{size:?}: must be a positive quantity, e.g. \"1Gi\""),
+        )),
+    }
+}
+
+/// A StorageClass name.
+fn check_storage_class(field: &'static str, class: &str) -> Result<(), PlanError> {
+    if is_dns_subdomain(class) {
+        Ok(())
+    } else {
+        Err(bad(
+            field,
+            format!("{class:?}: must be a lowercase RFC 1123 subdomain"),
+        ))
+    }
+}
+
+/// A workload entry's `claims`, `claim_size` and `storage_class`.
+fn validate_workload_claims(w: &WorkloadPlan) -> Result<(), PlanError> {
+    if w.claims && w.kind != WorkloadKind::StatefulSet {
+        return Err(bad(
+            "workloads.claims",
+            format!(
+                "only a StatefulSet has volumeClaimTemplates (this entry is a {})",
+                w.kind.as_str()
+            ),
+        ));
+    }
+    if let Some(size) = &w.claim_size {
+        if !w.claims {
+            return Err(bad("workloads.claim_size", "needs claims = true"));
+        }
+        check_claim_size("workloads.claim_size", size)?;
+    }
+    if let Some(class) = &w.storage_class {
+        if !w.claims {
+            return Err(bad("workloads.storage_class", "needs claims = true"));
+        }
+        check_storage_class("workloads.storage_class", class)?;
+    }
+    Ok(())
 }
 
 /// A lowercase RFC 1123 subdomain, as Kubernetes names a StorageClass.
@@ -488,6 +550,48 @@ mod tests {
             ("claims = true\ntemplate_file = \"pod.yaml\"\n", "claims"),
         ] {
             let e = LoadPlan::from_toml(text).unwrap().validate().unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!("load.{field}:")),
+                "{text}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn statefulset_claims_are_read_and_checked() {
+        let plan = LoadPlan::from_toml(
+            "pods = 0\nclaim_size = \"3Gi\"\n[[workloads]]\nkind = \"StatefulSet\"\nclaims = true\n[[workloads]]\nkind = \"StatefulSet\"\nclaims = true\nclaim_size = \"5Gi\"\nstorage_class = \"fast\"\n",
+        )
+        .unwrap();
+        plan.validate().unwrap();
+        assert!(plan.any_claims() && !plan.claims);
+        let (a, b) = (&plan.workloads[0], &plan.workloads[1]);
+        assert_eq!(plan.workload_claim_size(a), "3Gi");
+        assert_eq!(plan.workload_storage_class(a), None);
+        assert_eq!(plan.workload_claim_size(b), "5Gi");
+        assert_eq!(plan.workload_storage_class(b), Some("fast"));
+        assert!(!LoadPlan::default().any_claims());
+        for (entry, field) in [
+            ("kind = \"Deployment\"\nclaims = true\n", "workloads.claims"),
+            (
+                "kind = \"StatefulSet\"\nclaims = true\nclaim_size = \"-1Gi\"\n",
+                "workloads.claim_size",
+            ),
+            (
+                "kind = \"StatefulSet\"\nclaim_size = \"1Gi\"\n",
+                "workloads.claim_size",
+            ),
+            (
+                "kind = \"StatefulSet\"\nclaims = true\nstorage_class = \"A\"\n",
+                "workloads.storage_class",
+            ),
+            (
+                "kind = \"StatefulSet\"\nstorage_class = \"fast\"\n",
+                "workloads.storage_class",
+            ),
+        ] {
+            let text = format!("pods = 0\n[[workloads]]\n{entry}");
+            let e = LoadPlan::from_toml(&text).unwrap().validate().unwrap_err();
             assert!(
                 e.to_string().starts_with(&format!("load.{field}:")),
                 "{text}: {e}"

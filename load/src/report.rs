@@ -161,11 +161,11 @@ pub fn planned_phases(plan: &LoadPlan) -> Vec<(&'static str, u32)> {
     }
     if plan.delete {
         out.extend([("delete", 0), ("wait_gone", 0)]);
-        if plan.claims {
-            out.extend([("wait_claims_gone", 0), ("wait_volumes_reclaimed", 0)]);
-        }
         if !plan.workloads.is_empty() {
             out.extend([("delete_workloads", 0), ("wait_workloads_gone", 0)]);
+        }
+        if plan.any_claims() {
+            out.extend([("wait_claims_gone", 0), ("wait_volumes_reclaimed", 0)]);
         }
     }
     out
@@ -613,22 +613,57 @@ pub fn summary(report: &LoadReport) -> String {
             "{:<28} {:>8} {:>10} {:>10} {:>10} {:>10}",
             "claims (ms)", "count", "p50", "p90", "p99", "max"
         );
-        for (name, p) in [
-            ("bind", &c.bind_ms),
-            ("attach", &c.attach_ms),
-            ("pod_startup with a claim", &c.pod_startup_with_claims_ms),
-            ("pod_startup without", &c.pod_startup_without_claims_ms),
-        ] {
+        let mut rows: Vec<(String, &Percentiles)> = Vec::new();
+        if c.sent > 0 {
+            rows.extend([
+                ("bind".to_string(), &c.bind_ms),
+                ("attach".to_string(), &c.attach_ms),
+                (
+                    "pod_startup with a claim".to_string(),
+                    &c.pod_startup_with_claims_ms,
+                ),
+                (
+                    "pod_startup without".to_string(),
+                    &c.pod_startup_without_claims_ms,
+                ),
+            ]);
+        }
+        for k in &c.workloads {
+            rows.push((format!("{} bind", k.kind.as_str()), &k.bind_ms));
+            rows.push((format!("{} attach", k.kind.as_str()), &k.attach_ms));
+        }
+        for (name, p) in rows {
             let _ = writeln!(
                 s,
                 "{name:<28} {:>8} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
                 p.count, p.p50, p.p90, p.p99, p.max
             );
         }
+        if c.sent > 0 {
+            let _ = writeln!(
+                s,
+                "claims: {} sent, {} Bound, {} attached, {} deleted, {} gone",
+                c.sent, c.bound, c.attached, c.deleted, c.gone
+            );
+        }
+        for k in &c.workloads {
+            let _ = writeln!(
+                s,
+                "{} claims: {} seen, {} Bound, {} attached, {} deleted with their set, {} gone",
+                k.kind.as_str(),
+                k.seen,
+                k.bound,
+                k.attached,
+                k.deleted,
+                k.gone
+            );
+        }
+        let left = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
         let _ = writeln!(
             s,
-            "claims: {} sent, {} Bound, {} attached, {} deleted, {} gone\n",
-            c.sent, c.bound, c.attached, c.deleted, c.gone
+            "claims left: {}, volumes left: {}\n",
+            left(c.left),
+            left(c.volumes_left)
         );
     }
     let _ = writeln!(

@@ -11,7 +11,7 @@ use super::plan::LoadPlan;
 pub const RUN_LABEL: &str = "kemu.dev/load-run";
 
 /// The volume through which a load pod mounts its claim.
-const CLAIM_VOLUME: &str = "data";
+pub const CLAIM_VOLUME: &str = "data";
 
 /// A pod body without name and namespace, filled in per pod by [`PodTemplate::pod`].
 #[derive(Clone, Debug)]

@@ -9,6 +9,11 @@
 //! sent → every pod it should have Running: for a DaemonSet, one on each eligible node; for a
 //! StatefulSet, all its ordinals).
 //!
+//! A StatefulSet entry with `claims` gets a `volumeClaimTemplate` (`data`, mounted at `/data`,
+//! labelled with the run so the claim watches and the final listing see its claims) and
+//! `persistentVolumeClaimRetentionPolicy` `Delete`, so its claims go with it; the
+//! [`ClaimTracker`] times them.
+//!
 //! [`WorkloadTracker`] is the pure core (times in, no clock read); [`Workloads`] does the I/O.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -22,10 +27,12 @@ use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use crate::claims::ClaimTracker;
 use crate::client::ApiClient;
 use crate::pacer;
 use crate::plan::{LoadPlan, WorkloadKind, WorkloadPlan};
 use crate::report::Percentiles;
+use crate::template::{CLAIM_VOLUME, RUN_LABEL};
 use crate::tracker::{EventKind, PodObserver, PodView};
 use cluster::shutdown::Interrupt;
 
@@ -280,12 +287,45 @@ fn short(kind: WorkloadKind) -> &'static str {
     }
 }
 
+/// The claim `spec` of workload entry `w` when it has claims.
+pub fn claim_spec(plan: &LoadPlan, w: &WorkloadPlan) -> Option<Value> {
+    w.claims.then(|| {
+        crate::claims::claim_spec(plan.workload_claim_size(w), plan.workload_storage_class(w))
+    })
+}
+
+/// Mounts volume [`CLAIM_VOLUME`] at `/data` in every container of `spec` that does not mount
+/// it yet.
+fn mount_claim(spec: &mut Value) {
+    let Some(containers) = spec["containers"].as_array_mut() else {
+        return;
+    };
+    for c in containers {
+        let mount = json!({"name": CLAIM_VOLUME, "mountPath": "/data"});
+        match c["volumeMounts"].as_array_mut() {
+            Some(mounts) if mounts.iter().any(|m| m["name"] == CLAIM_VOLUME) => {}
+            Some(mounts) => mounts.push(mount),
+            None => c["volumeMounts"] = json!([mount]),
+        }
+    }
+}
+
 /// The manifest of workload object `name` of `w` in `namespace`: the run's pod spec as its
-/// template, labelled with the run and the object.
-pub fn manifest(w: &WorkloadPlan, run_id: &str, pod_spec: &Value, name: &str) -> Value {
+/// template, labelled with the run and the object; with `claim` (a claim spec, for a
+/// StatefulSet) a `volumeClaimTemplate` of it whose claims go with the set.
+pub fn manifest(
+    w: &WorkloadPlan,
+    run_id: &str,
+    pod_spec: &Value,
+    name: &str,
+    claim: Option<&Value>,
+) -> Value {
     let labels = json!({ WORKLOAD_RUN_LABEL: run_id, WORKLOAD_LABEL: name, "app": "kemu-load" });
     let selector = json!({ "matchLabels": { WORKLOAD_RUN_LABEL: run_id, WORKLOAD_LABEL: name } });
     let mut spec = pod_spec.clone();
+    if claim.is_some() && w.kind == WorkloadKind::StatefulSet {
+        mount_claim(&mut spec);
+    }
     let mut template = json!({ "metadata": { "labels": labels }, "spec": spec.clone() });
     let replicas = w.pods_per_object();
     let (api_version, body) = match w.kind {
@@ -300,6 +340,16 @@ pub fn manifest(w: &WorkloadPlan, run_id: &str, pod_spec: &Value, name: &str) ->
             });
             if let Some(policy) = &w.pod_management_policy {
                 body["podManagementPolicy"] = json!(policy);
+            }
+            if let Some(claim) = claim {
+                // The claims carry the run's label (the StatefulSet controller adds the
+                // selector's), and go with the set.
+                body["volumeClaimTemplates"] = json!([{
+                    "metadata": {"name": CLAIM_VOLUME, "labels": {RUN_LABEL: run_id}},
+                    "spec": claim,
+                }]);
+                body["persistentVolumeClaimRetentionPolicy"] =
+                    json!({"whenDeleted": "Delete", "whenScaled": "Delete"});
             }
             ("apps/v1", body)
         }
@@ -348,6 +398,8 @@ pub struct Workloads {
     /// The pod spec every workload's template uses.
     pub pod_spec: Value,
     pub tracker: Arc<Mutex<WorkloadTracker>>,
+    /// The run's claims, which take in the StatefulSets' as the watch sees them.
+    pub claims: Arc<Mutex<ClaimTracker>>,
     pub start: Instant,
 }
 
@@ -402,6 +454,7 @@ impl Workloads {
                 _ => u64::from(w.pods_per_object()),
             };
             let items: Vec<u32> = (0..w.count).collect();
+            let claim = claim_spec(&self.plan, w);
             async move {
                 pacer::paced(items, w.rate, permits, self.plan.max_in_flight, stop, |i| {
                     let ns = i % namespaces;
@@ -412,7 +465,12 @@ impl Workloads {
                         .tracker
                         .lock()
                         .create_sent(w.kind, &name, ns, expected, t);
-                    let body = manifest(w, &self.run_id, &self.pod_spec, &name);
+                    if claim.is_some() {
+                        self.claims
+                            .lock()
+                            .expect_workload(&namespace, &name, w.kind);
+                    }
+                    let body = manifest(w, &self.run_id, &self.pod_spec, &name, claim.as_ref());
                     let (plural, prefix) = resource(w.kind);
                     let path = format!("{prefix}/namespaces/{namespace}/{plural}");
                     let (client, tracker) = (self.client.clone(), self.tracker.clone());
@@ -459,6 +517,9 @@ impl Workloads {
                 self.tracker.lock().delete_sent(index, t);
                 let (plural, prefix) = resource(kind);
                 let namespace = crate::namespace_name(ns);
+                self.claims
+                    .lock()
+                    .workload_delete_sent(&namespace, &name, t);
                 let path = format!("{prefix}/namespaces/{namespace}/{plural}/{name}");
                 let (client, body) = (self.client.clone(), body.clone());
                 async move {
@@ -612,9 +673,12 @@ mod tests {
             replicas: Some(3),
             rate: 1.0,
             pod_management_policy: None,
+            claims: false,
+            claim_size: None,
+            storage_class: None,
         };
         let spec = json!({"containers": [{"name": "pause", "image": "pause"}]});
-        let job = manifest(&w, "r1", &spec, "load-r1-job0-0");
+        let job = manifest(&w, "r1", &spec, "load-r1-job0-0", None);
         assert_eq!(job["apiVersion"], "batch/v1");
         assert_eq!(job["spec"]["parallelism"], 3);
         assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never");
@@ -625,14 +689,44 @@ mod tests {
             &WorkloadPlan {
                 kind: WorkloadKind::StatefulSet,
                 pod_management_policy: Some("Parallel".into()),
-                ..w
+                ..w.clone()
             },
             "r1",
             &spec,
             "s",
+            None,
         );
         assert_eq!(sts["spec"]["podManagementPolicy"], "Parallel");
         assert_eq!(sts["spec"]["selector"]["matchLabels"][WORKLOAD_LABEL], "s");
+        assert!(sts["spec"].get("volumeClaimTemplates").is_none());
+        // A StatefulSet with claims: a template of the entry's size and the plan's class,
+        // mounted in every container, its claims deleted with the set.
+        let plan = LoadPlan {
+            storage_class: Some("fast".into()),
+            ..Default::default()
+        };
+        let with_claims = WorkloadPlan {
+            kind: WorkloadKind::StatefulSet,
+            claims: true,
+            claim_size: Some("2Gi".into()),
+            ..w.clone()
+        };
+        let claim = claim_spec(&plan, &with_claims);
+        assert!(claim_spec(&plan, &w).is_none());
+        let sts = manifest(&with_claims, "r1", &spec, "s", claim.as_ref());
+        let template = &sts["spec"]["volumeClaimTemplates"][0];
+        assert_eq!(template["metadata"]["name"], "data");
+        assert_eq!(template["metadata"]["labels"][RUN_LABEL], "r1");
+        assert_eq!(template["spec"]["resources"]["requests"]["storage"], "2Gi");
+        assert_eq!(template["spec"]["storageClassName"], "fast");
+        assert_eq!(
+            sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"],
+            "Delete"
+        );
+        assert_eq!(
+            sts["spec"]["template"]["spec"]["containers"][0]["volumeMounts"],
+            json!([{"name": "data", "mountPath": "/data"}])
+        );
         assert!(takes_daemons(&json!({"spec": {}})));
         assert!(!takes_daemons(
             &json!({"spec": {"taints": [{"key": "dedicated", "effect": "NoSchedule"}]}})

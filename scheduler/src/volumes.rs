@@ -49,6 +49,8 @@ pub struct ClaimInfo {
     pub access_modes: Vec<String>,
     pub selected_node: Option<String>,
     pub deleting: bool,
+    /// `metadata.resourceVersion` as a number (0 when it is not one).
+    pub resource_version: u64,
 }
 
 impl ClaimInfo {
@@ -83,6 +85,11 @@ impl ClaimInfo {
             access_modes: spec.access_modes.unwrap_or_default(),
             selected_node: annotations.get(SELECTED_NODE_ANNOTATION).cloned(),
             deleting: meta.deletion_timestamp.is_some(),
+            resource_version: meta
+                .resource_version
+                .as_deref()
+                .and_then(|rv| rv.parse().ok())
+                .unwrap_or(0),
         }
     }
 }
@@ -313,6 +320,26 @@ impl VolumeState {
             .all(|k| self.claims.get(k).is_some_and(|c| c.bound))
     }
 
+    /// PreBind's check on the claims it annotated for provisioning on `node` (key and the
+    /// resourceVersion the annotation was written in): the first one still unbound whose
+    /// annotation a version at least as new has taken off or changed, which is how a
+    /// provisioner gives a node back (kube-scheduler then fails the binding with `provisioning
+    /// failed for PVC`). Older versions, which the informer may still deliver, are no answer.
+    pub fn provisioning_reset<'a>(
+        &self,
+        annotated: &'a [(String, u64)],
+        node: &str,
+    ) -> Option<&'a str> {
+        annotated.iter().find_map(|(key, written)| {
+            let claim = self.claims.get(key)?;
+            let reset = *written > 0
+                && claim.resource_version >= *written
+                && !claim.bound
+                && claim.selected_node.as_deref() != Some(node);
+            reset.then_some(key.as_str())
+        })
+    }
+
     /// PreFilter: the pod's claims sorted, or the message that makes it fit nowhere. `None` for
     /// a pod without claims.
     pub fn prefilter(&self, pod: &PodInfo) -> Result<Option<PodVolumes>, String> {
@@ -525,6 +552,37 @@ mod tests {
             "status": {"phase": "Available"},
         }))
         .expect("volume")
+    }
+
+    #[test]
+    fn a_selected_node_taken_off_by_a_newer_version_fails_prebind() {
+        let mut state = VolumeState::default();
+        let mut pending = claim("data", "late", "1Gi", "", false);
+        pending.metadata.resource_version = Some("7".into());
+        state.apply_claim(&pending);
+        let annotated = [("default/data".to_string(), 8)];
+        // The version before the annotation: no answer yet.
+        assert_eq!(state.provisioning_reset(&annotated, "node-0"), None);
+        let mut selected = pending.clone();
+        selected.metadata.resource_version = Some("8".into());
+        selected.metadata.annotations = Some(BTreeMap::from([(
+            SELECTED_NODE_ANNOTATION.to_string(),
+            "node-0".to_string(),
+        )]));
+        state.apply_claim(&selected);
+        assert_eq!(state.provisioning_reset(&annotated, "node-0"), None);
+        let mut given_back = pending.clone();
+        given_back.metadata.resource_version = Some("9".into());
+        state.apply_claim(&given_back);
+        assert_eq!(
+            state.provisioning_reset(&annotated, "node-0"),
+            Some("default/data")
+        );
+        // Bound meanwhile: nothing to retry.
+        let mut bound = claim("data", "late", "1Gi", "pv-1", true);
+        bound.metadata.resource_version = Some("10".into());
+        state.apply_claim(&bound);
+        assert_eq!(state.provisioning_reset(&annotated, "node-0"), None);
     }
 
     fn class(provisioner: &str, wffc: bool) -> ClassInfo {

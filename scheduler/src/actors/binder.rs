@@ -234,14 +234,21 @@ async fn bind_volumes(
 ) -> Result<(), String> {
     let claims = api::resources::find("", "v1", "persistentvolumeclaims").expect("served");
     let volumes = api::resources::find("", "v1", "persistentvolumes").expect("served");
+    // Each annotated claim with the resourceVersion of the annotation.
+    let mut annotated = Vec::new();
     for key in &plan.provision {
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
         let patch =
             Patch::Merge(json!({"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: node}}}));
-        client
+        let written = client
             .patch::<Value>(claims, Some(namespace), name, &patch)
             .await
             .map_err(|e| format!("selecting node {node} for claim {key}: {e}"))?;
+        let version = written["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse::<u64>().ok())
+            .unwrap_or(0);
+        annotated.push((key.clone(), version));
     }
     for (volume, claim, uid) in &plan.bind {
         let (namespace, name) = claim.split_once('/').unwrap_or(("", claim));
@@ -256,7 +263,21 @@ async fn bind_volumes(
             .map_err(|e| format!("binding volume {volume} to claim {claim}: {e}"))?;
     }
     let deadline = Instant::now() + VOLUME_BIND_TIMEOUT;
-    while !cache.read().snapshot().volumes().all_bound(&plan.wait) {
+    loop {
+        {
+            let cache = cache.read();
+            let volumes = cache.snapshot().volumes();
+            if volumes.all_bound(&plan.wait) {
+                break;
+            }
+            // The provisioner gave the node back (no room there): schedule the pod again.
+            if let Some(key) = volumes.provisioning_reset(&annotated, node) {
+                let name = key.split_once('/').map_or(key, |(_, name)| name);
+                return Err(format!(
+                    "binding volumes: provisioning failed for PVC {name:?}"
+                ));
+            }
+        }
         if Instant::now() >= deadline {
             return Err("binding volumes: timed out waiting for the condition".into());
         }
