@@ -773,6 +773,10 @@ impl Reconciler for DaemonSetController {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = ds.metadata.uid.clone().unwrap_or_default();
+        // Expectations first, then the pods: every pod observed by then is already in the cache
+        // (the informer stores an object before it reports it), so a sync never misses a pod it
+        // counted as seen and creates it again.
+        let met = self.expectations.satisfied(key);
         let candidates = owned_pods::controlled_pods(&self.pods, namespace, &uid);
         let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
         let nodes = self.nodes.list();
@@ -780,14 +784,7 @@ impl Reconciler for DaemonSetController {
         let all_revisions = revisions::owned_by(&self.revisions, namespace, &uid);
         let revisions: Vec<&ControllerRevision> =
             all_revisions.iter().map(|r| r.as_ref()).collect();
-        let plan = plan(
-            &ds,
-            &nodes,
-            &owned,
-            &revisions,
-            self.expectations.satisfied(key),
-            now_seconds(),
-        );
+        let plan = plan(&ds, &nodes, &owned, &revisions, met, now_seconds());
         let daemon_sets = resources::find("apps", "v1", "daemonsets").expect("daemonsets");
         let (create, renumber) = (
             plan.revision.create.as_ref(),

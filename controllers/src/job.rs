@@ -265,14 +265,13 @@ impl Reconciler for JobController {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = job.metadata.uid.clone().unwrap_or_default();
+        // Expectations first, then the pods: every pod observed by then is already in the cache
+        // (the informer stores an object before it reports it), so a sync never misses a pod it
+        // counted as seen and creates it again.
+        let met = self.expectations.satisfied(key);
         let candidates = owned_pods::controlled_pods(&self.pods, namespace, &uid);
         let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
-        let plan = plan(
-            &job,
-            &owned,
-            self.expectations.satisfied(key),
-            now_seconds(),
-        );
+        let plan = plan(&job, &owned, met, now_seconds());
         let mut first_error = None;
         let object = reference("batch/v1", "Job", &job.metadata);
         if plan.create > 0 {

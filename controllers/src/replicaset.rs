@@ -268,9 +268,12 @@ impl<O: Replicated> Reconciler for ReplicaController<O> {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = rs.metadata().uid.clone().unwrap_or_default();
+        // Expectations first, then the pods: every pod observed by then is already in the cache
+        // (the informer stores an object before it reports it), so a sync never misses a pod it
+        // counted as seen and creates it again.
+        let met = self.expectations.satisfied(key);
         let candidates = owned_pods::controlled_pods(&self.pods, namespace, &uid);
         let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
-        let met = self.expectations.satisfied(key);
         let now = now_seconds();
         let plan = plan(rs.as_ref(), &owned, met, now);
         let mut first_error = None;

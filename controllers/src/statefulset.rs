@@ -543,12 +543,15 @@ impl Reconciler for StatefulSetController {
         let (namespace, name) = split_key(key);
         let namespace = namespace.unwrap_or_default();
         let uid = set.metadata.uid.clone().unwrap_or_default();
+        // Expectations first, then the pods: every pod observed by then is already in the cache
+        // (the informer stores an object before it reports it), so a sync never misses a pod it
+        // counted as seen and creates it again.
+        let met = self.expectations.satisfied(key);
         let candidates = owned_pods::controlled_pods(&self.pods, namespace, &uid);
         let owned: Vec<&Pod> = candidates.iter().map(|p| p.as_ref()).collect();
         let all_revisions = revisions::owned_by(&self.revisions, namespace, &uid);
         let revisions: Vec<&ControllerRevision> =
             all_revisions.iter().map(|r| r.as_ref()).collect();
-        let met = self.expectations.satisfied(key);
         let mut plan = plan(&set, &owned, &revisions, met, now_seconds());
 
         let revision = plan.create_revision.as_ref();
