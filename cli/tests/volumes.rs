@@ -515,6 +515,44 @@ spec:
     )
     .await?;
 
+    // A pod that finishes unmounts its volumes: detached while the pod object stays.
+    c.ok_stdin(
+        &["apply", "-f", "-"],
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: finisher
+spec:
+  nodeName: node-0
+  restartPolicy: Never
+  containers:
+  - name: app
+    image: busybox
+    command: [sh, -c, 'sleep 1']
+  volumes:
+  - name: data
+    persistentVolumeClaim:
+      claimName: slow
+",
+    );
+    wait_until("the pod finishes", Duration::from_secs(30), || async {
+        phase(&c, "pod", "finisher") == "Succeeded"
+    })
+    .await?;
+    wait_until(
+        "the finished pod's volume is detached",
+        Duration::from_secs(30),
+        || async {
+            let status = &json(&c, &["get", "node", "node-0"])["status"];
+            gone(&c, "volumeattachment", &name)
+                && status["volumesAttached"].is_null()
+                && status["volumesInUse"].is_null()
+        },
+    )
+    .await?;
+    assert_eq!(phase(&c, "pod", "finisher"), "Succeeded");
+    c.ok(&["delete", "pod", "finisher"]);
+
     // Capacity: 3Gi per node, published per class of the driver and node.
     c.ok_stdin(&["apply", "-f", "-"], CLASSES);
     let published = |class: &'static str| {

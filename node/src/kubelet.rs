@@ -528,9 +528,18 @@ impl Kubelet {
         };
         match command {
             Command::Status(status) => {
+                // A finished pod's volumes are unmounted: it no longer holds them in use, so the
+                // attach/detach controller may detach them before the pod object goes.
+                let finished = matches!(
+                    status.get("phase").and_then(Value::as_str),
+                    Some("Succeeded" | "Failed")
+                );
                 worker.pending = Some(status);
                 if !worker.writing {
                     self.write_status(uid, ctx);
+                }
+                if finished {
+                    self.set_volumes_in_use(uid, Vec::new(), ctx);
                 }
             }
             Command::Event {
