@@ -23,10 +23,15 @@ pub struct ClaimsChecked {
     pub answer: ClaimsAnswer,
     /// The unique names of the attachable volumes the pod needs on this node.
     pub in_use: Vec<String>,
+    /// When every claim was processed: each volume's attachment to wait for (`(volume,
+    /// attachable)`), so that later checks only look at the attachments, as the kubelet's
+    /// populator processes a pod's claims once and then waits for the attach.
+    pub resolved: Option<Vec<(String, Attachable)>>,
 }
 
 /// A claim whose volume is bound to it: what attaching it takes, if anything.
-struct Attachable {
+#[derive(Clone, Debug, PartialEq)]
+pub struct Attachable {
     unique: String,
     attachment: String,
 }
@@ -125,6 +130,31 @@ async fn attached(client: &Client, attachment: &str) -> bool {
         })
 }
 
+/// Looks again only at the attachments of claims already processed (`resolved` from an
+/// earlier [`check`]).
+pub async fn recheck(client: &Client, resolved: Vec<(String, Attachable)>) -> ClaimsChecked {
+    let mut unattached = Vec::new();
+    let mut in_use = Vec::new();
+    for (volume, a) in &resolved {
+        if !attached(client, &a.attachment).await {
+            unattached.push(volume.clone());
+        }
+        in_use.push(a.unique.clone());
+    }
+    in_use.sort();
+    in_use.dedup();
+    let answer = if unattached.is_empty() {
+        ClaimsAnswer::Ready
+    } else {
+        ClaimsAnswer::Unattached
+    };
+    ClaimsChecked {
+        answer,
+        in_use,
+        resolved: Some(resolved),
+    }
+}
+
 /// Checks the pod's claims (`(volume, claim)` pairs) in `namespace` for `node`.
 pub async fn check(
     client: &Client,
@@ -132,6 +162,7 @@ pub async fn check(
     node: &str,
     claims: &[(String, String)],
 ) -> ClaimsChecked {
+    let mut resolved = Vec::new();
     let mut failed = Vec::new();
     let mut unattached = Vec::new();
     let mut in_use = Vec::new();
@@ -142,7 +173,8 @@ pub async fn check(
                 if !attached(client, &a.attachment).await {
                     unattached.push(volume.clone());
                 }
-                in_use.push(a.unique);
+                in_use.push(a.unique.clone());
+                resolved.push((volume.clone(), a));
             }
             Err(e) => failed.push((
                 volume.clone(),
@@ -159,7 +191,12 @@ pub async fn check(
     } else {
         ClaimsAnswer::Ready
     };
-    ClaimsChecked { answer, in_use }
+    let resolved = failed.is_empty().then_some(resolved);
+    ClaimsChecked {
+        answer,
+        in_use,
+        resolved,
+    }
 }
 
 /// The kubelet's `FailedMount` text for claims that could not be processed (`(volume,

@@ -83,6 +83,8 @@ struct PodWorker {
     deleting: bool,
     /// Status writes that failed in a row (for the retry back-off).
     status_failures: u32,
+    /// The pod's claims once processed: later checks only wait for their attachments.
+    claims_resolved: Option<Vec<(String, crate::claim_volumes::Attachable)>>,
 }
 
 /// One emulated kubelet.
@@ -495,6 +497,7 @@ impl Kubelet {
                         pending: None,
                         deleting: false,
                         status_failures: 0,
+                        claims_resolved: None,
                     }),
                 );
                 self.step(&uid, Input::Tick, ctx);
@@ -616,11 +619,18 @@ impl Kubelet {
                 let namespace = worker.namespace.clone();
                 let node = self.node.name.clone();
                 let uid = uid.to_string();
+                let resolved = worker.claims_resolved.clone();
                 let work = async move {
-                    crate::claim_volumes::check(&client, &namespace, &node, &claims).await
+                    match resolved {
+                        Some(resolved) => crate::claim_volumes::recheck(&client, resolved).await,
+                        None => {
+                            crate::claim_volumes::check(&client, &namespace, &node, &claims).await
+                        }
+                    }
                 };
                 ctx.spawn(work.into_actor(self).map(move |checked, act, ctx| {
-                    if act.pods.contains_key(&uid) {
+                    if let Some(worker) = act.pods.get_mut(&uid) {
+                        worker.claims_resolved = checked.resolved;
                         act.set_volumes_in_use(&uid, checked.in_use, ctx);
                     }
                     act.step(&uid, Input::ClaimsChecked(checked.answer), ctx);

@@ -50,6 +50,8 @@ const MOUNT_RETRY_MAX: Duration = Duration::from_secs(8);
 /// How often a volume not attached yet is looked at again, as the kubelet polls its volume
 /// manager (`podAttachAndMountRetryInterval`).
 const CLAIM_POLL: Duration = Duration::from_millis(300);
+/// The longest wait between two looks at a volume that is not attached yet.
+const CLAIM_POLL_MAX: Duration = Duration::from_millis(1200);
 /// The annotation prefix of scripted behaviour (`kemu.dev/crash-after`, with an optional
 /// `.<container>` suffix naming one container).
 pub const BEHAVIOUR_PREFIX: &str = "kemu.dev/";
@@ -329,6 +331,8 @@ enum Stage {
     Claims {
         retry_at: Option<DateTime<Utc>>,
         failures: u32,
+        /// Checks that found every claim bound but a volume not yet attached, in a row.
+        polls: u32,
     },
     /// Waiting for the answer of a volume check (`retry_at` None) or for the next check.
     Volumes {
@@ -498,13 +502,22 @@ impl PodLifecycle {
                 }
             }
             Input::ClaimsChecked(answer) => {
-                if let Stage::Claims { failures, .. } = self.stage {
+                if let Stage::Claims {
+                    failures, polls, ..
+                } = self.stage
+                {
+                    let mut next_polls = 0;
                     let (retry, failures) = match answer {
                         ClaimsAnswer::Ready => {
                             self.enter_volumes(&mut out);
                             (None, failures)
                         }
-                        ClaimsAnswer::Unattached => (Some(CLAIM_POLL), failures),
+                        // Each look is an API read per volume: wait longer the longer the
+                        // attach takes, so thousands of waiting pods do not swamp the server.
+                        ClaimsAnswer::Unattached => {
+                            next_polls = polls + 1;
+                            (Some(backoff(CLAIM_POLL, CLAIM_POLL_MAX, polls)), failures)
+                        }
                         ClaimsAnswer::Failed(message) => {
                             out.push(Command::Event {
                                 warning: true,
@@ -522,6 +535,7 @@ impl PodLifecycle {
                         self.stage = Stage::Claims {
                             retry_at: Some(now + chrono_duration(delay)),
                             failures,
+                            polls: next_polls,
                         };
                     }
                 }
@@ -602,6 +616,7 @@ impl PodLifecycle {
                     self.stage = Stage::Claims {
                         retry_at: None,
                         failures: 0,
+                        polls: 0,
                     };
                     out.push(Command::CheckClaims(claims));
                 }
@@ -610,10 +625,12 @@ impl PodLifecycle {
             Stage::Claims {
                 retry_at: Some(at),
                 failures,
+                polls,
             } if at <= now => {
                 self.stage = Stage::Claims {
                     retry_at: None,
                     failures,
+                    polls,
                 };
                 out.push(Command::CheckClaims(self.claim_volumes()));
                 true

@@ -469,6 +469,17 @@ fn claims_hold_the_pod_until_bound_and_attached() {
     assert!(out.contains(&Command::WakeAt(now + ms(300))), "{out:?}");
     now += ms(300);
     assert!(machine.step(now, Input::Tick, &mut node).contains(&check));
+    // Still not attached: the looks space out, doubling up to 1.2 s.
+    for wait in [600, 1200, 1200] {
+        let out = machine.step(
+            now,
+            Input::ClaimsChecked(ClaimsAnswer::Unattached),
+            &mut node,
+        );
+        assert!(out.contains(&Command::WakeAt(now + ms(wait))), "{wait}: {out:?}");
+        now += ms(wait);
+        assert!(machine.step(now, Input::Tick, &mut node).contains(&check));
+    }
 
     // Ready: on to the containers.
     let out = machine.step(now, Input::ClaimsChecked(ClaimsAnswer::Ready), &mut node);
