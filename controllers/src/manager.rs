@@ -53,6 +53,9 @@ use crate::service_accounts::{self, RootCaPublisher, ServiceAccountsController};
 use crate::statefulset::StatefulSetController;
 use crate::worker::{spawn_workers, stopped, Reconciler, Shutdown};
 
+/// The least workers of the persistent-volume and attach/detach loops (see `run`).
+const STORAGE_WORKERS: usize = 100;
+
 /// The controller manager's settings; defaults in [`ControllerManagerConfig::new`].
 #[derive(Clone, Debug)]
 pub struct ControllerManagerConfig {
@@ -405,9 +408,16 @@ fn start_controllers(
         service_accounts::ROOT_CA_CONFIG_MAP,
     );
 
-    let workers = config.workers;
     let mut count = 0;
     let mut start = |name: &'static str, reconciler: Arc<dyn StartAfterSync>, queue: WorkQueue| {
+        // The storage loops also play the CSI driver's sidecars, whose work is mostly waiting
+        // on the API: the provisioner runs as many at once as external-provisioner's default
+        // 100 worker threads, and attachments proceed per volume at once as the attach/detach
+        // controller's operation executor lets them.
+        let workers = match name {
+            "persistentvolume-binder" | "attachdetach" => config.workers.max(STORAGE_WORKERS),
+            _ => config.workers,
+        };
         count += 1;
         sync.started.fetch_add(1, Ordering::Relaxed);
         let (metrics, stop, sync) = (metrics.clone(), stop.clone(), sync.clone());

@@ -476,7 +476,10 @@ fn claims_hold_the_pod_until_bound_and_attached() {
             Input::ClaimsChecked(ClaimsAnswer::Unattached),
             &mut node,
         );
-        assert!(out.contains(&Command::WakeAt(now + ms(wait))), "{wait}: {out:?}");
+        assert!(
+            out.contains(&Command::WakeAt(now + ms(wait))),
+            "{wait}: {out:?}"
+        );
         now += ms(wait);
         assert!(machine.step(now, Input::Tick, &mut node).contains(&check));
     }
