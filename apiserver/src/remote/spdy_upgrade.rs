@@ -232,7 +232,8 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     spawn_upgraded(request, what, move |io| async move {
-        let (inner, mut outer) = pipe().await;
+        let (inner, outer) = pipe().await;
+        let (to_session, mut outer) = split(outer);
         let (mut rd, mut wr) = tokio::io::split(io);
         let pump = async move {
             let mut buffer = vec![0u8; 32 * 1024];
@@ -240,11 +241,11 @@ where
                 tokio::select! {
                     read = rd.read(&mut buffer) => match read {
                         Ok(0) | Err(_) => {
-                            let _ = outer.close(None).await;
+                            let _ = to_session.send(None);
                             break;
                         }
                         Ok(n) => {
-                            if outer.send(Message::binary(buffer[..n].to_vec())).await.is_err() {
+                            if to_session.send(Some(Message::binary(buffer[..n].to_vec()))).is_err() {
                                 break;
                             }
                         }
@@ -281,8 +282,32 @@ async fn pipe() -> (Socket, WebSocketStream<DuplexStream>) {
     (inner, outer)
 }
 
+/// The bridge's end of the pipe, split: messages to the session go through a task, so the
+/// bridge goes on reading the session's messages while the session is not reading its own
+/// (a session blocked on writing would otherwise never read, and neither would the bridge).
+/// `None` closes the session's side.
+type ToSession = tokio::sync::mpsc::UnboundedSender<Option<Message>>;
+type FromSession = futures::stream::SplitStream<WebSocketStream<DuplexStream>>;
+
+fn split(outer: WebSocketStream<DuplexStream>) -> (ToSession, FromSession) {
+    let (mut sink, stream) = outer.split();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Option<Message>>();
+    tokio::spawn(async move {
+        while let Some(message) = rx.recv().await {
+            let Some(message) = message else {
+                let _ = sink.close().await;
+                break;
+            };
+            if sink.send(message).await.is_err() {
+                break;
+            }
+        }
+    });
+    (tx, stream)
+}
+
 /// Reads the bridge's end until the session's close has been answered.
-async fn drain(outer: &mut WebSocketStream<DuplexStream>) {
+async fn drain(outer: &mut FromSession) {
     let _ = tokio::time::timeout(DRAIN, async {
         while let Some(Ok(_)) = outer.next().await {}
     })
@@ -416,12 +441,13 @@ impl StreamBridge {
         mut self,
         mut rd: ReadHalf,
         mut wr: WriteHalf,
-        mut outer: WebSocketStream<DuplexStream>,
+        outer: WebSocketStream<DuplexStream>,
         pending: Vec<spdy::Frame>,
     ) {
+        let (to_session, mut outer) = split(outer);
         for frame in pending {
-            if let Flow::End = self.inbound(frame, &mut wr, &mut outer).await {
-                let _ = outer.close(None).await;
+            if let Flow::End = self.inbound(frame, &mut wr, &to_session).await {
+                let _ = to_session.send(None);
                 drain(&mut outer).await;
                 return;
             }
@@ -439,7 +465,7 @@ impl StreamBridge {
                     loop {
                         match self.next_frame() {
                             Some(Some(frame)) => {
-                                if let Flow::End = self.inbound(frame, &mut wr, &mut outer).await {
+                                if let Flow::End = self.inbound(frame, &mut wr, &to_session).await {
                                     ended = true;
                                     break;
                                 }
@@ -491,7 +517,7 @@ impl StreamBridge {
             }
         }
         // The client left or broke the protocol: the session ends.
-        let _ = outer.close(None).await;
+        let _ = to_session.send(None);
         drain(&mut outer).await;
     }
 
@@ -526,12 +552,7 @@ impl StreamBridge {
         }
     }
 
-    async fn inbound(
-        &mut self,
-        frame: spdy::Frame,
-        wr: &mut WriteHalf,
-        outer: &mut WebSocketStream<DuplexStream>,
-    ) -> Flow {
+    async fn inbound(&mut self, frame: spdy::Frame, wr: &mut WriteHalf, outer: &ToSession) -> Flow {
         let to_session = |channel: u8, data: &[u8]| {
             let mut message = Vec::with_capacity(data.len() + 1);
             message.push(channel);
@@ -554,17 +575,17 @@ impl StreamBridge {
             spdy::Frame::Data { id, data, fin } if Some(id) == self.stdin => {
                 // A session that has ended reads nothing more; its close comes on `outer`.
                 if !data.is_empty() {
-                    let _ = outer.send(to_session(STDIN, &data)).await;
+                    let _ = outer.send(Some(to_session(STDIN, &data)));
                 }
                 if fin {
-                    let _ = outer.send(to_session(CLOSE_SIGNAL, &[STDIN])).await;
+                    let _ = outer.send(Some(to_session(CLOSE_SIGNAL, &[STDIN])));
                 }
                 // What the session has taken is given back to the client's windows.
                 let open = (!fin).then_some(id);
                 return answer(wr, self.windows.consumed(open, data.len())).await;
             }
             spdy::Frame::Data { id, data, .. } if Some(id) == self.resize => {
-                let _ = outer.send(to_session(RESIZE, &data)).await;
+                let _ = outer.send(Some(to_session(RESIZE, &data)));
                 return answer(wr, self.windows.consumed(Some(id), data.len())).await;
             }
             spdy::Frame::Data { data, .. } => {
@@ -573,7 +594,7 @@ impl StreamBridge {
             spdy::Frame::Reset { id } => {
                 self.windows.forget(id);
                 if Some(id) == self.stdin {
-                    let _ = outer.send(to_session(CLOSE_SIGNAL, &[STDIN])).await;
+                    let _ = outer.send(Some(to_session(CLOSE_SIGNAL, &[STDIN])));
                 }
             }
             spdy::Frame::Settings { initial_window } => {
