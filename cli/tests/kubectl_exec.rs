@@ -387,8 +387,9 @@ async fn kubectl_over_plain_spdy_reaches_emulated_containers() -> anyhow::Result
         .spawn()?;
     let lines = stdout_lines(&mut forward);
     let replies = forwarded_ports(&lines).and_then(|local| {
-        let replies = [http_get(local["8080"])?, http_get(local["9999"])?];
-        // 1 MiB each way through the echoing listener, past the 64 KiB windows.
+        let reply = http_get(local["8080"])?;
+        // 1 MiB each way through the echoing listener, past the 64 KiB windows (before the
+        // refused port, whose error ends kubectl's port-forward).
         let data: Vec<u8> = (0..1usize << 20).map(|i| (i % 251) as u8).collect();
         let echoed = echo_through(local["8080"], &data)?;
         anyhow::ensure!(
@@ -398,7 +399,7 @@ async fn kubectl_over_plain_spdy_reaches_emulated_containers() -> anyhow::Result
             data.len()
         );
         anyhow::ensure!(echoed == data, "the echo differs");
-        Ok(replies)
+        Ok([reply, http_get(local["9999"])?])
     });
     let _ = forward.kill();
     let out = forward.wait_with_output()?;

@@ -518,7 +518,7 @@ impl Windows {
             }
             return self.flush();
         }
-        if id.is_some_and(|id| id % 2 == 0) {
+        if id.is_some_and(|id| id.is_multiple_of(2)) {
             // An answer to a PING of ours that is no longer awaited: not echoed back.
             return Vec::new();
         }
