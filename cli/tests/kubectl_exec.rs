@@ -364,6 +364,12 @@ async fn kubectl_over_plain_spdy_reaches_emulated_containers() -> anyhow::Result
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "line one\nline two\n");
+    // Well over SPDY/3.1's 64 KiB windows each way: 1 MiB through cat and back.
+    let big: String = (0..16_384).map(|i| format!("{i:063}\n")).collect();
+    let out = spdy_run_large(&c, &["exec", "-i", "web", "--", "cat"], big.as_bytes());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(out.stdout.len(), big.len());
+    assert!(out.stdout == big.as_bytes(), "the echo differs");
 
     // Attach follows the main process over SPDY too.
     let mut attach = spdy_kubectl(&c, &["attach", "ticker"])
@@ -380,8 +386,21 @@ async fn kubectl_over_plain_spdy_reaches_emulated_containers() -> anyhow::Result
         .stdin(std::process::Stdio::null())
         .spawn()?;
     let lines = stdout_lines(&mut forward);
-    let replies = forwarded_ports(&lines)
-        .and_then(|local| Ok([http_get(local["8080"])?, http_get(local["9999"])?]));
+    let replies = forwarded_ports(&lines).and_then(|local| {
+        let reply = http_get(local["8080"])?;
+        // 1 MiB each way through the echoing listener, past the 64 KiB windows (before the
+        // refused port, whose error ends kubectl's port-forward).
+        let data: Vec<u8> = (0..1usize << 20).map(|i| (i % 251) as u8).collect();
+        let echoed = echo_through(local["8080"], &data)?;
+        anyhow::ensure!(
+            echoed.len() == data.len(),
+            "{} of {} bytes echoed",
+            echoed.len(),
+            data.len()
+        );
+        anyhow::ensure!(echoed == data, "the echo differs");
+        Ok([reply, http_get(local["9999"])?])
+    });
     let _ = forward.kill();
     let out = forward.wait_with_output()?;
     let [reply, refused] = replies?;
@@ -403,6 +422,43 @@ async fn kubectl_over_plain_spdy_reaches_emulated_containers() -> anyhow::Result
     c.api.stop().await;
     c.store.stop().await;
     Ok(())
+}
+
+/// Runs kubectl over SPDY with `input` written from a thread (the output is read meanwhile).
+fn spdy_run_large(c: &Cluster, args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = spdy_kubectl(c, args)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    let writer = child.stdin.take().map(|mut stdin| {
+        let input = input.to_vec();
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        })
+    });
+    let out = child.wait_with_output().expect("kubectl ends");
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    out
+}
+
+/// Writes `data` to a local port from a thread, closes the sending side and reads until EOF.
+fn echo_through(port: u16, data: &[u8]) -> anyhow::Result<Vec<u8>> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut sending = conn.try_clone()?;
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = sending.write_all(&data);
+        let _ = sending.shutdown(std::net::Shutdown::Write);
+    });
+    let mut echoed = Vec::new();
+    let _ = conn.read_to_end(&mut echoed);
+    let _ = writer.join();
+    Ok(echoed)
 }
 
 /// A child's stdout, line by line, from a thread.

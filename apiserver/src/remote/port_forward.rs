@@ -223,7 +223,8 @@ pub(super) async fn forward<T: Transport>(
 }
 
 /// kubectl's port-forward: SPDY streams in pairs (`streamtype: error` and `data`, sharing a
-/// `requestid`, naming the `port`), one pair per local connection, as the kubelet serves them.
+/// `requestid`, naming the `port`), one pair per local connection, as the kubelet serves them,
+/// within SPDY/3.1's flow-control windows ([`spdy::Windows`]).
 pub(super) async fn tunnel<T: Transport>(mut socket: WebSocketStream<T>, pod: Value) {
     let text = |p: &str| pod.pointer(p).and_then(Value::as_str).unwrap_or("");
     let (name, namespace, uid) = (
@@ -233,6 +234,7 @@ pub(super) async fn tunnel<T: Transport>(mut socket: WebSocketStream<T>, pod: Va
     );
     let mut reader = spdy::Reader::default();
     let mut writer = spdy::Writer::default();
+    let mut windows = spdy::Windows::default();
     // Data stream → its listener and request; error stream of each request.
     let mut open: HashMap<u32, (Listener, String)> = HashMap::new();
     let mut errors: HashMap<String, u32> = HashMap::new();
@@ -269,7 +271,7 @@ pub(super) async fn tunnel<T: Transport>(mut socket: WebSocketStream<T>, pod: Va
                     match get("streamtype").as_str() {
                         "error" => {
                             if let Some(why) = refused.remove(&request) {
-                                out.push(spdy::data(id, why.as_bytes(), true));
+                                out.extend(windows.send(id, why.as_bytes(), true));
                             } else {
                                 errors.insert(request, id);
                             }
@@ -285,41 +287,53 @@ pub(super) async fn tunnel<T: Transport>(mut socket: WebSocketStream<T>, pod: Va
                                     let why = refusal(name, namespace, uid, port);
                                     match errors.remove(&request) {
                                         Some(error) => {
-                                            out.push(spdy::data(error, why.as_bytes(), true))
+                                            out.extend(windows.send(error, why.as_bytes(), true))
                                         }
                                         None => {
                                             refused.insert(request, why);
                                         }
                                     }
-                                    out.push(spdy::data(id, &[], true));
+                                    out.extend(windows.send(id, &[], true));
                                 }
                             }
                         }
                         _ => {}
                     }
                 }
+                spdy::Frame::Data { id, data, .. } if !open.contains_key(&id) => {
+                    out.extend(windows.consumed(None, data.len()));
+                }
                 spdy::Frame::Data { id, data, fin } => {
-                    if let Some((listener, _)) = open.get_mut(&id) {
-                        let (reply, closes) = listener.receive(&data);
-                        if !reply.is_empty() {
-                            out.push(spdy::data(id, &reply, false));
-                        }
-                        // The connection ends when the server closes it, or when the client
-                        // has closed its side (the emulated servers close with it).
-                        if closes || fin {
-                            if let Some((_, request)) = open.remove(&id) {
-                                out.push(spdy::data(id, &[], true));
-                                if let Some(error) = errors.remove(&request) {
-                                    out.push(spdy::data(error, &[], true));
-                                }
+                    let Some((listener, _)) = open.get_mut(&id) else {
+                        continue;
+                    };
+                    let (reply, closes) = listener.receive(&data);
+                    if !reply.is_empty() {
+                        out.extend(windows.send(id, &reply, false));
+                    }
+                    // The connection ends when the server closes it, or when the client
+                    // has closed its side (the emulated servers close with it).
+                    let ends = closes || fin;
+                    // What the listener has taken is given back to the client's windows.
+                    out.extend(windows.consumed((!ends).then_some(id), data.len()));
+                    if ends {
+                        if let Some((_, request)) = open.remove(&id) {
+                            out.extend(windows.send(id, &[], true));
+                            if let Some(error) = errors.remove(&request) {
+                                out.extend(windows.send(error, &[], true));
                             }
                         }
                     }
                 }
                 spdy::Frame::Reset { id } => {
                     open.remove(&id);
+                    windows.forget(id);
                 }
-                spdy::Frame::Ping(payload) => out.push(spdy::pong(&payload)),
+                spdy::Frame::Settings { initial_window } => {
+                    out.extend(windows.settings(initial_window))
+                }
+                spdy::Frame::WindowUpdate { id, delta } => out.extend(windows.update(id, delta)),
+                spdy::Frame::Ping(payload) => out.extend(windows.ping(&payload)),
                 spdy::Frame::GoAway => {
                     session::close(&mut socket, CloseCode::Normal, "").await;
                     return;

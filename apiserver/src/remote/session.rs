@@ -373,7 +373,7 @@ impl Upgrade {
             }
             Upgrade::Spdy(chosen) => {
                 let expected = spdy_upgrade::expected_streams(chosen, options);
-                spdy_upgrade::spawn_streams(request, what, expected, session);
+                spdy_upgrade::spawn_streams(request, what, chosen, expected, session);
                 spdy_upgrade::switching(chosen)
             }
         }

@@ -2,11 +2,12 @@
 //! (`SPDY/3.1+portforward.k8s.io`): frames, and header blocks compressed with zlib over the
 //! SPDY dictionary. Pure: bytes in, frames out.
 //!
-//! Only what a port-forward server needs: it reads SYN_STREAM, HEADERS, DATA, RST_STREAM,
-//! PING, SETTINGS, WINDOW_UPDATE and GOAWAY, and writes SYN_REPLY, DATA and PING. Its own
-//! header blocks are zlib stored blocks without the dictionary, which every inflater reads.
+//! Only what a streaming server needs: it reads SYN_STREAM, HEADERS, DATA, RST_STREAM,
+//! PING, SETTINGS, WINDOW_UPDATE and GOAWAY, and writes SYN_REPLY, DATA, RST_STREAM,
+//! WINDOW_UPDATE and PING. Its own header blocks are zlib stored blocks without the dictionary,
+//! which every inflater reads. [`Windows`] is SPDY/3.1's flow control, both ways.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
 use miniz_oxide::inflate::TINFLStatus;
@@ -15,10 +16,21 @@ const VERSION: u16 = 3;
 pub const SYN_STREAM: u16 = 1;
 pub const SYN_REPLY: u16 = 2;
 pub const RST_STREAM: u16 = 3;
+pub const SETTINGS: u16 = 4;
 pub const PING: u16 = 6;
 pub const GOAWAY: u16 = 7;
 pub const HEADERS: u16 = 8;
+pub const WINDOW_UPDATE: u16 = 9;
 pub const FLAG_FIN: u8 = 1;
+/// RST_STREAM's status for a stream the endpoint no longer needs.
+pub const CANCEL: u32 = 5;
+/// The SETTINGS id of the initial stream window.
+const SETTINGS_INITIAL_WINDOW_SIZE: u32 = 7;
+/// Every stream's window, and the session's, until the peer says otherwise (SPDY/3.1).
+pub const DEFAULT_WINDOW: u32 = 64 * 1024;
+/// The most DATA held back by the peer's windows before the peer's own DATA is no longer
+/// given back (and a reader of the server's output waits).
+pub const MAX_BACKLOG: usize = 1 << 20;
 /// The largest frame accepted (SPDY's length field allows 16 MiB).
 const MAX_FRAME: usize = 1 << 24;
 
@@ -55,7 +67,16 @@ pub enum Frame {
     },
     Ping(Vec<u8>),
     GoAway,
-    /// SETTINGS, WINDOW_UPDATE and anything unknown.
+    /// SETTINGS, with the initial stream window if it names one.
+    Settings {
+        initial_window: Option<u32>,
+    },
+    /// WINDOW_UPDATE: `delta` more bytes may be sent on stream `id` (0: the session).
+    WindowUpdate {
+        id: u32,
+        delta: u32,
+    },
+    /// Anything unknown.
     Other,
 }
 
@@ -134,6 +155,25 @@ impl Reader {
             },
             PING => Frame::Ping(payload.to_vec()),
             GOAWAY => Frame::GoAway,
+            SETTINGS => {
+                let count = u32_at(payload, 0).ok_or(SpdyError::Short("SETTINGS"))?;
+                let mut initial_window = None;
+                for i in 0..count.min(1024) as usize {
+                    let at = 4 + 8 * i;
+                    let entry = payload
+                        .get(at..at + 8)
+                        .ok_or(SpdyError::Short("SETTINGS"))?;
+                    let id = u32::from_be_bytes([0, entry[1], entry[2], entry[3]]);
+                    if id == SETTINGS_INITIAL_WINDOW_SIZE {
+                        initial_window = u32_at(entry, 4);
+                    }
+                }
+                Frame::Settings { initial_window }
+            }
+            WINDOW_UPDATE => Frame::WindowUpdate {
+                id: u32_at(payload, 0).ok_or(SpdyError::Short("WINDOW_UPDATE"))?,
+                delta: u32_at(payload, 4).ok_or(SpdyError::Short("WINDOW_UPDATE"))?,
+            },
             _ => Frame::Other,
         }))
     }
@@ -233,6 +273,14 @@ impl Writer {
         control(SYN_REPLY, 0, &payload)
     }
 
+    /// SYN_STREAM, as a client opens a stream: its headers, `fin` if it sends nothing.
+    pub fn syn_stream(&mut self, id: u32, pairs: &[(&str, &str)], fin: bool) -> Vec<u8> {
+        let mut payload = (id & 0x7fff_ffff).to_be_bytes().to_vec();
+        payload.extend([0, 0, 0, 0, 0, 0]);
+        payload.extend(self.header_block(pairs));
+        control(SYN_STREAM, if fin { FLAG_FIN } else { 0 }, &payload)
+    }
+
     /// A header block: the pairs in a zlib stored block, then a sync flush (the stream's
     /// header first).
     fn header_block(&mut self, pairs: &[(&str, &str)]) -> Vec<u8> {
@@ -284,6 +332,243 @@ pub fn data(id: u32, data: &[u8], fin: bool) -> Vec<u8> {
 /// The answer to a PING: the same frame.
 pub fn pong(payload: &[u8]) -> Vec<u8> {
     control(PING, 0, payload)
+}
+
+/// SETTINGS naming the initial stream window.
+pub fn settings(initial_window: u32) -> Vec<u8> {
+    let mut payload = 1u32.to_be_bytes().to_vec();
+    payload.extend(SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes());
+    payload.extend(initial_window.to_be_bytes());
+    control(SETTINGS, 0, &payload)
+}
+
+/// RST_STREAM: the stream ends abnormally with `status`.
+pub fn rst_stream(id: u32, status: u32) -> Vec<u8> {
+    let payload = [(id & 0x7fff_ffff).to_be_bytes(), status.to_be_bytes()].concat();
+    control(RST_STREAM, 0, &payload)
+}
+
+/// WINDOW_UPDATE: the peer may send `delta` more bytes on stream `id` (0: the session).
+pub fn window_update(id: u32, delta: u32) -> Vec<u8> {
+    let payload = [
+        (id & 0x7fff_ffff).to_be_bytes(),
+        (delta & 0x7fff_ffff).to_be_bytes(),
+    ]
+    .concat();
+    control(WINDOW_UPDATE, 0, &payload)
+}
+
+/// SPDY/3.1 flow control of one session, both ways. Pure: frames in, frames out.
+///
+/// Sending: DATA leaves only within the stream's window (the peer's
+/// SETTINGS_INITIAL_WINDOW_SIZE, 64 KiB unless it says otherwise) and the session's (64 KiB),
+/// both grown by the peer's WINDOW_UPDATE frames; what does not fit waits, in order per stream,
+/// its FIN after it. spdystream — client-go's and the kubelet's SPDY — neither sends
+/// WINDOW_UPDATE nor reads it, and writes without windows: when a window runs out before the
+/// peer has sent any SETTINGS or WINDOW_UPDATE, a PING goes out, and a peer that answers it
+/// without having done either is written to unmetered from then on, as the kubelet writes.
+///
+/// Receiving: what the server consumes of the peer's DATA is given back with WINDOW_UPDATE
+/// frames, for the stream and the session, once half a window has been consumed — and while
+/// no more than [`MAX_BACKLOG`] waits to be sent, so that a peer that does not read stops
+/// being read.
+#[derive(Debug)]
+pub struct Windows {
+    /// The peer has sent SETTINGS or WINDOW_UPDATE: it takes part in flow control.
+    metered: bool,
+    /// The peer answered the probe without taking part: no windows apply.
+    unmetered: bool,
+    /// The PING sent when a window first ran out, while it is unanswered.
+    probe: Option<u32>,
+    next_ping: u32,
+    initial: i64,
+    session: i64,
+    streams: HashMap<u32, i64>,
+    queue: VecDeque<(u32, Vec<u8>, bool)>,
+    /// Consumed and not yet given back: the session's, and each stream's.
+    consumed_session: u32,
+    consumed: HashMap<u32, u32>,
+}
+
+impl Default for Windows {
+    fn default() -> Self {
+        Windows {
+            metered: false,
+            unmetered: false,
+            probe: None,
+            next_ping: 2,
+            initial: i64::from(DEFAULT_WINDOW),
+            session: i64::from(DEFAULT_WINDOW),
+            streams: HashMap::new(),
+            queue: VecDeque::new(),
+            consumed_session: 0,
+            consumed: HashMap::new(),
+        }
+    }
+}
+
+impl Windows {
+    /// Queues DATA for stream `id` (`fin` half-closes it after `data`); the frames that may
+    /// go now.
+    pub fn send(&mut self, id: u32, data: &[u8], fin: bool) -> Vec<Vec<u8>> {
+        self.queue.push_back((id, data.to_vec(), fin));
+        self.flush()
+    }
+
+    /// The queued DATA that fits the windows now (and the probe PING, once, when a window has
+    /// run out before the peer took part in flow control).
+    pub fn flush(&mut self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut blocked: HashSet<u32> = HashSet::new();
+        let mut kept = VecDeque::new();
+        while let Some((id, mut bytes, fin)) = self.queue.pop_front() {
+            if blocked.contains(&id) {
+                kept.push_back((id, bytes, fin));
+                continue;
+            }
+            let window = *self.streams.entry(id).or_insert(self.initial);
+            let room = if self.unmetered {
+                bytes.len()
+            } else {
+                window.min(self.session).clamp(0, bytes.len() as i64) as usize
+            };
+            if room < bytes.len() {
+                if room > 0 {
+                    let rest = bytes.split_off(room);
+                    self.spend(id, room);
+                    out.push(data(id, &bytes, false));
+                    bytes = rest;
+                }
+                blocked.insert(id);
+                kept.push_back((id, bytes, fin));
+                continue;
+            }
+            self.spend(id, bytes.len());
+            if !bytes.is_empty() || fin {
+                out.push(data(id, &bytes, fin));
+            }
+        }
+        self.queue = kept;
+        if !self.queue.is_empty() && !self.metered && !self.unmetered && self.probe.is_none() {
+            let id = self.next_ping;
+            self.next_ping = self.next_ping.wrapping_add(2);
+            self.probe = Some(id);
+            out.push(control(PING, 0, &id.to_be_bytes()));
+        }
+        out.extend(self.updates_due());
+        out
+    }
+
+    fn spend(&mut self, id: u32, n: usize) {
+        let n = n as i64;
+        self.session -= n;
+        if let Some(window) = self.streams.get_mut(&id) {
+            *window -= n;
+        }
+    }
+
+    /// Bytes queued and not yet sent.
+    pub fn backlog(&self) -> usize {
+        self.queue.iter().map(|(_, bytes, _)| bytes.len()).sum()
+    }
+
+    /// Whether nothing waits to be sent.
+    pub fn idle(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The peer's SETTINGS: a new initial window moves every stream's window by the
+    /// difference.
+    pub fn settings(&mut self, initial_window: Option<u32>) -> Vec<Vec<u8>> {
+        self.metered = true;
+        self.unmetered = false;
+        if let Some(initial) = initial_window {
+            let delta = i64::from(initial) - self.initial;
+            self.initial = i64::from(initial);
+            for window in self.streams.values_mut() {
+                *window += delta;
+            }
+        }
+        self.flush()
+    }
+
+    /// The peer's WINDOW_UPDATE.
+    pub fn update(&mut self, id: u32, delta: u32) -> Vec<Vec<u8>> {
+        self.metered = true;
+        self.unmetered = false;
+        let delta = i64::from(delta);
+        if id == 0 {
+            self.session += delta;
+        } else {
+            *self.streams.entry(id).or_insert(self.initial) += delta;
+        }
+        self.flush()
+    }
+
+    /// A PING from the peer: the answer to the probe (nothing to send but what it frees), or
+    /// the peer's own, echoed.
+    pub fn ping(&mut self, payload: &[u8]) -> Vec<Vec<u8>> {
+        let id = payload
+            .get(..4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        if id.is_some() && id == self.probe {
+            self.probe = None;
+            if !self.metered {
+                self.unmetered = true;
+            }
+            return self.flush();
+        }
+        if id.is_some_and(|id| id.is_multiple_of(2)) {
+            // An answer to a PING of ours that is no longer awaited: not echoed back.
+            return Vec::new();
+        }
+        vec![pong(payload)]
+    }
+
+    /// Stream `id` is gone (reset): what waits for it is dropped.
+    pub fn forget(&mut self, id: u32) {
+        self.queue.retain(|(stream, _, _)| *stream != id);
+        self.streams.remove(&id);
+        self.consumed.remove(&id);
+    }
+
+    /// `n` bytes of the peer's DATA consumed, on `stream` if it is still open (`None`: only
+    /// the session's window); the WINDOW_UPDATE frames now due.
+    pub fn consumed(&mut self, stream: Option<u32>, n: usize) -> Vec<Vec<u8>> {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        if let Some(id) = stream {
+            let pending = self.consumed.entry(id).or_insert(0);
+            *pending = pending.saturating_add(n);
+        }
+        self.consumed_session = self.consumed_session.saturating_add(n);
+        self.updates_due()
+    }
+
+    /// WINDOW_UPDATE for every window with half a window consumed, unless too much waits.
+    fn updates_due(&mut self) -> Vec<Vec<u8>> {
+        let due = DEFAULT_WINDOW / 2;
+        let mut out = Vec::new();
+        if self.backlog() > MAX_BACKLOG {
+            return out;
+        }
+        let mut ids: Vec<u32> = self
+            .consumed
+            .iter()
+            .filter(|(_, pending)| **pending >= due)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        for id in ids {
+            if let Some(pending) = self.consumed.get_mut(&id) {
+                out.push(window_update(id, std::mem::take(pending).min(0x7fff_ffff)));
+            }
+        }
+        if self.consumed_session >= due {
+            let delta = std::mem::take(&mut self.consumed_session).min(0x7fff_ffff);
+            out.push(window_update(0, delta));
+        }
+        out
+    }
 }
 
 /// SPDY/3's header dictionary: length-prefixed header names and values, then a run of
@@ -439,6 +724,148 @@ mod tests {
         let b = parse_headers(&inflater.inflate(&second).expect("inflates")).expect("parses");
         assert_eq!(b.get("streamtype").map(String::as_str), Some("data"));
         assert_eq!(b.get("requestid").map(String::as_str), Some("0"));
+    }
+
+    /// The frames' kinds and sizes: `("data", id, len, fin)`, `("ping", id, 0, false)`,
+    /// `("update", id, delta, false)`.
+    fn summary(frames: &[Vec<u8>]) -> Vec<(&'static str, u32, usize, bool)> {
+        let mut reader = Reader::default();
+        for f in frames {
+            reader.push(f);
+        }
+        let mut out = Vec::new();
+        while let Ok(Some(frame)) = reader.next_frame() {
+            out.push(match frame {
+                Frame::Data { id, data, fin } => ("data", id, data.len(), fin),
+                Frame::Ping(p) => (
+                    "ping",
+                    u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
+                    0,
+                    false,
+                ),
+                Frame::WindowUpdate { id, delta } => ("update", id, delta as usize, false),
+                _ => ("other", 0, 0, false),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn settings_and_window_updates_parse() {
+        let mut reader = Reader::default();
+        reader.push(&settings(1024));
+        reader.push(&window_update(3, 4096));
+        reader.push(&rst_stream(5, CANCEL));
+        assert_eq!(
+            reader.next_frame(),
+            Ok(Some(Frame::Settings {
+                initial_window: Some(1024)
+            }))
+        );
+        assert_eq!(
+            reader.next_frame(),
+            Ok(Some(Frame::WindowUpdate { id: 3, delta: 4096 }))
+        );
+        assert_eq!(reader.next_frame(), Ok(Some(Frame::Reset { id: 5 })));
+    }
+
+    #[test]
+    fn data_waits_for_the_peers_windows() {
+        let mut w = Windows::default();
+        // The peer's initial stream window: 1000 bytes; the session's stays 64 KiB.
+        assert!(w.settings(Some(1000)).is_empty());
+        let out = w.send(1, &[7; 2500], true);
+        assert_eq!(summary(&out), [("data", 1, 1000, false)]);
+        assert_eq!(w.backlog(), 1500);
+        // Another stream has its own window; the first one's FIN waits behind its data.
+        assert_eq!(
+            summary(&w.send(3, &[7; 10], false)),
+            [("data", 3, 10, false)]
+        );
+        assert_eq!(summary(&w.update(1, 600)), [("data", 1, 600, false)]);
+        // A larger initial window grows every stream's window by the difference.
+        assert_eq!(summary(&w.settings(Some(1900))), [("data", 1, 900, true)]);
+        assert!(w.idle());
+        // The session's window: 64 KiB over all streams, grown by updates on stream 0.
+        let mut w = Windows::default();
+        w.update(1, 1 << 20);
+        w.update(3, 1 << 20);
+        let sent: usize = summary(&w.send(1, &vec![0; 40_000], false))
+            .iter()
+            .map(|f| f.2)
+            .sum();
+        assert_eq!(sent, 40_000);
+        assert_eq!(
+            summary(&w.send(3, &vec![0; 40_000], false)),
+            [("data", 3, 65_536 - 40_000, false)]
+        );
+        assert_eq!(
+            summary(&w.update(0, 100_000)),
+            [("data", 3, 40_000 - (65_536 - 40_000), false)]
+        );
+        // A reset stream's queued data is dropped.
+        let mut w = Windows::default();
+        w.settings(Some(0));
+        assert!(w.send(5, b"x", true).is_empty());
+        w.forget(5);
+        assert!(w.idle());
+    }
+
+    #[test]
+    fn a_peer_without_flow_control_is_probed_once_then_written_to_unmetered() {
+        let mut w = Windows::default();
+        let out = w.send(1, &vec![0; 100_000], false);
+        assert_eq!(
+            summary(&out),
+            [("data", 1, 65_536, false), ("ping", 2, 0, false)]
+        );
+        assert!(w.send(1, b"more", false).is_empty(), "one probe");
+        // The peer's own PINGs are echoed, ours are not.
+        assert_eq!(w.ping(&[0, 0, 0, 1]), vec![pong(&[0, 0, 0, 1])]);
+        assert!(w.ping(&[0, 0, 0, 8]).is_empty());
+        // The answer, without SETTINGS or WINDOW_UPDATE before it: spdystream.
+        assert_eq!(
+            summary(&w.ping(&2u32.to_be_bytes())),
+            [("data", 1, 100_000 - 65_536, false), ("data", 1, 4, false)]
+        );
+        assert_eq!(
+            summary(&w.send(1, &vec![0; 200_000], true)),
+            [("data", 1, 200_000, true)]
+        );
+        // A peer that updates before answering keeps its windows.
+        let mut w = Windows::default();
+        w.send(1, &vec![0; 70_000], false);
+        w.update(1, 10);
+        assert!(w.ping(&2u32.to_be_bytes()).is_empty());
+        assert_eq!(w.backlog(), 70_000 - 65_536);
+    }
+
+    #[test]
+    fn consumed_data_is_given_back_by_half_windows() {
+        let mut w = Windows::default();
+        assert!(w.consumed(Some(3), 20_000).is_empty());
+        assert_eq!(
+            summary(&w.consumed(Some(3), 20_000)),
+            [("update", 3, 40_000, false), ("update", 0, 40_000, false)]
+        );
+        assert!(w.consumed(None, 30_000).is_empty());
+        assert_eq!(
+            summary(&w.consumed(None, 5_000)),
+            [("update", 0, 35_000, false)]
+        );
+        // While more than MAX_BACKLOG waits for the peer's windows, nothing is given back.
+        let mut w = Windows::default();
+        w.settings(Some(0));
+        assert!(w.send(1, &vec![0; MAX_BACKLOG + 1], false).is_empty());
+        assert!(w.consumed(Some(3), 40_000).is_empty());
+        assert_eq!(
+            summary(&w.update(1, 10)),
+            [
+                ("data", 1, 10, false),
+                ("update", 3, 40_000, false),
+                ("update", 0, 40_000, false)
+            ]
+        );
     }
 
     #[test]

@@ -6,9 +6,10 @@
 //!
 //! The sessions are the WebSocket ones: a bridge turns the SPDY streams into channel messages
 //! of `v5.channel.k8s.io` on an in-memory WebSocket (stdin's half-close becomes the close
-//! signal) and the session's messages back into DATA frames on the matching streams. Exec and
-//! attach start once every stream the request implies exists, as the kubelet waits for them;
-//! port-forward's SPDY bytes go through unchanged to the tunnel that already reads them.
+//! signal) and the session's messages back into DATA frames on the matching streams, within
+//! SPDY/3.1's flow-control windows ([`spdy::Windows`]). Exec and attach start once every
+//! stream the request implies exists, as the kubelet waits for them; port-forward's SPDY bytes
+//! go through unchanged to the tunnel that already reads them.
 
 use std::time::Duration;
 
@@ -35,13 +36,15 @@ const ACCEPTED_HEADER: &str = "x-accepted-stream-protocol-versions";
 const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a bridge waits for the session's close to complete after the client is gone.
 const DRAIN: Duration = Duration::from_secs(5);
+/// How long the server's last DATA may wait for the client's window updates at the end.
+const FLUSH: Duration = Duration::from_secs(30);
 
-/// The SPDY subprotocols of exec and attach, as the kubelet serves them (v1's streams without
-/// replies are not served).
+/// The SPDY subprotocols of exec and attach, as the kubelet serves them.
 pub const STREAM_SUBPROTOCOLS: &[&str] = &[
     "v4.channel.k8s.io",
     "v3.channel.k8s.io",
     "v2.channel.k8s.io",
+    "channel.k8s.io",
 ];
 /// The SPDY subprotocol of port-forward.
 pub const PORT_FORWARD_SUBPROTOCOLS: &[&str] = &["portforward.k8s.io"];
@@ -148,14 +151,17 @@ pub fn inner_protocol(subprotocol: &str) -> Protocol {
 
 /// The streams an exec or attach with these options opens, by `streamType`, as the kubelet
 /// expects them: the error stream always, one per requested stdio stream, and the resize
-/// stream for a terminal (v3 and later).
+/// stream for a terminal (v3 and later; v1 and v2 have none).
 pub fn expected_streams(subprotocol: &str, options: &StreamOptions) -> Vec<&'static str> {
     let mut expected = vec!["error"];
     for (wanted, name) in [
         (options.stdin, "stdin"),
         (options.stdout, "stdout"),
         (options.stderr, "stderr"),
-        (options.tty && subprotocol != "v2.channel.k8s.io", "resize"),
+        (
+            options.tty && matches!(subprotocol, "v4.channel.k8s.io" | "v3.channel.k8s.io"),
+            "resize",
+        ),
     ] {
         if wanted {
             expected.push(name);
@@ -166,35 +172,56 @@ pub fn expected_streams(subprotocol: &str, options: &StreamOptions) -> Vec<&'sta
 
 /// After the 101: waits for the client's streams, then bridges them to `session` (an exec or
 /// attach speaking `inner_protocol`).
+///
+/// `channel.k8s.io` (v1) as the kubelet serves it: once every stream is there, the error
+/// stream is reset and the stdin stream's server half closed, so a failure's text never
+/// reaches the client (the kubelet's 1.0 behaviour, kept for v1).
 pub fn spawn_streams<F, Fut>(
     request: Request,
     what: String,
+    subprotocol: &'static str,
     expected: Vec<&'static str>,
     session: F,
 ) where
     F: FnOnce(Socket) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    spawn_upgraded(request, what, move |io| async move {
-        let (mut rd, mut wr) = tokio::io::split(io);
-        let mut bridge = StreamBridge::default();
-        let opened = tokio::time::timeout(
-            STREAM_CREATION_TIMEOUT,
-            bridge.open(&mut rd, &mut wr, &expected),
-        )
-        .await;
-        let pending = match opened {
-            Ok(Some(pending)) => pending,
-            Ok(None) => return,
-            Err(_) => {
-                debug!("timed out waiting for client to create streams");
-                let _ = wr.shutdown().await;
-                return;
-            }
-        };
-        let (inner, outer) = pipe().await;
-        tokio::join!(session(inner), bridge.run(rd, wr, outer, pending));
+    spawn_upgraded(request, what, move |io| {
+        bridge_streams(io, subprotocol, expected, session)
     });
+}
+
+/// Waits for the client's streams on `io`, then bridges them to `session`.
+async fn bridge_streams<F, Fut>(
+    io: Box<dyn Transport>,
+    subprotocol: &'static str,
+    expected: Vec<&'static str>,
+    session: F,
+) where
+    F: FnOnce(Socket) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let (mut rd, mut wr) = tokio::io::split(io);
+    let mut bridge = StreamBridge::default();
+    let opened = tokio::time::timeout(
+        STREAM_CREATION_TIMEOUT,
+        bridge.open(&mut rd, &mut wr, &expected),
+    )
+    .await;
+    let pending = match opened {
+        Ok(Some(pending)) => pending,
+        Ok(None) => return,
+        Err(_) => {
+            debug!("timed out waiting for client to create streams");
+            let _ = wr.shutdown().await;
+            return;
+        }
+    };
+    if subprotocol == "channel.k8s.io" && bridge.v1_started(&mut wr).await.is_none() {
+        return;
+    }
+    let (inner, outer) = pipe().await;
+    tokio::join!(session(inner), bridge.run(rd, wr, outer, pending));
 }
 
 /// After the 101: port-forward's SPDY session, its bytes passed to `session` (the tunnel)
@@ -205,7 +232,8 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     spawn_upgraded(request, what, move |io| async move {
-        let (inner, mut outer) = pipe().await;
+        let (inner, outer) = pipe().await;
+        let (to_session, mut outer) = split(outer);
         let (mut rd, mut wr) = tokio::io::split(io);
         let pump = async move {
             let mut buffer = vec![0u8; 32 * 1024];
@@ -213,11 +241,11 @@ where
                 tokio::select! {
                     read = rd.read(&mut buffer) => match read {
                         Ok(0) | Err(_) => {
-                            let _ = outer.close(None).await;
+                            let _ = to_session.send(None);
                             break;
                         }
                         Ok(n) => {
-                            if outer.send(Message::binary(buffer[..n].to_vec())).await.is_err() {
+                            if to_session.send(Some(Message::binary(buffer[..n].to_vec()))).is_err() {
                                 break;
                             }
                         }
@@ -254,8 +282,32 @@ async fn pipe() -> (Socket, WebSocketStream<DuplexStream>) {
     (inner, outer)
 }
 
+/// The bridge's end of the pipe, split: messages to the session go through a task, so the
+/// bridge goes on reading the session's messages while the session is not reading its own
+/// (a session blocked on writing would otherwise never read, and neither would the bridge).
+/// `None` closes the session's side.
+type ToSession = tokio::sync::mpsc::UnboundedSender<Option<Message>>;
+type FromSession = futures::stream::SplitStream<WebSocketStream<DuplexStream>>;
+
+fn split(outer: WebSocketStream<DuplexStream>) -> (ToSession, FromSession) {
+    let (mut sink, stream) = outer.split();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Option<Message>>();
+    tokio::spawn(async move {
+        while let Some(message) = rx.recv().await {
+            let Some(message) = message else {
+                let _ = sink.close().await;
+                break;
+            };
+            if sink.send(message).await.is_err() {
+                break;
+            }
+        }
+    });
+    (tx, stream)
+}
+
 /// Reads the bridge's end until the session's close has been answered.
-async fn drain(outer: &mut WebSocketStream<DuplexStream>) {
+async fn drain(outer: &mut FromSession) {
     let _ = tokio::time::timeout(DRAIN, async {
         while let Some(Ok(_)) = outer.next().await {}
     })
@@ -286,6 +338,7 @@ enum Flow {
 struct StreamBridge {
     reader: spdy::Reader,
     writer: spdy::Writer,
+    windows: spdy::Windows,
     error: Option<u32>,
     stdin: Option<u32>,
     stdout: Option<u32>,
@@ -327,11 +380,25 @@ impl StreamBridge {
                         let reply = self.writer.syn_reply(id);
                         write(wr, &reply).await?;
                     }
-                    spdy::Frame::Ping(payload) => write(wr, &spdy::pong(&payload)).await?,
+                    spdy::Frame::Ping(payload) => {
+                        write_all(wr, self.windows.ping(&payload)).await?
+                    }
                     other => pending.push(other),
                 }
             }
         }
+    }
+
+    /// v1 once its streams exist: the error stream reset (nothing is written on it), the
+    /// stdin stream's server half closed.
+    async fn v1_started(&mut self, wr: &mut WriteHalf) -> Option<()> {
+        if let Some(error) = self.error.take() {
+            write(wr, &spdy::rst_stream(error, spdy::CANCEL)).await?;
+        }
+        if let Some(stdin) = self.stdin {
+            write(wr, &spdy::data(stdin, &[], true)).await?;
+        }
+        Some(())
     }
 
     fn next_frame(&mut self) -> Option<Option<spdy::Frame>> {
@@ -374,12 +441,13 @@ impl StreamBridge {
         mut self,
         mut rd: ReadHalf,
         mut wr: WriteHalf,
-        mut outer: WebSocketStream<DuplexStream>,
+        outer: WebSocketStream<DuplexStream>,
         pending: Vec<spdy::Frame>,
     ) {
+        let (to_session, mut outer) = split(outer);
         for frame in pending {
-            if let Flow::End = self.inbound(frame, &mut wr, &mut outer).await {
-                let _ = outer.close(None).await;
+            if let Flow::End = self.inbound(frame, &mut wr, &to_session).await {
+                let _ = to_session.send(None);
                 drain(&mut outer).await;
                 return;
             }
@@ -397,7 +465,7 @@ impl StreamBridge {
                     loop {
                         match self.next_frame() {
                             Some(Some(frame)) => {
-                                if let Flow::End = self.inbound(frame, &mut wr, &mut outer).await {
+                                if let Flow::End = self.inbound(frame, &mut wr, &to_session).await {
                                     ended = true;
                                     break;
                                 }
@@ -413,7 +481,8 @@ impl StreamBridge {
                         break;
                     }
                 }
-                message = outer.next() => match message {
+                // While the client's windows hold back too much, the session waits.
+                message = outer.next(), if self.windows.backlog() < spdy::MAX_BACKLOG => match message {
                     Some(Ok(Message::Binary(bytes))) => {
                         let Some((&channel, data)) = bytes.split_first() else { continue };
                         let stream = match channel {
@@ -423,18 +492,21 @@ impl StreamBridge {
                             _ => None,
                         };
                         if let Some(id) = stream {
-                            if write(&mut wr, &spdy::data(id, data, false)).await.is_none() {
+                            let frames = self.windows.send(id, data, false);
+                            if write_all(&mut wr, frames).await.is_none() {
                                 break;
                             }
                         }
                     }
                     Some(Ok(Message::Close(_))) | Some(Err(_)) | None => {
-                        // The session is over: every stream the server writes ends, then the
-                        // connection.
+                        // The session is over: every stream the server writes ends, once its
+                        // data is out, then the connection.
+                        let mut frames = Vec::new();
                         for id in [self.stdout, self.stderr, self.error].into_iter().flatten() {
-                            if write(&mut wr, &spdy::data(id, &[], true)).await.is_none() {
-                                break;
-                            }
+                            frames.extend(self.windows.send(id, &[], true));
+                        }
+                        if write_all(&mut wr, frames).await.is_some() {
+                            let _ = tokio::time::timeout(FLUSH, self.flush(&mut rd, &mut wr)).await;
                         }
                         let _ = wr.shutdown().await;
                         drain(&mut outer).await;
@@ -445,16 +517,42 @@ impl StreamBridge {
             }
         }
         // The client left or broke the protocol: the session ends.
-        let _ = outer.close(None).await;
+        let _ = to_session.send(None);
         drain(&mut outer).await;
     }
 
-    async fn inbound(
-        &mut self,
-        frame: spdy::Frame,
-        wr: &mut WriteHalf,
-        outer: &mut WebSocketStream<DuplexStream>,
-    ) -> Flow {
+    /// Reads the client's frames until everything queued has been sent (its windows
+    /// permitting) or the client is gone.
+    async fn flush(&mut self, rd: &mut ReadHalf, wr: &mut WriteHalf) {
+        let mut buffer = vec![0u8; 32 * 1024];
+        while !self.windows.idle() {
+            let n = match rd.read(&mut buffer).await {
+                Ok(n) if n > 0 => n,
+                _ => return,
+            };
+            self.reader.push(&buffer[..n]);
+            while let Some(Some(frame)) = self.next_frame() {
+                let frames = match frame {
+                    spdy::Frame::Settings { initial_window } => {
+                        self.windows.settings(initial_window)
+                    }
+                    spdy::Frame::WindowUpdate { id, delta } => self.windows.update(id, delta),
+                    spdy::Frame::Ping(payload) => self.windows.ping(&payload),
+                    spdy::Frame::Reset { id } => {
+                        self.windows.forget(id);
+                        Vec::new()
+                    }
+                    spdy::Frame::GoAway => return,
+                    _ => Vec::new(),
+                };
+                if write_all(wr, frames).await.is_none() {
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn inbound(&mut self, frame: spdy::Frame, wr: &mut WriteHalf, outer: &ToSession) -> Flow {
         let to_session = |channel: u8, data: &[u8]| {
             let mut message = Vec::with_capacity(data.len() + 1);
             message.push(channel);
@@ -477,23 +575,36 @@ impl StreamBridge {
             spdy::Frame::Data { id, data, fin } if Some(id) == self.stdin => {
                 // A session that has ended reads nothing more; its close comes on `outer`.
                 if !data.is_empty() {
-                    let _ = outer.send(to_session(STDIN, &data)).await;
+                    let _ = outer.send(Some(to_session(STDIN, &data)));
                 }
                 if fin {
-                    let _ = outer.send(to_session(CLOSE_SIGNAL, &[STDIN])).await;
+                    let _ = outer.send(Some(to_session(CLOSE_SIGNAL, &[STDIN])));
                 }
+                // What the session has taken is given back to the client's windows.
+                let open = (!fin).then_some(id);
+                return answer(wr, self.windows.consumed(open, data.len())).await;
             }
             spdy::Frame::Data { id, data, .. } if Some(id) == self.resize => {
-                let _ = outer.send(to_session(RESIZE, &data)).await;
+                let _ = outer.send(Some(to_session(RESIZE, &data)));
+                return answer(wr, self.windows.consumed(Some(id), data.len())).await;
             }
-            spdy::Frame::Reset { id } if Some(id) == self.stdin => {
-                let _ = outer.send(to_session(CLOSE_SIGNAL, &[STDIN])).await;
+            spdy::Frame::Data { data, .. } => {
+                return answer(wr, self.windows.consumed(None, data.len())).await;
+            }
+            spdy::Frame::Reset { id } => {
+                self.windows.forget(id);
+                if Some(id) == self.stdin {
+                    let _ = outer.send(Some(to_session(CLOSE_SIGNAL, &[STDIN])));
+                }
+            }
+            spdy::Frame::Settings { initial_window } => {
+                return answer(wr, self.windows.settings(initial_window)).await;
+            }
+            spdy::Frame::WindowUpdate { id, delta } => {
+                return answer(wr, self.windows.update(id, delta)).await;
             }
             spdy::Frame::Ping(payload) => {
-                let answered = write(wr, &spdy::pong(&payload)).await;
-                if answered.is_none() {
-                    return Flow::End;
-                }
+                return answer(wr, self.windows.ping(&payload)).await;
             }
             spdy::Frame::GoAway => return Flow::End,
             _ => {}
@@ -502,9 +613,28 @@ impl StreamBridge {
     }
 }
 
+/// Writes frames; the session ends when the connection is gone.
+async fn answer(wr: &mut WriteHalf, frames: Vec<Vec<u8>>) -> Flow {
+    match write_all(wr, frames).await {
+        Some(()) => Flow::Continue,
+        None => Flow::End,
+    }
+}
+
 /// Writes one frame and flushes it; `None` when the connection is gone.
 async fn write(wr: &mut WriteHalf, frame: &[u8]) -> Option<()> {
     wr.write_all(frame).await.ok()?;
+    wr.flush().await.ok()
+}
+
+/// Writes frames and flushes them; `None` when the connection is gone.
+async fn write_all(wr: &mut WriteHalf, frames: Vec<Vec<u8>>) -> Option<()> {
+    if frames.is_empty() {
+        return Some(());
+    }
+    for frame in frames {
+        wr.write_all(&frame).await.ok()?;
+    }
     wr.flush().await.ok()
 }
 
@@ -546,19 +676,237 @@ mod tests {
             StatusFormat::Text
         );
 
+        assert_eq!(
+            negotiate(
+                &headers(&[(PROTOCOL_HEADER, "channel.k8s.io")]),
+                STREAM_SUBPROTOCOLS,
+            )
+            .ok(),
+            Some("channel.k8s.io")
+        );
         let refused = negotiate(
-            &headers(&[(PROTOCOL_HEADER, "channel.k8s.io")]),
+            &headers(&[(PROTOCOL_HEADER, "v9.channel.k8s.io")]),
             STREAM_SUBPROTOCOLS,
         )
         .expect_err("nothing in common")
         .response();
         assert_eq!(refused.status(), StatusCode::FORBIDDEN);
-        assert_eq!(refused.headers().get_all(ACCEPTED_HEADER).iter().count(), 3);
+        assert_eq!(refused.headers().get_all(ACCEPTED_HEADER).iter().count(), 4);
         let missing = negotiate(&headers(&[]), PORT_FORWARD_SUBPROTOCOLS)
             .expect_err("none")
             .response();
         assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
         assert!(!requested(&headers(&[("upgrade", "websocket")])));
+    }
+
+    /// A session that echoes stdin on stdout, then writes `status` on the error channel and
+    /// ends when stdin is closed.
+    async fn echo_session(mut socket: Socket, status: &'static str) {
+        while let Some(Ok(message)) = socket.next().await {
+            let Message::Binary(bytes) = message else {
+                continue;
+            };
+            match bytes.split_first() {
+                Some((&STDIN, data)) => {
+                    let reply = [&[STDOUT][..], data].concat();
+                    if socket.send(Message::binary(reply)).await.is_err() {
+                        return;
+                    }
+                }
+                Some((&CLOSE_SIGNAL, _)) => break,
+                _ => {}
+            }
+        }
+        let error = [&[ERROR][..], status.as_bytes()].concat();
+        let _ = socket.send(Message::binary(error)).await;
+        let _ = socket.close(None).await;
+        while let Some(Ok(_)) = socket.next().await {}
+    }
+
+    /// A client's side of a bridged exec: the server end of the connection and the client's.
+    fn connect(subprotocol: &'static str, status: &'static str) -> tokio::io::DuplexStream {
+        let (server, client) = tokio::io::duplex(1 << 16);
+        let options = StreamOptions {
+            stdin: true,
+            stdout: true,
+            ..StreamOptions::default()
+        };
+        let expected = expected_streams(subprotocol, &options);
+        tokio::spawn(bridge_streams(
+            Box::new(server),
+            subprotocol,
+            expected,
+            move |socket| echo_session(socket, status),
+        ));
+        client
+    }
+
+    /// Opens the error (1), stdin (3) and stdout (5) streams.
+    fn open_streams() -> Vec<u8> {
+        let mut writer = spdy::Writer::default();
+        [("error", 1), ("stdin", 3), ("stdout", 5)]
+            .iter()
+            .flat_map(|(kind, id)| writer.syn_stream(*id, &[("streamtype", kind)], false))
+            .collect()
+    }
+
+    /// A client that enforces SPDY/3.1's windows both ways (stream windows of 16 KiB for what
+    /// it receives, given back only by half windows; the server's windows for what it sends)
+    /// moves 1 MiB through `cat` and back. Without the server's windows it sees DATA beyond
+    /// its window; without the server's WINDOW_UPDATEs its stdin stalls at 64 KiB.
+    #[tokio::test]
+    async fn a_client_enforcing_windows_moves_a_mebibyte_each_way() {
+        const TOTAL: usize = 1 << 20;
+        const WINDOW: i64 = 16 * 1024;
+        let client = connect("v4.channel.k8s.io", "{}");
+        let (mut rd, mut wr) = tokio::io::split(client);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        tokio::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                if wr.write_all(&frame).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tx.send(spdy::settings(WINDOW as u32)).expect("writer");
+        tx.send(open_streams()).expect("writer");
+        let run = async {
+            let mut reader = spdy::Reader::default();
+            let (mut send_stream, mut send_session) = (65_536i64, 65_536i64);
+            let (mut recv_stream, mut recv_session) = (WINDOW, 65_536i64);
+            let (mut owed_stream, mut owed_session) = (0i64, 0i64);
+            let (mut sent, mut echoed, mut stdout_done) = (0usize, 0usize, false);
+            let mut buffer = vec![0u8; 32 * 1024];
+            loop {
+                while sent < TOTAL && send_stream > 0 && send_session > 0 {
+                    let n = (TOTAL - sent)
+                        .min(20_000)
+                        .min(send_stream.min(send_session) as usize);
+                    tx.send(spdy::data(3, &vec![b'x'; n], sent + n == TOTAL))
+                        .expect("writer");
+                    sent += n;
+                    send_stream -= n as i64;
+                    send_session -= n as i64;
+                }
+                if stdout_done {
+                    return (sent, echoed);
+                }
+                let n = rd.read(&mut buffer).await.expect("reads");
+                assert!(
+                    n > 0,
+                    "the server closed early: {sent} sent, {echoed} echoed"
+                );
+                reader.push(&buffer[..n]);
+                while let Some(frame) = reader.next_frame().expect("frames") {
+                    match frame {
+                        spdy::Frame::Data { id: 5, data, fin } => {
+                            let len = data.len() as i64;
+                            assert!(
+                                len <= recv_stream,
+                                "{len} bytes over a window of {recv_stream}"
+                            );
+                            assert!(
+                                len <= recv_session,
+                                "{len} bytes over the session's {recv_session}"
+                            );
+                            recv_stream -= len;
+                            recv_session -= len;
+                            echoed += data.len();
+                            owed_stream += len;
+                            owed_session += len;
+                            if owed_stream >= WINDOW / 2 {
+                                tx.send(spdy::window_update(5, owed_stream as u32))
+                                    .expect("writer");
+                                recv_stream += owed_stream;
+                                owed_stream = 0;
+                            }
+                            if owed_session >= 32_768 {
+                                tx.send(spdy::window_update(0, owed_session as u32))
+                                    .expect("writer");
+                                recv_session += owed_session;
+                                owed_session = 0;
+                            }
+                            stdout_done |= fin;
+                        }
+                        spdy::Frame::WindowUpdate { id: 3, delta } => {
+                            send_stream += i64::from(delta)
+                        }
+                        spdy::Frame::WindowUpdate { id: 0, delta } => {
+                            send_session += i64::from(delta)
+                        }
+                        spdy::Frame::Ping(payload) => {
+                            tx.send(spdy::pong(&payload)).expect("writer");
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        };
+        let (sent, echoed) = tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .expect("the transfer does not stall");
+        assert_eq!((sent, echoed), (TOTAL, TOTAL));
+    }
+
+    /// `channel.k8s.io`: every stream is replied to, then the error stream is reset and the
+    /// stdin stream's server half closed; output flows, the failure's text is not written.
+    #[tokio::test]
+    async fn v1_resets_the_error_stream_once_the_streams_exist() {
+        let client = connect(
+            "channel.k8s.io",
+            "command terminated with non-zero exit code",
+        );
+        let (mut rd, mut wr) = tokio::io::split(client);
+        let mut bytes = open_streams();
+        bytes.extend(spdy::data(3, b"hello", true));
+        wr.write_all(&bytes).await.expect("writes");
+        let mut seen = Vec::new();
+        let mut kinds = Vec::new();
+        let mut reader = spdy::Reader::default();
+        let mut buffer = vec![0u8; 4096];
+        let read = async {
+            loop {
+                let n = rd.read(&mut buffer).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                reader.push(&buffer[..n]);
+                // SYN_REPLY frames read as `Other`.
+                while let Some(frame) = reader.next_frame().expect("frames") {
+                    kinds.push(
+                        format!("{frame:?}")
+                            .split([' ', '('])
+                            .next()
+                            .unwrap_or("")
+                            .to_string(),
+                    );
+                    match frame {
+                        spdy::Frame::Data { id, data, fin } => {
+                            seen.push((id, String::from_utf8_lossy(&data).into_owned(), fin))
+                        }
+                        spdy::Frame::Reset { id } => seen.push((id, "RST".into(), true)),
+                        _ => {}
+                    }
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), read)
+            .await
+            .expect("the session ends");
+        assert_eq!(
+            kinds.iter().filter(|k| *k == "Other").count(),
+            3,
+            "{kinds:?}"
+        );
+        assert_eq!(
+            seen,
+            [
+                (1, "RST".to_string(), true),
+                (3, String::new(), true),
+                (5, "hello".to_string(), false),
+                (5, String::new(), true),
+            ]
+        );
     }
 
     #[test]
@@ -573,9 +921,11 @@ mod tests {
             expected_streams("v4.channel.k8s.io", &options),
             ["error", "stdin", "stdout", "resize"]
         );
-        assert_eq!(
-            expected_streams("v2.channel.k8s.io", &options),
-            ["error", "stdin", "stdout"]
-        );
+        for old in ["v2.channel.k8s.io", "channel.k8s.io"] {
+            assert_eq!(
+                expected_streams(old, &options),
+                ["error", "stdin", "stdout"]
+            );
+        }
     }
 }
