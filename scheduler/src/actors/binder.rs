@@ -5,6 +5,7 @@
 //! sets `status.nominatedNodeName`). The calls run on the I/O runtime; their results come back
 //! as [`BindFinished`] messages.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,7 +79,17 @@ pub struct Binder {
     metrics: Arc<Metrics>,
     /// The `source.component` of events.
     component: String,
+    /// The Unschedulable condition last written per pod key (the pod's uid, the message, when):
+    /// a retry that fails for the same reason writes no condition again, as kube-scheduler
+    /// skips an unchanged condition (the event is still recorded).
+    reported: HashMap<String, (String, String, Instant)>,
+    /// When `reported` is this long, entries older than [`REPORTED_TTL`] are dropped.
+    prune_at: usize,
 }
+
+/// How long a written condition is remembered (a pod deleted while unschedulable is forgotten
+/// after this).
+const REPORTED_TTL: Duration = Duration::from_secs(300);
 
 impl Binder {
     pub fn new(
@@ -98,7 +109,29 @@ impl Binder {
             cache,
             metrics,
             component,
+            reported: HashMap::new(),
+            prune_at: 1024,
         }
+    }
+
+    /// Whether the Unschedulable condition with `message` must be written for `pod` (it was
+    /// not the last one written), remembering it if so.
+    fn condition_changed(&mut self, pod: &PodInfo, message: &str) -> bool {
+        if let Some((uid, last, _)) = self.reported.get(&pod.key) {
+            if *uid == pod.uid && last == message {
+                return false;
+            }
+        }
+        if self.reported.len() >= self.prune_at {
+            self.reported
+                .retain(|_, (_, _, at)| at.elapsed() < REPORTED_TTL);
+            self.prune_at = (self.reported.len() * 2).max(1024);
+        }
+        self.reported.insert(
+            pod.key.clone(),
+            (pod.uid.clone(), message.to_string(), Instant::now()),
+        );
+        true
     }
 }
 
@@ -149,6 +182,9 @@ impl Handler<Bind> for Binder {
 impl Handler<BindFinished> for Binder {
     type Result = ();
     fn handle(&mut self, msg: BindFinished, _: &mut Self::Context) {
+        if matches!(msg.result, BindResult::Bound | BindResult::Settled) {
+            self.reported.remove(&msg.key);
+        }
         let outcome = match msg.result {
             BindResult::Bound => {
                 self.metrics.attempt(AttemptResult::Scheduled);
@@ -189,12 +225,21 @@ impl Handler<ReportUnschedulable> for Binder {
             self.metrics.clone(),
         );
         let component = self.component.clone();
+        let write_condition = self.condition_changed(&msg.pod, &msg.message);
         self.io.spawn(async move {
             if let Preemption::Candidate { node, victims } = &msg.preemption {
                 metrics.victims(victims.len());
                 preempt(&client, &events, &msg.pod, node, victims, &component).await;
             }
-            report_unschedulable(&client, &events, &msg.pod, &msg.message, &component).await;
+            report_unschedulable(
+                &client,
+                &events,
+                &msg.pod,
+                &msg.message,
+                &component,
+                write_condition,
+            )
+            .await;
         });
     }
 }
@@ -347,6 +392,7 @@ async fn report_unschedulable(
     pod: &PodInfo,
     message: &str,
     component: &str,
+    write_condition: bool,
 ) {
     record_event(
         events,
@@ -356,6 +402,9 @@ async fn report_unschedulable(
         message,
         component,
     );
+    if !write_condition {
+        return;
+    }
     let condition = json!({
         "type": "PodScheduled",
         "status": "False",
