@@ -5,6 +5,7 @@
 //! sets `status.nominatedNodeName`). The calls run on the I/O runtime; their results come back
 //! as [`BindFinished`] messages.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,7 +79,56 @@ pub struct Binder {
     metrics: Arc<Metrics>,
     /// The `source.component` of events.
     component: String,
+    /// The Unschedulable conditions written.
+    reported: Reported,
 }
+
+/// The Unschedulable condition last written per pod key (the pod's uid, the message, when): a
+/// retry that fails for the same reason writes no condition again, as kube-scheduler skips an
+/// unchanged condition (the event is still recorded).
+#[derive(Debug)]
+struct Reported {
+    last: HashMap<String, (String, String, Instant)>,
+    /// When `last` is this long, entries older than [`REPORTED_TTL`] are dropped.
+    prune_at: usize,
+}
+
+impl Reported {
+    fn new() -> Reported {
+        Reported {
+            last: HashMap::new(),
+            prune_at: 1024,
+        }
+    }
+
+    /// Whether the condition with `message` must be written for the pod `key` of `uid` (it is
+    /// not the last one written for it), remembering it if so.
+    fn changed(&mut self, key: &str, uid: &str, message: &str, now: Instant) -> bool {
+        if let Some((last_uid, last, _)) = self.last.get(key) {
+            if last_uid == uid && last == message {
+                return false;
+            }
+        }
+        if self.last.len() >= self.prune_at {
+            self.last
+                .retain(|_, (_, _, at)| now.duration_since(*at) < REPORTED_TTL);
+            self.prune_at = (self.last.len() * 2).max(1024);
+        }
+        self.last.insert(
+            key.to_string(),
+            (uid.to_string(), message.to_string(), now),
+        );
+        true
+    }
+
+    fn forget(&mut self, key: &str) {
+        self.last.remove(key);
+    }
+}
+
+/// How long a written condition is remembered (a pod deleted while unschedulable is forgotten
+/// after this).
+const REPORTED_TTL: Duration = Duration::from_secs(300);
 
 impl Binder {
     pub fn new(
@@ -98,6 +148,7 @@ impl Binder {
             cache,
             metrics,
             component,
+            reported: Reported::new(),
         }
     }
 }
@@ -149,6 +200,9 @@ impl Handler<Bind> for Binder {
 impl Handler<BindFinished> for Binder {
     type Result = ();
     fn handle(&mut self, msg: BindFinished, _: &mut Self::Context) {
+        if matches!(msg.result, BindResult::Bound | BindResult::Settled) {
+            self.reported.forget(&msg.key);
+        }
         let outcome = match msg.result {
             BindResult::Bound => {
                 self.metrics.attempt(AttemptResult::Scheduled);
@@ -189,12 +243,23 @@ impl Handler<ReportUnschedulable> for Binder {
             self.metrics.clone(),
         );
         let component = self.component.clone();
+        let write_condition =
+            self.reported
+                .changed(&msg.pod.key, &msg.pod.uid, &msg.message, Instant::now());
         self.io.spawn(async move {
             if let Preemption::Candidate { node, victims } = &msg.preemption {
                 metrics.victims(victims.len());
                 preempt(&client, &events, &msg.pod, node, victims, &component).await;
             }
-            report_unschedulable(&client, &events, &msg.pod, &msg.message, &component).await;
+            report_unschedulable(
+                &client,
+                &events,
+                &msg.pod,
+                &msg.message,
+                &component,
+                write_condition,
+            )
+            .await;
         });
     }
 }
@@ -347,6 +412,7 @@ async fn report_unschedulable(
     pod: &PodInfo,
     message: &str,
     component: &str,
+    write_condition: bool,
 ) {
     record_event(
         events,
@@ -356,6 +422,9 @@ async fn report_unschedulable(
         message,
         component,
     );
+    if !write_condition {
+        return;
+    }
     let condition = json!({
         "type": "PodScheduled",
         "status": "False",
@@ -434,4 +503,35 @@ fn record_event(
         ..Default::default()
     };
     events.record(&pod.namespace, &event);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unchanged_condition_is_written_once() {
+        let mut r = Reported::new();
+        let now = Instant::now();
+        assert!(r.changed("ns/p", "u1", "0/3 nodes are available", now));
+        assert!(!r.changed("ns/p", "u1", "0/3 nodes are available", now));
+        // Another reason, another pod of the same name, or after the pod was bound: written.
+        assert!(r.changed("ns/p", "u1", "0/4 nodes are available", now));
+        assert!(r.changed("ns/p", "u2", "0/4 nodes are available", now));
+        r.forget("ns/p");
+        assert!(r.changed("ns/p", "u2", "0/4 nodes are available", now));
+    }
+
+    #[test]
+    fn old_entries_are_pruned_once_many() {
+        let mut r = Reported::new();
+        let start = Instant::now();
+        for i in 0..1024 {
+            assert!(r.changed(&format!("ns/p{i}"), "u", "m", start));
+        }
+        let later = start + REPORTED_TTL + Duration::from_secs(1);
+        assert!(r.changed("ns/new", "u", "m", later));
+        assert_eq!(r.last.len(), 1);
+        assert!(r.changed("ns/p0", "u", "m", later));
+    }
 }
