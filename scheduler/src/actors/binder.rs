@@ -114,10 +114,8 @@ impl Reported {
                 .retain(|_, (_, _, at)| now.duration_since(*at) < REPORTED_TTL);
             self.prune_at = (self.last.len() * 2).max(1024);
         }
-        self.last.insert(
-            key.to_string(),
-            (uid.to_string(), message.to_string(), now),
-        );
+        self.last
+            .insert(key.to_string(), (uid.to_string(), message.to_string(), now));
         true
     }
 
