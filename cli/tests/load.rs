@@ -170,6 +170,21 @@ async fn kemu_run(config: &str, dir: &Path) -> anyhow::Result<(bool, String, Str
 }
 
 /// No process of the cluster in `dir` is left.
+/// Runs `config` in `dir`, which must pass and leave no process behind; the report (valid
+/// against the schema) and what `kemu run` printed.
+async fn passing_run(config: &str, dir: &Path) -> anyhow::Result<(Value, String)> {
+    let (ok, stdout, stderr) = kemu_run(config, dir).await?;
+    println!("{stdout}");
+    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
+    nothing_left(dir);
+    let json_path = dir.join("report/load-report.json");
+    keep(&json_path);
+    let report: Value = serde_json::from_slice(&std::fs::read(&json_path)?)?;
+    validate_report(&report);
+    assert_eq!(report["passed"], true);
+    Ok((report, stdout))
+}
+
 fn nothing_left(dir: &Path) {
     let needle = dir.display().to_string();
     let left: Vec<String> = std::fs::read_dir("/proc")
@@ -527,15 +542,7 @@ count = 2
 replicas = 2
 rate = 4.0
 "#;
-    let (ok, stdout, stderr) = kemu_run(config, &dir).await?;
-    println!("{stdout}");
-    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
-    nothing_left(&dir);
-    let json_path = dir.join("report/load-report.json");
-    keep(&json_path);
-    let report: Value = serde_json::from_slice(&std::fs::read(&json_path)?)?;
-    validate_report(&report);
-    assert_eq!(report["passed"], true);
+    let (report, stdout) = passing_run(config, &dir).await?;
     // The bare pods are accounted for alone: the workloads' pods carry another label.
     assert_eq!(report["pods"]["running"], 20);
     assert_eq!(report["accounting"]["when_running"]["passed"], true);
@@ -606,15 +613,7 @@ slo_pod_startup_p99_ms = 120000.0
 claims = true
 claims_percent = 50.0
 "#;
-    let (ok, stdout, stderr) = kemu_run(config, &dir).await?;
-    println!("{stdout}");
-    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
-    nothing_left(&dir);
-    let json_path = dir.join("report/load-report.json");
-    keep(&json_path);
-    let report: Value = serde_json::from_slice(&std::fs::read(&json_path)?)?;
-    validate_report(&report);
-    assert_eq!(report["passed"], true);
+    let (report, stdout) = passing_run(config, &dir).await?;
     assert_eq!(report["pods"]["running"], 20);
     let claims = &report["claims"];
     for (field, want) in [
@@ -688,15 +687,7 @@ pod_management_policy = "Parallel"
 claims = true
 claim_size = "2Gi"
 "#;
-    let (ok, stdout, stderr) = kemu_run(config, &dir).await?;
-    println!("{stdout}");
-    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
-    nothing_left(&dir);
-    let json_path = dir.join("report/load-report.json");
-    keep(&json_path);
-    let report: Value = serde_json::from_slice(&std::fs::read(&json_path)?)?;
-    validate_report(&report);
-    assert_eq!(report["passed"], true);
+    let (report, stdout) = passing_run(config, &dir).await?;
     let kinds = report["workloads"].as_array().context("workloads")?;
     assert_eq!(kinds.len(), 1, "{kinds:?}");
     assert_eq!(kinds[0]["rolled_out"], 2, "{kinds:?}");
