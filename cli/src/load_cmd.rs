@@ -40,6 +40,10 @@ pub struct LoadArgs {
     /// (repeatable).
     #[arg(long = "param", value_name = "KEY=VALUE", requires = "cl2")]
     params: Vec<String>,
+    /// With --cl2: the registry the configs' images come from (`.ImageRegistry`; default:
+    /// REGISTRY_K8S_REPO, else registry.k8s.io)
+    #[arg(long = "registry-k8s-repo", value_name = "REGISTRY", requires = "cl2")]
+    registry_k8s_repo: Option<String>,
     /// Also sample this process, as NAME=PID (repeatable).
     #[arg(long = "sample", value_name = "NAME=PID")]
     samples: Vec<String>,
@@ -205,6 +209,7 @@ pub async fn run(args: LoadArgs) -> anyhow::Result<ExitCode> {
             config: config.clone(),
             overrides: args.overrides.clone(),
             params: args.params.clone(),
+            image_registry: args.registry_k8s_repo.clone().unwrap_or_default(),
         };
         let target = args.target()?;
         let processes = match &args.dir {

@@ -36,7 +36,8 @@ pub enum ConfigError {
 }
 
 /// The parameters templates see: override files, then `CL2_*` variables, then `--param`s,
-/// each over the one before, and built-ins (`Nodes`) where none of those set them.
+/// each over the one before, and built-ins (`Nodes`, `ImageRegistry`) where none of those set
+/// them.
 #[derive(Clone, Debug, Default)]
 pub struct Parameters {
     pub values: BTreeMap<String, Value>,
@@ -45,12 +46,14 @@ pub struct Parameters {
 impl Parameters {
     /// Builds the parameters: `overrides` files (YAML maps, later ones winning), the
     /// environment's `CL2_*` variables, then `params` (`KEY=VALUE`, values read as
-    /// clusterloader2 reads its environment variables), and `nodes` as `.Nodes` unless set.
+    /// clusterloader2 reads its environment variables), `nodes` as `.Nodes` and
+    /// `image_registry` as `.ImageRegistry` unless set.
     pub fn gather(
         overrides: &[PathBuf],
         env: impl IntoIterator<Item = (String, String)>,
         params: &[String],
         nodes: u64,
+        image_registry: &str,
     ) -> Result<Parameters, ConfigError> {
         let mut values = BTreeMap::new();
         for path in overrides {
@@ -92,6 +95,9 @@ impl Parameters {
         values
             .entry("Nodes".to_string())
             .or_insert(Value::Int(nodes as i64));
+        values
+            .entry("ImageRegistry".to_string())
+            .or_insert_with(|| Value::Str(image_registry.to_string()));
         Ok(Parameters { values })
     }
 

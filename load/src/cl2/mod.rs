@@ -59,6 +59,26 @@ pub struct Cl2Options {
     pub overrides: Vec<PathBuf>,
     /// `KEY=VALUE` parameters, over the override files and `CL2_*` variables.
     pub params: Vec<String>,
+    /// The registry of the images the configs name (`.ImageRegistry`, clusterloader2's
+    /// `--registry-k8s-repo`); empty: the environment's `REGISTRY_K8S_REPO`, else
+    /// `registry.k8s.io`.
+    pub image_registry: String,
+}
+
+/// clusterloader2's default for `.ImageRegistry`.
+pub const DEFAULT_IMAGE_REGISTRY: &str = "registry.k8s.io";
+
+impl Cl2Options {
+    /// `.ImageRegistry`: the option, else `REGISTRY_K8S_REPO`, else `registry.k8s.io`.
+    pub fn image_registry(&self) -> String {
+        if !self.image_registry.is_empty() {
+            return self.image_registry.clone();
+        }
+        match std::env::var("REGISTRY_K8S_REPO") {
+            Ok(value) if !value.is_empty() => value,
+            _ => DEFAULT_IMAGE_REGISTRY.to_string(),
+        }
+    }
 }
 
 /// What a finished run produced.
@@ -89,6 +109,7 @@ pub async fn load(options: &Cl2Options, client: &ApiClient) -> anyhow::Result<(L
         std::env::vars(),
         &options.params,
         nodes.max(0) as u64,
+        &options.image_registry(),
     )?;
     Ok((LoadedConfig::load(&options.config, parameters)?, nodes))
 }

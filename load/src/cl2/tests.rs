@@ -18,6 +18,7 @@ fn params(overrides: &[PathBuf], env: &[(&str, &str)], params: &[&str], nodes: u
         env.iter().map(|(k, v)| (k.to_string(), v.to_string())),
         &params.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
         nodes,
+        "registry.k8s.io",
     )
     .unwrap()
 }
@@ -58,6 +59,10 @@ fn the_density_config_loads_with_overrides_env_and_params() {
     assert_eq!(p.values["PODS_PER_NODE"], Value::Int(2));
     assert_eq!(p.values["REPLICAS"], Value::Int(2));
     assert!(!p.values.contains_key("HOME"));
+    assert_eq!(
+        p.values["ImageRegistry"],
+        Value::Str("registry.k8s.io".into())
+    );
     let loaded = LoadedConfig::load(&shipped("density.yaml"), p).unwrap();
     let test = &loaded.test;
     assert_eq!(test.name, "density");
@@ -72,6 +77,20 @@ fn the_density_config_loads_with_overrides_env_and_params() {
     assert_eq!(
         test.steps[0].measurements[1].params["labelSelector"],
         "group = density"
+    );
+}
+
+#[test]
+fn image_registry_is_a_builtin_a_param_can_replace() {
+    let p = Parameters::gather(&[], Vec::new(), &[], 3, "mirror.example:5000").unwrap();
+    assert_eq!(
+        p.values["ImageRegistry"],
+        Value::Str("mirror.example:5000".into())
+    );
+    let p = params(&[], &[], &["ImageRegistry=other.example"], 3);
+    assert_eq!(
+        p.values["ImageRegistry"],
+        Value::Str("other.example".into())
     );
 }
 
