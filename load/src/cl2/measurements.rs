@@ -1,7 +1,8 @@
 //! clusterloader2's measurements, computed from the API as it defines them: PodStartupLatency
 //! (a pod watch from `start` to `gather`), WaitForControlledPodsRunning (owner references),
-//! WaitForRunningPods, SchedulingThroughput, WaitForBoundPVCs, and the `Sleep` and `Timer`
-//! helpers; API responsiveness from every API server's `/metrics`; and, where the cluster's
+//! WaitForRunningPods and SchedulingThroughput (all three read watch-fed caches, as
+//! clusterloader2 reads informers: [`super::informer`]), WaitForBoundPVCs, and the `Sleep` and
+//! `Timer` helpers; API responsiveness from every API server's `/metrics`; and, where the cluster's
 //! processes are known ([`ClusterView`]), ResourceUsageSummary, EtcdMetrics and
 //! SchedulingMetrics (their drivers in [`super::component_measurements`]). Every other
 //! clusterloader2 method is known by name and reported as not computed — never as a pass.
@@ -19,10 +20,12 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::config::parse_duration;
-use super::objects::{Objects, Resource};
+use super::informer::Informer;
+use super::objects::Objects;
 use super::processes::ClusterView;
 use crate::client::{ApiClient, LineReader};
 use crate::watcher::encode;
+use api::selectors::LabelSelector;
 
 /// Every measurement method clusterloader2 registers (an unknown name is a config error).
 pub const KNOWN: &[&str] = &[
@@ -220,6 +223,8 @@ pub struct Measurements {
     pub(super) objects: Objects,
     pub(super) context: MeasurementContext,
     pub(super) running: Mutex<HashMap<(String, String), Running>>,
+    /// Watch-fed caches the waits and SchedulingThroughput read, by (apiVersion, kind).
+    informers: Mutex<HashMap<(String, String), Arc<Informer>>>,
 }
 
 impl Measurements {
@@ -228,7 +233,55 @@ impl Measurements {
             objects,
             context,
             running: Mutex::new(HashMap::new()),
+            informers: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The cache of `kind` of `api_version`, started on first use and kept for the run (every
+    /// kind but pods remembers the objects deleted since, see [`Informer`]); waits for its
+    /// first list.
+    async fn informer(&self, api_version: &str, kind: &str) -> Result<Arc<Informer>, String> {
+        let key = (api_version.to_string(), kind.to_string());
+        let existing = self.informers.lock().get(&key).cloned();
+        let informer = match existing {
+            Some(informer) => informer,
+            None => {
+                let resource = self
+                    .objects
+                    .resource(api_version, kind)
+                    .await
+                    .ok_or_else(|| format!("the API does not serve {kind} of {api_version}"))?;
+                self.informers
+                    .lock()
+                    .entry(key)
+                    .or_insert_with(|| {
+                        Arc::new(Informer::start(
+                            self.objects.clone(),
+                            resource,
+                            kind != "Pod",
+                        ))
+                    })
+                    .clone()
+            }
+        };
+        informer.wait_synced(INFORMER_SYNC_LIMIT).await?;
+        Ok(informer)
+    }
+
+    /// The caches a WaitForControlledPodsRunning of `kind` reads.
+    async fn controlled_informers(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(Arc<Informer>, Arc<Informer>, Option<Arc<Informer>>), String> {
+        let controllers = self.informer(api_version, kind).await?;
+        let pods = self.informer("v1", "Pod").await?;
+        let replica_sets = if kind == "Deployment" {
+            Some(self.informer("apps/v1", "ReplicaSet").await?)
+        } else {
+            None
+        };
+        Ok((controllers, pods, replica_sets))
     }
 
     /// Runs one call of `method` as `identifier` with `params`.
@@ -256,15 +309,26 @@ impl Measurements {
             ("PodStartupLatency", "gather") => {
                 self.gather_pod_startup(&key, params, &mut result).await
             }
-            ("SchedulingThroughput", "start") => self.start_throughput(key, params),
+            ("SchedulingThroughput", "start") => self.start_throughput(key, params).await,
             ("SchedulingThroughput", "gather") => {
                 self.gather_throughput(&key, params, &mut result).await
             }
             ("WaitForControlledPodsRunning", "start") => {
+                // The caches start now, so the wait knows the controllers deleted meanwhile.
+                let api_version =
+                    param_str(params, "apiVersion").unwrap_or_else(|| "apps/v1".into());
+                let kind = param_str(params, "kind").unwrap_or_default();
+                let started = if kind.is_empty() {
+                    Err("kind is required".to_string())
+                } else {
+                    self.controlled_informers(&api_version, &kind)
+                        .await
+                        .map(|_| ())
+                };
                 self.running
                     .lock()
                     .insert(key, Running::Started(params.clone()));
-                Ok(())
+                started
             }
             ("WaitForControlledPodsRunning", _) => {
                 let mut merged = match self.running.lock().get(&key) {
@@ -392,13 +456,6 @@ impl Measurements {
             result.verdict = Verdict::Failed(violations.join("; "));
         }
         Ok(())
-    }
-
-    async fn pods(&self) -> Result<Resource, String> {
-        self.objects
-            .resource("v1", "Pod")
-            .await
-            .ok_or_else(|| "the API does not serve pods".to_string())
     }
 
     async fn start_pod_startup(
@@ -564,39 +621,42 @@ impl Measurements {
         Ok(())
     }
 
-    fn start_throughput(&self, key: (String, String), params: &Params) -> Result<(), String> {
-        let selector = param_str(params, "labelSelector").unwrap_or_default();
-        let objects = self.objects.clone();
+    /// clusterloader2's SchedulingThroughput: every `measurmentInterval` (its spelling; 5 s by
+    /// default) the pods matching `labelSelector` with a node are counted, and the growth since
+    /// the last count (from 0 at `start`) over the interval's whole seconds is one sample.
+    async fn start_throughput(&self, key: (String, String), params: &Params) -> Result<(), String> {
+        let selector = label_selector(params)?;
+        let interval = param_duration(params, "measurmentInterval", Duration::from_secs(5))?;
+        if interval.is_zero() {
+            return Err("measurmentInterval must be positive".into());
+        }
+        let seconds = interval.as_secs().max(1) as f64;
+        let pods = self.informer("v1", "Pod").await?;
         let samples: Arc<Mutex<Vec<f64>>> = Arc::default();
         let (stop, mut stopped) = watch::channel(false);
         let sink = samples.clone();
-        const INTERVAL: Duration = Duration::from_secs(5);
         let task = tokio::spawn(async move {
-            let Some(pods) = objects.resource("v1", "Pod").await else {
-                return;
-            };
-            let mut last: Option<usize> = None;
+            let mut last = 0usize;
             loop {
-                let scheduled = objects.list(&pods, &selector).await.map(|items| {
-                    items
-                        .iter()
-                        .filter(|p| {
-                            p["spec"]["nodeName"]
-                                .as_str()
-                                .is_some_and(|n| !n.is_empty())
-                        })
-                        .count()
-                });
-                if let (Some(now), Some(before)) = (scheduled, last) {
-                    sink.lock()
-                        .push(now.saturating_sub(before) as f64 / INTERVAL.as_secs_f64());
-                }
-                last = scheduled.or(last);
                 tokio::select! {
                     biased;
                     _ = stopped.wait_for(|s| *s) => return,
-                    _ = tokio::time::sleep(INTERVAL) => {}
+                    _ = tokio::time::sleep(interval) => {}
                 }
+                let scheduled = pods.read(|store| {
+                    store
+                        .items
+                        .values()
+                        .filter(|p| {
+                            selector.matches_object(p)
+                                && p["spec"]["nodeName"]
+                                    .as_str()
+                                    .is_some_and(|n| !n.is_empty())
+                        })
+                        .count()
+                });
+                sink.lock().push((scheduled as f64 - last as f64) / seconds);
+                last = scheduled;
             }
         });
         self.running.lock().insert(
@@ -641,7 +701,7 @@ impl Measurements {
         result.details = summary.clone();
         if s.is_empty() {
             result.verdict =
-                Verdict::NotComputed("no 5 s sample was taken between start and gather".into());
+                Verdict::NotComputed("no sample was taken between start and gather".into());
             return Ok(());
         }
         if let Some(threshold) = param_str(params, "threshold").and_then(|t| t.parse::<f64>().ok())
@@ -682,87 +742,21 @@ impl Measurements {
     ) -> Result<(), String> {
         let api_version = param_str(params, "apiVersion").unwrap_or_else(|| "apps/v1".into());
         let kind = param_str(params, "kind").ok_or("kind is required")?;
-        let selector = param_str(params, "labelSelector").unwrap_or_default();
+        let selector = label_selector(params)?;
         let timeout = param_duration(params, "operationTimeout", Duration::from_secs(900))?;
         let check_updated = param_str(params, "checkIfPodsAreUpdated").is_none_or(|v| v != "false");
-        let controllers = self
-            .objects
-            .resource(&api_version, &kind)
-            .await
-            .ok_or_else(|| format!("the API does not serve {kind} of {api_version}"))?;
-        let pods = self.pods().await?;
-        let replica_sets = self.objects.resource("apps/v1", "ReplicaSet").await;
-        let objects = self.objects.clone();
+        let (controllers, pods, replica_sets) =
+            self.controlled_informers(&api_version, &kind).await?;
         let state = Self::poll(timeout, || {
-            let (objects, controllers, pods, replica_sets, selector, kind) =
-                (objects.clone(), controllers.clone(), pods.clone(), replica_sets.clone(), selector.clone(), kind.clone());
-            async move {
-                let owners = objects.list(&controllers, &selector).await.ok_or("listing controllers failed")?;
-                // A Deployment owns its pods through its ReplicaSets.
-                let mut parent: HashMap<String, String> = HashMap::new();
-                if kind == "Deployment" {
-                    if let Some(rs) = &replica_sets {
-                        for r in objects.list(rs, "").await.unwrap_or_default() {
-                            let uid = r["metadata"]["uid"].as_str().unwrap_or("").to_string();
-                            for o in r["metadata"]["ownerReferences"].as_array().into_iter().flatten() {
-                                if o["controller"] == true {
-                                    parent.insert(uid.clone(), o["uid"].as_str().unwrap_or("").to_string());
-                                }
-                            }
-                        }
-                    }
-                }
-                // checkIfPodsAreUpdated: a pod counts only when its controller's template
-                // derives it (clusterloader2's semantic DeepDerivative of the specs).
-                let templates: HashMap<&str, &Json> = owners
-                    .iter()
-                    .filter(|_| check_updated)
-                    .filter_map(|c| Some((c["metadata"]["uid"].as_str()?, &c["spec"]["template"]["spec"])))
-                    .collect();
-                let mut running: HashMap<String, u64> = HashMap::new();
-                let mut outdated = 0u64;
-                for p in objects.list(&pods, "").await.ok_or("listing pods failed")? {
-                    let ready = p["status"]["phase"] == "Running"
-                        && p["metadata"]["deletionTimestamp"].is_null()
-                        && p["status"]["conditions"].as_array().is_some_and(|c| {
-                            c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
-                        });
-                    if !ready {
-                        continue;
-                    }
-                    for o in p["metadata"]["ownerReferences"].as_array().into_iter().flatten() {
-                        if o["controller"] == true {
-                            let uid = o["uid"].as_str().unwrap_or("").to_string();
-                            let owner = parent.get(&uid).cloned().unwrap_or(uid);
-                            if templates.get(owner.as_str()).is_some_and(|t| !derives(t, &p["spec"])) {
-                                outdated += 1;
-                                continue;
-                            }
-                            *running.entry(owner).or_default() += 1;
-                        }
-                    }
-                }
-                let (mut done, mut waiting) = (0u64, Vec::new());
-                for c in &owners {
-                    let want = match kind.as_str() {
-                        "DaemonSet" => c["status"]["desiredNumberScheduled"].as_u64().unwrap_or(0),
-                        "Job" => c["spec"]["parallelism"].as_u64().unwrap_or(1),
-                        _ => c["spec"]["replicas"].as_u64().unwrap_or(1),
-                    };
-                    let have = running.get(c["metadata"]["uid"].as_str().unwrap_or("")).copied().unwrap_or(0);
-                    if have == want {
-                        done += 1;
-                    } else {
-                        waiting.push(format!(
-                            "{}/{}: {have} of {want}",
-                            c["metadata"]["namespace"].as_str().unwrap_or(""),
-                            c["metadata"]["name"].as_str().unwrap_or("")
-                        ));
-                    }
-                }
-                let state = json!({"controllers": owners.len(), "running": done, "outdated_pods": outdated, "waiting": waiting.iter().take(5).collect::<Vec<_>>()});
-                Ok((waiting.is_empty(), state))
-            }
+            let state = controlled_state(
+                &controllers,
+                &pods,
+                replica_sets.as_deref(),
+                &selector,
+                &kind,
+                check_updated,
+            );
+            async move { Ok(state) }
         })
         .await;
         result.details = state.clone().unwrap_or(Json::Null);
@@ -774,22 +768,19 @@ impl Measurements {
         params: &Params,
         result: &mut MeasurementResult,
     ) -> Result<(), String> {
-        let selector = param_str(params, "labelSelector").unwrap_or_default();
+        let selector = label_selector(params)?;
         let desired = param_u64(params, "desiredPodCount").unwrap_or(0);
         let timeout = param_duration(params, "timeout", Duration::from_secs(600))?;
-        let pods = self.pods().await?;
-        let objects = self.objects.clone();
+        let pods = self.informer("v1", "Pod").await?;
         let state = Self::poll(timeout, || {
-            let (objects, pods, selector) = (objects.clone(), pods.clone(), selector.clone());
+            let running = pods.read(|store| {
+                store
+                    .items
+                    .values()
+                    .filter(|p| selector.matches_object(p) && p["status"]["phase"] == "Running")
+                    .count() as u64
+            });
             async move {
-                let items = objects
-                    .list(&pods, &selector)
-                    .await
-                    .ok_or("listing pods failed")?;
-                let running = items
-                    .iter()
-                    .filter(|p| p["status"]["phase"] == "Running")
-                    .count() as u64;
                 Ok((
                     running >= desired,
                     json!({"running": running, "desired": desired}),
@@ -872,6 +863,140 @@ impl Measurements {
     }
 }
 
+/// How long a measurement waits for a cache's first list.
+const INFORMER_SYNC_LIMIT: Duration = Duration::from_secs(300);
+
+/// The call's `labelSelector` (everything when absent).
+fn label_selector(params: &Params) -> Result<LabelSelector, String> {
+    let text = param_str(params, "labelSelector").unwrap_or_default();
+    LabelSelector::parse(&text).map_err(|e| format!("labelSelector {text:?}: {e}"))
+}
+
+/// The controller owner's uid of an object.
+fn controller_of(object: &Json) -> Option<&str> {
+    object["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|o| o["controller"] == true)?["uid"]
+        .as_str()
+}
+
+/// One look at a WaitForControlledPodsRunning: done when every controller of `kind` matching
+/// `selector` has as many Running and Ready pods as it wants (through its ReplicaSets for a
+/// Deployment; with `check_updated`, only pods its template derives count) and no pod is
+/// left of a matching controller deleted since the wait's `start`.
+fn controlled_state(
+    controllers: &Informer,
+    pods: &Informer,
+    replica_sets: Option<&Informer>,
+    selector: &LabelSelector,
+    kind: &str,
+    check_updated: bool,
+) -> (bool, Json) {
+    let (live, deleted) = controllers.read(|store| {
+        let live: Vec<Json> = store
+            .items
+            .values()
+            .filter(|c| selector.matches_object(c))
+            .cloned()
+            .collect();
+        let live_uids: HashSet<&str> = live
+            .iter()
+            .filter_map(|c| c["metadata"]["uid"].as_str())
+            .collect();
+        let deleted: HashSet<String> = store
+            .seen
+            .iter()
+            .filter(|(uid, c)| !live_uids.contains(uid.as_str()) && selector.matches_object(c))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        (live, deleted)
+    });
+    // A ReplicaSet's controller, remembered after either is gone.
+    let parent: HashMap<String, String> = replica_sets
+        .map(|rs| {
+            rs.read(|store| {
+                store
+                    .seen
+                    .iter()
+                    .filter_map(|(uid, r)| Some((uid.clone(), controller_of(r)?.to_string())))
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+    let templates: HashMap<&str, &Json> = live
+        .iter()
+        .filter(|_| check_updated)
+        .filter_map(|c| {
+            Some((
+                c["metadata"]["uid"].as_str()?,
+                &c["spec"]["template"]["spec"],
+            ))
+        })
+        .collect();
+    let mut running: HashMap<String, u64> = HashMap::new();
+    let (mut outdated, mut left) = (0u64, 0u64);
+    pods.read(|store| {
+        for p in store.items.values() {
+            let Some(owner) = controller_of(p) else {
+                continue;
+            };
+            let owner = parent.get(owner).map_or(owner, String::as_str);
+            if deleted.contains(owner) {
+                left += 1;
+                continue;
+            }
+            let ready = p["status"]["phase"] == "Running"
+                && p["metadata"]["deletionTimestamp"].is_null()
+                && p["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                });
+            if !ready {
+                continue;
+            }
+            if templates
+                .get(owner)
+                .is_some_and(|t| !derives(t, &p["spec"]))
+            {
+                outdated += 1;
+                continue;
+            }
+            *running.entry(owner.to_string()).or_default() += 1;
+        }
+    });
+    let (mut done, mut waiting) = (0u64, Vec::new());
+    for c in &live {
+        let want = match kind {
+            "DaemonSet" => c["status"]["desiredNumberScheduled"].as_u64().unwrap_or(0),
+            "Job" => c["spec"]["parallelism"].as_u64().unwrap_or(1),
+            _ => c["spec"]["replicas"].as_u64().unwrap_or(1),
+        };
+        let have = running
+            .get(c["metadata"]["uid"].as_str().unwrap_or(""))
+            .copied()
+            .unwrap_or(0);
+        if have == want {
+            done += 1;
+        } else {
+            waiting.push(format!(
+                "{}/{}: {have} of {want}",
+                c["metadata"]["namespace"].as_str().unwrap_or(""),
+                c["metadata"]["name"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    let state = json!({
+        "controllers": live.len(),
+        "running": done,
+        "deleted": deleted.len(),
+        "pods_of_deleted": left,
+        "outdated_pods": outdated,
+        "waiting": waiting.iter().take(5).collect::<Vec<_>>(),
+    });
+    (waiting.is_empty() && left == 0, state)
+}
+
 /// Whether `template` derives `actual`, as Kubernetes' semantic `DeepDerivative` (which
 /// clusterloader2's `checkIfPodsAreUpdated` applies to a controller's pod template and its
 /// pods' specs): what the template leaves unset (null, `""`, an empty list or map) matches
@@ -949,6 +1074,93 @@ mod tests {
         assert_eq!(percentile(&v, 99.0), 99.0);
         assert_eq!(percentile(&[3.0], 90.0), 3.0);
         assert_eq!(percentile(&[], 90.0), 0.0);
+    }
+
+    fn store(objects: &[Json], deleted: &[Json]) -> super::super::informer::Store {
+        let mut store = super::super::informer::Store::default();
+        for o in objects {
+            let key = format!(
+                "{}/{}",
+                o["metadata"]["namespace"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap()
+            );
+            store.items.insert(key, o.clone());
+        }
+        for o in objects.iter().chain(deleted) {
+            if let Some(uid) = o["metadata"]["uid"].as_str() {
+                store.seen.insert(uid.to_string(), o.clone());
+            }
+        }
+        store
+    }
+
+    fn pod(name: &str, owner: &str, ready: bool) -> Json {
+        json!({"metadata": {"namespace": "n", "name": name, "uid": format!("pod-{name}"),
+                "ownerReferences": [{"uid": owner, "controller": true}]},
+            "spec": {"containers": [{"name": "c", "image": "pause"}]},
+            "status": {"phase": if ready { "Running" } else { "Pending" },
+                "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    #[tokio::test]
+    async fn a_wait_counts_pods_through_replica_sets_and_waits_out_deleted_controllers() {
+        let deployment = |name: &str, replicas: u64| {
+            json!({"metadata": {"namespace": "n", "name": name, "uid": format!("d-{name}"),
+                    "labels": {"group": "g"}},
+                "spec": {"replicas": replicas,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "pause"}]}}}})
+        };
+        let rs = |name: &str, owner: &str| {
+            json!({"metadata": {"namespace": "n", "name": name, "uid": format!("rs-{name}"),
+                "ownerReferences": [{"uid": owner, "controller": true}]}})
+        };
+        let selector = LabelSelector::parse("group = g").unwrap();
+        // a: 2 of 2 ready; b was deleted (with its ReplicaSet) and one of its pods is left.
+        let controllers = Informer::fixed(store(&[deployment("a", 2)], &[deployment("b", 1)]));
+        let replica_sets = Informer::fixed(store(&[rs("a1", "d-a")], &[rs("b1", "d-b")]));
+        let left = [
+            pod("a-1", "rs-a1", true),
+            pod("a-2", "rs-a1", true),
+            pod("b-1", "rs-b1", true),
+        ];
+        let pods = Informer::fixed(store(&left, &[]));
+        let (done, state) = controlled_state(
+            &controllers,
+            &pods,
+            Some(&replica_sets),
+            &selector,
+            "Deployment",
+            true,
+        );
+        assert!(!done, "{state}");
+        assert_eq!(state["running"], 1);
+        assert_eq!(state["pods_of_deleted"], 1);
+        // Once b's pod is gone the wait is over.
+        let pods = Informer::fixed(store(&left[..2], &[]));
+        let (done, state) = controlled_state(
+            &controllers,
+            &pods,
+            Some(&replica_sets),
+            &selector,
+            "Deployment",
+            true,
+        );
+        assert!(done, "{state}");
+        // A pod not Ready does not count.
+        let pods = Informer::fixed(store(
+            &[pod("a-1", "rs-a1", true), pod("a-2", "rs-a1", false)],
+            &[],
+        ));
+        let (done, state) = controlled_state(
+            &controllers,
+            &pods,
+            Some(&replica_sets),
+            &selector,
+            "Deployment",
+            true,
+        );
+        assert!(!done);
+        assert_eq!(state["waiting"][0], "n/a: 1 of 2");
     }
 
     #[test]

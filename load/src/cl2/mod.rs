@@ -20,6 +20,7 @@ pub mod component_measurements;
 pub mod config;
 pub mod etcd_metrics;
 pub mod gotmpl;
+pub mod informer;
 pub mod junit;
 pub mod measurements;
 pub mod objects;

@@ -103,8 +103,21 @@ impl Objects {
 
     /// Every object of `resource` matching `selector` (all namespaces), a page at a time.
     pub async fn list(&self, resource: &Resource, selector: &str) -> Option<Vec<Json>> {
+        self.list_with_version(resource, selector)
+            .await
+            .map(|(items, _)| items)
+    }
+
+    /// [`list`](Self::list) and the list's resourceVersion (its first page's: the later pages
+    /// are served from the same snapshot), where a watch of the same objects starts.
+    pub async fn list_with_version(
+        &self,
+        resource: &Resource,
+        selector: &str,
+    ) -> Option<(Vec<Json>, String)> {
         let mut items = Vec::new();
         let mut token = String::new();
+        let mut version = None;
         loop {
             let mut path = format!("{}?limit=500", resource.collection(""));
             if !selector.is_empty() {
@@ -114,6 +127,14 @@ impl Objects {
                 path.push_str(&format!("&continue={}", encode(&token)));
             }
             let page = self.get("list", &resource.plural, &path).await?;
+            if version.is_none() {
+                version = Some(
+                    page["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string(),
+                );
+            }
             if let Some(list) = page["items"].as_array() {
                 items.extend(list.iter().cloned());
             }
@@ -122,7 +143,7 @@ impl Objects {
                 .unwrap_or("")
                 .to_string();
             if token.is_empty() {
-                return Some(items);
+                return Some((items, version.unwrap_or_default()));
             }
         }
     }
