@@ -115,7 +115,7 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
     assert_eq!(report["name"], "density");
     assert_eq!(report["nodes"], 4);
     let steps = report["steps"].as_array().context("steps")?;
-    assert_eq!(steps.len(), 6);
+    assert_eq!(steps.len(), 7);
     // 4 nodes × 2 pods over 2 namespaces, one pod per Deployment: 8 Deployments.
     assert_eq!(steps[1]["name"], "Create deployments");
     assert_eq!(steps[1]["object_operations"], 8);
@@ -253,6 +253,25 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
         junit.contains("name=\"density: [step: 05] Gather / [06] - SchedulingMetrics\""),
         "{junit}"
     );
+    // SchedulingThroughput sampled every second (`measurmentInterval`, CL2's spelling).
+    let throughput = result_file(
+        &report_dir,
+        &files,
+        "SchedulingThroughput_SchedulingThroughput_density_",
+    )?;
+    assert!(throughput["max"].as_f64() > Some(0.0), "{throughput}");
+    // The last wait outlasted the pods of the Deployments deleted since its start.
+    let deletion = report["measurements"]
+        .as_array()
+        .context("measurements")?
+        .iter()
+        .filter(|m| m["identifier"] == "UpdatedDeployments" && m["action"] == "gather")
+        .next_back()
+        .context("the deletion wait")?;
+    assert_eq!(deletion["verdict"]["status"], "passed", "{deletion}");
+    assert_eq!(deletion["details"]["controllers"], 0, "{deletion}");
+    assert_eq!(deletion["details"]["deleted"], 8, "{deletion}");
+    assert_eq!(deletion["details"]["pods_of_deleted"], 0, "{deletion}");
     let html = std::fs::read_to_string(report_dir.join("cl2-report.html"))?;
     assert!(html.contains("Create deployments") && html.contains("PodStartupLatency"));
     let run: Value = serde_json::from_slice(&std::fs::read(report_dir.join("run.json"))?)?;
@@ -311,14 +330,16 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
 
 /// A clusterloader2 config with a `[chaos]` plan alongside: a store follower killed while the
 /// Deployments are created. The config's measurements and the chaos checks that need no load
-/// of kemu's own both pass, and the run's summary says so.
+/// of kemu's own both pass, and the run's summary says so. The calls caught by the kill may
+/// take over a second (a debug build on a busy machine): the chaos report's own service check
+/// bounds them, so the API latency SLO is reported here without failing the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chaos_plan_runs_beside_a_clusterloader2_config() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
     let dir = tmp.path().join("cl2-chaos");
     let configs = workspace().join("load/tests/cl2");
     let cl2 = format!(
-        "{{ config = {:?}, overrides = [{:?}], params = [\"STARTUP_THRESHOLD=120s\"] }}",
+        "{{ config = {:?}, overrides = [{:?}], params = [\"STARTUP_THRESHOLD=120s\", \"API_VIOLATIONS=false\"] }}",
         configs.join("density.yaml").display().to_string(),
         configs.join("overrides.yaml").display().to_string()
     );

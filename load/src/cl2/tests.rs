@@ -68,7 +68,7 @@ fn the_density_config_loads_with_overrides_env_and_params() {
     assert_eq!(test.name, "density");
     assert_eq!(test.namespace.number, 3);
     assert_eq!(test.tuningsets.len(), 3);
-    assert_eq!(test.steps.len(), 6);
+    assert_eq!(test.steps.len(), 7);
     let create = &test.steps[1].phases[0];
     // 5 nodes × 2 pods / 3 namespaces = 3 per namespace, in Deployments of 2: 1 each.
     assert_eq!(create.replicaspernamespace, 1);
