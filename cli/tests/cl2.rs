@@ -363,3 +363,43 @@ async fn a_chaos_plan_runs_beside_a_clusterloader2_config() -> anyhow::Result<()
     }
     Ok(())
 }
+
+/// In netns mode the components listen inside the hosts' network namespaces: the measurements
+/// read from their `/metrics` (EtcdMetrics, SchedulingMetrics) reach them through the bridge
+/// namespace and are computed, and ResourceUsageSummary samples every process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn component_measurements_reach_a_netns_cluster() -> anyhow::Result<()> {
+    let tmp = tempfile::tempdir()?;
+    let dir = tmp.path().join("cl2-netns");
+    let configs = workspace().join("load/tests/cl2");
+    let cl2 = format!(
+        "{{ config = {:?}, overrides = [{:?}], params = [\"STARTUP_THRESHOLD=120s\", \"API_VIOLATIONS=false\"] }}",
+        configs.join("density.yaml").display().to_string(),
+        configs.join("overrides.yaml").display().to_string()
+    );
+    let netns = "[hosts]\nmode = \"netns\"\nsubnet = \"10.219.0.0/24\"\n";
+    let (ok, stdout, stderr) =
+        kemu_run(&cluster_with("cl2-netns", &cl2, 1, 1, netns), &dir).await?;
+    println!("{stdout}");
+    assert!(ok, "kemu run failed:\n{stdout}\n{stderr}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report/cl2-report.json"))?)?;
+    let gathered = |method: &str| {
+        report["measurements"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["method"] == method && m["action"] == "gather")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    for method in ["EtcdMetrics", "SchedulingMetrics", "ResourceUsageSummary"] {
+        let m = gathered(method);
+        assert_eq!(m["verdict"]["status"], "passed", "{method}: {m}");
+    }
+    assert_eq!(
+        gathered("EtcdMetrics")["details"]["members_not_scraped"],
+        json!([])
+    );
+    Ok(())
+}

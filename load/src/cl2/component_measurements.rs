@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::measurements::{
     param_duration, param_str, MeasurementResult, Measurements, Params, Running, Verdict,
 };
-use super::processes::{scrape, ClusterView, Component};
+use super::processes::{ClusterView, Component};
 use super::prometheus::{self, Sample};
 use super::{etcd_metrics, resource_usage, scheduling_metrics};
 use crate::sampler::{self, ProcessSamples};
@@ -56,10 +56,12 @@ impl EtcdRun {
 /// Scrapes every one of `components` that serves `/metrics`: the samples of each that
 /// answered, and the errors of those that did not.
 async fn scrape_all<'a>(
+    cluster: &ClusterView,
     components: impl Iterator<Item = &'a Component>,
 ) -> (Vec<Vec<Sample>>, Vec<String>) {
     let addrs: Vec<_> = components.filter_map(|c| c.metrics).collect();
-    let answers = futures::future::join_all(addrs.into_iter().map(scrape)).await;
+    let answers =
+        futures::future::join_all(addrs.into_iter().map(|addr| cluster.scrape(addr))).await;
     let mut samples = Vec::new();
     let mut errors = Vec::new();
     for answer in answers {
@@ -72,8 +74,8 @@ async fn scrape_all<'a>(
 }
 
 /// The largest database size any of `members` reports now.
-async fn database_size(members: &[Component]) -> Option<f64> {
-    let (samples, _) = scrape_all(members.iter()).await;
+async fn database_size(cluster: &ClusterView, members: &[Component]) -> Option<f64> {
+    let (samples, _) = scrape_all(cluster, members.iter()).await;
     samples
         .iter()
         .filter_map(|s| etcd_metrics::database_size(s))
@@ -196,6 +198,7 @@ impl Measurements {
             return Ok(());
         };
         let wait = param_duration(params, "waitTime", Duration::from_secs(60))?;
+        let cluster = self.context.cluster.clone().unwrap_or_default();
         let max_database_size: Arc<Mutex<f64>> = Arc::default();
         let (stop, mut stopped) = watch::channel(false);
         let max = max_database_size.clone();
@@ -206,7 +209,7 @@ impl Measurements {
                     _ = stopped.wait_for(|s| *s) => return,
                     _ = tokio::time::sleep(wait) => {}
                 }
-                if let Some(size) = database_size(&members).await {
+                if let Some(size) = database_size(&cluster, &members).await {
                     let mut max = max.lock();
                     *max = max.max(size);
                 }
@@ -236,7 +239,8 @@ impl Measurements {
         };
         let max = run.max_database_size.clone();
         run.stop().await;
-        let (samples, errors) = scrape_all(members.iter()).await;
+        let cluster = self.context.cluster.clone().unwrap_or_default();
+        let (samples, errors) = scrape_all(&cluster, members.iter()).await;
         if samples.is_empty() {
             return Err(errors.join("; "));
         }
@@ -271,7 +275,7 @@ impl Measurements {
             result.verdict = Verdict::NotComputed("no scheduler serves /metrics".into());
             return Ok(None);
         }
-        let (samples, errors) = scrape_all(cluster.of_kind(Kind::Scheduler)).await;
+        let (samples, errors) = scrape_all(cluster, cluster.of_kind(Kind::Scheduler)).await;
         if samples.is_empty() {
             return Err(errors.join("; "));
         }

@@ -6,8 +6,10 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 
 use cluster::layout::{Kind, Layout};
+use cluster::netns::NetAccess;
 use cluster::state::ClusterState;
 
 /// One process of the cluster.
@@ -36,11 +38,23 @@ impl Component {
 }
 
 /// The cluster's processes and API servers.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterView {
     pub components: Vec<Component>,
     /// Every API server's URL other than the kubeconfig's, when this machine reaches them.
     pub other_api_servers: Vec<String>,
+    /// netns mode: the way into the hosts' network, where the components' `/metrics` are.
+    pub net: Option<Arc<NetAccess>>,
+}
+
+impl std::fmt::Debug for ClusterView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterView")
+            .field("components", &self.components)
+            .field("other_api_servers", &self.other_api_servers)
+            .field("netns", &self.net.is_some())
+            .finish()
+    }
 }
 
 impl ClusterView {
@@ -73,10 +87,34 @@ impl ClusterView {
             }
             _ => Vec::new(),
         };
+        // In netns mode the components listen inside the hosts' network: scrapes go through
+        // the bridge namespace (root, as the cluster itself needs).
+        let net = match &layout {
+            Some(l) if l.bridge.is_some() => match NetAccess::for_layout(l) {
+                Ok(net) => Some(Arc::new(net)),
+                Err(e) => {
+                    tracing::warn!("the components' /metrics cannot be reached: {e:#}");
+                    None
+                }
+            },
+            _ => None,
+        };
         Ok(Some(ClusterView {
             components,
             other_api_servers,
+            net,
         }))
+    }
+
+    /// A component's `/metrics` text, reached where the component listens.
+    pub async fn scrape(&self, addr: SocketAddr) -> Result<String, String> {
+        match &self.net {
+            None => scrape(addr).await,
+            Some(net) => net
+                .run(scrape(addr))
+                .await
+                .unwrap_or_else(|e| Err(format!("{addr}/metrics: {e:#}"))),
+        }
     }
 
     pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &Component> {
