@@ -73,6 +73,83 @@ async fn scrape_all<'a>(
     (samples, errors)
 }
 
+/// What a component's `/metrics` says of its process: CPU seconds so far and resident bytes.
+async fn process_metrics(cluster: &ClusterView, addr: std::net::SocketAddr) -> Option<(f64, u64)> {
+    let text = cluster.scrape(addr).await.ok()?;
+    let samples = prometheus::parse(&text);
+    let value = |name: &str| samples.iter().find(|s| s.name == name).map(|s| s.value);
+    Some((
+        value("process_cpu_seconds_total")?,
+        value("process_resident_memory_bytes")? as u64,
+    ))
+}
+
+/// Samples `components` (name, `/metrics` address) every `period` from their
+/// `process_cpu_seconds_total` and `process_resident_memory_bytes`, as [`sampler::sample_every`]
+/// samples a local process from `/proc`: for processes on hosts this machine cannot look into.
+async fn sample_metrics_every(
+    cluster: ClusterView,
+    period: Duration,
+    components: Vec<(String, std::net::SocketAddr)>,
+    run_start: Instant,
+    mut stop: watch::Receiver<bool>,
+) -> Vec<ProcessSamples> {
+    let mut out: Vec<ProcessSamples> = components
+        .iter()
+        .map(|(name, _)| ProcessSamples {
+            name: name.clone(),
+            pid: 0,
+            samples: Vec::new(),
+        })
+        .collect();
+    if components.is_empty() {
+        return out;
+    }
+    let mut last: Vec<Option<(Instant, f64)>> = Vec::new();
+    for (_, addr) in &components {
+        let now = Instant::now();
+        last.push(
+            process_metrics(&cluster, *addr)
+                .await
+                .map(|(cpu, _)| (now, cpu)),
+        );
+    }
+    let mut tick = tokio::time::interval(period);
+    tick.tick().await;
+    loop {
+        let last_round = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => true,
+            _ = tick.tick() => false,
+        };
+        for (i, (_, addr)) in components.iter().enumerate() {
+            let now = Instant::now();
+            let Some((cpu, rss)) = process_metrics(&cluster, *addr).await else {
+                continue;
+            };
+            if let Some((before_at, before_cpu)) = last[i] {
+                let seconds = (now - before_at).as_secs_f64();
+                // Too short a span (the last round right after a tick) repeats the figure before.
+                let cpu_percent = if seconds >= 0.2 {
+                    100.0 * (cpu - before_cpu).max(0.0) / seconds
+                } else {
+                    out[i].samples.last().map_or(0.0, |s| s.cpu_percent)
+                };
+                out[i].samples.push(sampler::ResourceSample {
+                    t: (now - run_start).as_secs_f64(),
+                    cpu_percent,
+                    rss_bytes: rss,
+                });
+            }
+            last[i] = Some((now, cpu));
+        }
+        if last_round {
+            break;
+        }
+    }
+    out
+}
+
 /// The largest database size any of `members` reports now.
 async fn database_size(cluster: &ClusterView, members: &[Component]) -> Option<f64> {
     let (samples, _) = scrape_all(cluster, members.iter()).await;
@@ -119,13 +196,24 @@ impl Measurements {
                 })
             })
             .collect();
+        // A process with no pid here (on a remote host) is sampled through its /metrics.
+        let remote: Vec<(String, std::net::SocketAddr)> = cluster
+            .components
+            .iter()
+            .filter(|c| c.pid.is_none())
+            .filter_map(|c| Some((format!("{}/{}", c.name, c.container()), c.metrics?)))
+            .collect();
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(sampler::sample_every(
-            resource_usage::PERIOD,
-            processes,
-            Instant::now(),
-            stopped,
-        ));
+        let started = Instant::now();
+        let view = cluster.clone();
+        let task = tokio::spawn(async move {
+            let (mut local, remote) = tokio::join!(
+                sampler::sample_every(resource_usage::PERIOD, processes, started, stopped.clone()),
+                sample_metrics_every(view, resource_usage::PERIOD, remote, started, stopped),
+            );
+            local.extend(remote);
+            local
+        });
         self.running.lock().insert(
             key,
             Running::ResourceUsage(ResourceUsageRun {
@@ -319,5 +407,64 @@ impl Measurements {
             scheduling_metrics::summarize(&start, &end),
         ));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A `/metrics` endpoint whose process spends 0.5 s of CPU between two scrapes.
+    async fn fake_component() -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let scrapes = Arc::new(AtomicU64::new(0));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let n = scrapes.fetch_add(1, Ordering::SeqCst);
+                let mut request = [0u8; 1024];
+                let _ = stream.read(&mut request).await;
+                let body = format!(
+                    "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {}\nprocess_resident_memory_bytes {}\n",
+                    n as f64 * 0.5,
+                    1_000_000 + n
+                );
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_process_out_of_reach_of_proc_is_sampled_through_its_metrics() {
+        let addr = fake_component().await;
+        let (stop, stopped) = watch::channel(false);
+        let period = Duration::from_millis(300);
+        let task = tokio::spawn(sample_metrics_every(
+            ClusterView::default(),
+            period,
+            vec![("s1/etcd".into(), addr)],
+            Instant::now(),
+            stopped,
+        ));
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let _ = stop.send(true);
+        let samples = task.await.unwrap();
+        assert_eq!(samples.len(), 1);
+        assert_eq!(samples[0].name, "s1/etcd");
+        let s = &samples[0].samples;
+        assert!(s.len() >= 2, "{s:?}");
+        // 0.5 s of CPU per 0.3 s period: about 167 % of a core.
+        assert!(
+            s[0].cpu_percent > 100.0 && s[0].cpu_percent < 250.0,
+            "{s:?}"
+        );
+        assert!(s[0].rss_bytes > 1_000_000, "{s:?}");
     }
 }
