@@ -257,6 +257,12 @@ async fn kemu_run_accounts_for_every_pod() -> anyhow::Result<()> {
     ] {
         assert_eq!(pods[field], want, "pods.{field}: {pods}");
     }
+    // The 200 nodes, Ready from start to end, their heartbeats on time throughout.
+    let nodes = &report["nodes"];
+    assert_eq!(nodes["nodes"], 200, "{nodes}");
+    assert_eq!(nodes["ready_at_start"], 200, "{nodes}");
+    assert_eq!(nodes["ready_at_end"], 200, "{nodes}");
+    assert_eq!(nodes["not_ready_transitions"], 0, "{nodes}");
     // Per pod, by uid, against the API's listings.
     let when_running = &report["accounting"]["when_running"];
     assert_eq!(when_running["passed"], true, "{when_running}");

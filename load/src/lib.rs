@@ -33,6 +33,7 @@ pub mod cl2;
 pub mod claims;
 pub mod client;
 pub mod html;
+pub mod nodes;
 pub mod pacer;
 pub mod plan;
 pub mod report;
@@ -916,6 +917,8 @@ pub async fn run(
         pid: std::process::id(),
     });
     let sampler = tokio::spawn(sampler::sample(processes, start, stop_rx.clone()));
+    // The nodes' Ready conditions through the run (heartbeats that did not keep up).
+    let node_watch = tokio::spawn(nodes::watch_nodes(client.clone(), start, stop_rx.clone()));
 
     ensure_namespaces(&client, plan.namespaces).await?;
     let mut watchers = Vec::new();
@@ -1194,6 +1197,16 @@ pub async fn run(
         let _ = w.await;
     }
     let samples = sampler.await.unwrap_or_default();
+    let nodes_report = node_watch.await.ok();
+    if let Some(n) = &nodes_report {
+        tracing::info!(
+            "load: {} nodes, {} Ready at the start and {} at the end, {} NotReady transitions",
+            n.nodes,
+            n.ready_at_start,
+            n.ready_at_end,
+            n.not_ready_transitions
+        );
+    }
     let duration_s = run.now();
     let finished_at = chrono::Utc::now();
 
@@ -1309,6 +1322,7 @@ pub async fn run(
             accounting: accounted,
             workloads: workload_report,
             claims: claims_report,
+            nodes: nodes_report,
         }
     };
     let (report_json, report_html, summary) = write_report(&report, &[], &target.report_dir)?;

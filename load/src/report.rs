@@ -265,6 +265,9 @@ pub struct LoadReport {
     /// The bare pods' claims, when the plan gives them some.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claims: Option<crate::claims::ClaimsReport>,
+    /// The cluster's nodes through the run: Ready at the start and end, NotReady transitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<crate::nodes::NodesReport>,
 }
 
 /// A part of the report another tool contributes (`kemu run` attaches the results of the chaos
