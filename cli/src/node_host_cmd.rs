@@ -30,6 +30,10 @@ pub struct NodeHostArgs {
     /// by default derived from a trailing number in `--identity` (`nodehost-2` → nodes × 1).
     #[arg(long)]
     first_index: Option<usize>,
+    /// Take the host's ordinal, counted from 0, from the trailing number of `--identity` (a
+    /// StatefulSet pod's name: `kemu-nodehost-3` is host 3) and run nodes ordinal × nodes on.
+    #[arg(long, conflicts_with = "first_index")]
+    first_index_from_ordinal: bool,
     /// Where the nodes' pod ranges come from (kube-controller-manager's `--cluster-cidr`): one
     /// CIDR, or an IPv4 and an IPv6 one for dual-stack (`10.128.0.0/9,fd00:10::/48`).
     #[arg(long)]
@@ -96,6 +100,20 @@ fn configure(args: &NodeHostArgs) -> anyhow::Result<NodeHostConfig> {
     }
     config.first_index = match args.first_index {
         Some(i) => i,
+        None if args.first_index_from_ordinal => {
+            let ordinal = host_number(&args.identity).with_context(|| {
+                format!(
+                    "--first-index-from-ordinal: --identity {:?} does not end in a number",
+                    args.identity
+                )
+            })?;
+            ordinal.checked_mul(config.nodes).with_context(|| {
+                format!(
+                    "--first-index-from-ordinal: host {ordinal} × {} nodes overflows",
+                    config.nodes
+                )
+            })?
+        }
         None => host_number(&args.identity).map_or(0, |k| k.saturating_sub(1) * config.nodes),
     };
     if let Some(name) = &args.runtime {
