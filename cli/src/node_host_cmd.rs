@@ -8,12 +8,14 @@ use anyhow::Context;
 use api::client::ClientConfig;
 use clap::Args;
 use node::config::{NodeHostConfig, RuntimeProfile};
+use transport::Endpoint;
 
 #[derive(Args, Debug)]
 pub struct NodeHostArgs {
-    /// QUIC addresses of the API servers' component fronts, comma-separated.
+    /// QUIC addresses of the API servers' component fronts, comma-separated: `IP:PORT` or
+    /// `HOST:PORT` (resolved at each connect).
     #[arg(long, value_delimiter = ',', required = true)]
-    apiserver: Vec<SocketAddr>,
+    apiserver: Vec<Endpoint>,
     /// Directory with `ca.crt` and this node host's certificate.
     #[arg(long)]
     certs: PathBuf,
@@ -62,6 +64,10 @@ pub struct NodeHostArgs {
     /// Where to serve container logs to the API server (QUIC).
     #[arg(long)]
     logs_addr: Option<SocketAddr>,
+    /// Where the API server reaches `--logs-addr`, when it listens on a wildcard address:
+    /// `IP:PORT` or `HOST:PORT` (a name must be in this node host's certificate).
+    #[arg(long)]
+    logs_advertise: Option<Endpoint>,
     /// Where to serve Prometheus metrics.
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
@@ -146,6 +152,9 @@ fn configure(args: &NodeHostArgs) -> anyhow::Result<NodeHostConfig> {
     }
     if let Some(addr) = args.logs_addr {
         config.logs_addr = addr;
+    }
+    if let Some(endpoint) = &args.logs_advertise {
+        config.logs_advertise = Some(endpoint.clone());
     }
     config.validate()?;
     Ok(config)

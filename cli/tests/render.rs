@@ -6,6 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use common::{kemu_exe, workspace, Cluster};
 
@@ -176,4 +177,162 @@ fn bad_input_is_named() {
     let message = text(&out);
     assert!(message.contains("\"Not_A_Namespace\""), "{message}");
     assert!(message.contains("RFC 1123"), "{message}");
+}
+
+/// A kemu process killed when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Components find each other by host name, as rendered manifests have them do: store members
+/// whose peers are `localhost:PORT`, an API server whose store endpoints are, and a node host
+/// whose API server is. Certificates carry `localhost` as a DNS SAN, and the TLS server name is
+/// the host name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn components_reach_each_other_by_host_name() -> anyhow::Result<()> {
+    use cluster::process::{free_ports, spawn_logged};
+    use transport::pki::{self, CertSpec};
+
+    let dir = tempfile::tempdir()?;
+    let certs = dir.path().join("certs");
+    pki::create_ca(&certs, "names")?;
+    let members = ["s1", "s2", "s3"];
+    let mut identities: Vec<(&str, &str)> = members
+        .iter()
+        .map(|m| (*m, store::config::STORE_MEMBER_ORG))
+        .collect();
+    identities.extend([
+        ("apiserver", "kemu:apiserver"),
+        ("admin", "system:masters"),
+        ("nodehost-1", "system:nodes"),
+    ]);
+    for (name, organization) in identities {
+        pki::issue(
+            &certs,
+            &CertSpec {
+                name: name.into(),
+                organizations: vec![organization.into()],
+                sans: vec![],
+            },
+        )?;
+    }
+    let ports = free_ports(2 * members.len() + 2)?;
+    let initial: Vec<String> = members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| format!("{m}=localhost:{}", ports[2 * i + 1]))
+        .collect();
+    let certs_arg = certs.display().to_string();
+    let mut running = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let args: Vec<String> = [
+            "store",
+            "--name",
+            m,
+            "--data-dir",
+            &dir.path().join(m).display().to_string(),
+            "--listen-client",
+            &format!("127.0.0.1:{}", ports[2 * i]),
+            "--listen-peer",
+            &format!("127.0.0.1:{}", ports[2 * i + 1]),
+            "--initial-cluster",
+            &initial.join(","),
+            "--certs",
+            &certs_arg,
+        ]
+        .map(String::from)
+        .to_vec();
+        let log = dir.path().join(format!("{m}.log"));
+        running.push(Running(spawn_logged(kemu_exe(), &args, &log)?));
+    }
+    let store_endpoints: Vec<String> = (0..members.len())
+        .map(|i| format!("localhost:{}", ports[2 * i]))
+        .collect();
+    let (http, quic) = (ports[2 * members.len()], ports[2 * members.len() + 1]);
+    let api_args: Vec<String> = [
+        "apiserver",
+        "--store-endpoints",
+        &store_endpoints.join(","),
+        "--certs",
+        &certs_arg,
+        "--listen-http",
+        &format!("127.0.0.1:{http}"),
+        "--listen-quic",
+        &format!("127.0.0.1:{quic}"),
+        "--disable-admission-plugins=ServiceAccount",
+    ]
+    .map(String::from)
+    .to_vec();
+    let api_log = dir.path().join("apiserver.log");
+    running.push(Running(spawn_logged(kemu_exe(), &api_args, &api_log)?));
+
+    // Ready means the API server reads the store, which has elected a leader over its peers.
+    let admin = cluster::api_access::ApiAccess::from_certs(
+        format!("127.0.0.1:{http}").parse()?,
+        &certs,
+        Some("admin"),
+    )?;
+    let log = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
+    let ready = common::wait_until("the API server is ready", Duration::from_secs(60), || {
+        let admin = &admin;
+        async move { matches!(admin.get("/readyz").await, Ok((200, _))) }
+    })
+    .await;
+    assert!(
+        ready.is_ok(),
+        "{ready:?}\napiserver:\n{}\ns1:\n{}",
+        log(&api_log),
+        log(&dir.path().join("s1.log"))
+    );
+
+    // A write goes through the raft log, replicated to the peers by name.
+    let (code, body) = admin
+        .request(
+            "POST",
+            "/api/v1/namespaces",
+            Some("application/json"),
+            br#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"by-name"}}"#,
+        )
+        .await?;
+    assert_eq!(code, 201, "{body}");
+
+    // A node host reaches the API server's QUIC front by name; its nodes register.
+    let host_args: Vec<String> = [
+        "node-host",
+        "--apiserver",
+        &format!("localhost:{quic}"),
+        "--certs",
+        &certs_arg,
+        "--identity",
+        "nodehost-1",
+        "--nodes",
+        "2",
+    ]
+    .map(String::from)
+    .to_vec();
+    let host_log = dir.path().join("nodehost.log");
+    running.push(Running(spawn_logged(kemu_exe(), &host_args, &host_log)?));
+    let registered = common::wait_until("two nodes registered", Duration::from_secs(60), || {
+        let admin = &admin;
+        async move {
+            match admin.get("/api/v1/nodes").await {
+                Ok((200, body)) => {
+                    serde_json::from_str::<serde_json::Value>(&body)
+                        .ok()
+                        .and_then(|v| v["items"].as_array().map(Vec::len))
+                        == Some(2)
+                }
+                _ => false,
+            }
+        }
+    })
+    .await;
+    assert!(registered.is_ok(), "{registered:?}\n{}", log(&host_log));
+    drop(running);
+    Ok(())
 }

@@ -608,9 +608,9 @@ impl Renderer<'_> {
         }
     }
 
-    /// `POD_NAME` (and `POD_IP`) from the downward API, for `$(POD_NAME)` in the arguments.
+    /// `POD_NAME` from the downward API, for `$(POD_NAME)` in the arguments.
     fn pod_env() -> Vec<EnvVar> {
-        [("POD_NAME", "metadata.name"), ("POD_IP", "status.podIP")]
+        [("POD_NAME", "metadata.name")]
             .into_iter()
             .map(|(name, path)| EnvVar {
                 name: name.into(),
@@ -1049,7 +1049,13 @@ impl Renderer<'_> {
             s("--metrics-addr"),
             format!("0.0.0.0:{NODEHOST_METRICS_PORT}"),
             s("--logs-addr"),
-            format!("$(POD_IP):{NODEHOST_LOGS_PORT}"),
+            format!("0.0.0.0:{NODEHOST_LOGS_PORT}"),
+            // The API server dials this for `kubectl logs`: a name in the host's certificate.
+            s("--logs-advertise"),
+            format!(
+                "{}:{NODEHOST_LOGS_PORT}",
+                self.names.pod_host(Names::NODEHOST, "$(POD_NAME)")
+            ),
         ];
         // What a node host needs grows with its nodes and their pods (docs/node.md).
         let memory = format!("{}Mi", 128 + self.config.nodes.per_host / 2);
