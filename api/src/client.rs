@@ -957,8 +957,14 @@ mod tests {
     #[test]
     fn config_is_validated() {
         let dir = std::env::temp_dir();
-        assert!(ClientConfig::new(vec![], &dir, "x").validate().is_err());
-        let ok = ClientConfig::new(vec!["127.0.0.1:1".parse().expect("addr")], &dir, "x");
+        assert!(ClientConfig::new(Vec::<Endpoint>::new(), &dir, "x")
+            .validate()
+            .is_err());
+        let ok = ClientConfig::new(
+            vec!["127.0.0.1:1".parse::<std::net::SocketAddr>().expect("addr")],
+            &dir,
+            "x",
+        );
         assert!(ok.validate().is_ok());
     }
 }

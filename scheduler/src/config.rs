@@ -117,7 +117,10 @@ mod tests {
 
     #[test]
     fn validation_names_the_field() {
-        let mut c = SchedulerConfig::new(vec!["127.0.0.1:1".parse().unwrap()], "/tmp");
+        let mut c = SchedulerConfig::new(
+            vec!["127.0.0.1:1".parse::<std::net::SocketAddr>().unwrap()],
+            "/tmp",
+        );
         assert!(c.validate().is_ok());
         c.workers = 0;
         assert!(matches!(

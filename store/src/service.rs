@@ -853,6 +853,7 @@ mod piece_tests {
 mod peer_link_tests {
     use super::*;
     use raft::prelude::Entry;
+    use std::net::SocketAddr;
     use transport::pki::{create_ca, issue, CertSpec};
 
     /// A peer's receiving side in a runtime of its own, so that dropping the runtime drops its
@@ -953,7 +954,7 @@ mod peer_link_tests {
                 rpc: Arc::new(RpcClient::new(&identity).expect("client")),
                 from: 2,
                 to: 1,
-                addr: self.addr,
+                addr: self.addr.into(),
                 feedback,
                 stale_after: Duration::from_millis(500),
                 sent_bytes: Default::default(),
