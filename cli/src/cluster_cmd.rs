@@ -1,5 +1,6 @@
-//! `kemu up`, `down`, `status`, `run` and the `supervise` process behind `up --detach`: the
-//! command lines of the `cluster` crate's launcher (and of `kemu run`, see [`crate::run_cmd`]).
+//! `kemu up`, `down`, `status`, `run`, `render` and the `supervise` process behind
+//! `up --detach`: the command lines of the `cluster` crate's launcher and renderer (and of
+//! `kemu run`, see [`crate::run_cmd`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
