@@ -175,9 +175,55 @@ fn host_number(identity: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     #[test]
     fn host_numbers() {
         assert_eq!(super::host_number("nodehost-2"), Some(2));
         assert_eq!(super::host_number("nodehost"), None);
+    }
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: super::NodeHostArgs,
+    }
+
+    fn first_index(args: &[&str]) -> anyhow::Result<usize> {
+        let mut all = vec![
+            "node-host",
+            "--apiserver",
+            "localhost:6444",
+            "--certs",
+            "/c",
+        ];
+        all.extend_from_slice(args);
+        let command = Command::try_parse_from(all)?;
+        Ok(super::configure(&command.args)?.first_index)
+    }
+
+    #[test]
+    fn first_index_from_a_statefulset_ordinal() {
+        let ordinal = ["--first-index-from-ordinal", "--nodes", "10"];
+        let mut args = ordinal.to_vec();
+        args.extend(["--identity", "kemu-nodehost-3"]);
+        assert_eq!(first_index(&args).expect("host 3"), 30);
+        let mut args = ordinal.to_vec();
+        args.extend(["--identity", "kemu-nodehost-0"]);
+        assert_eq!(first_index(&args).expect("host 0"), 0);
+        // Without the flag, `nodehost-K` counts from 1, as `kemu up` names them.
+        assert_eq!(
+            first_index(&["--nodes", "10", "--identity", "nodehost-3"]).expect("host 3"),
+            20
+        );
+        let mut args = ordinal.to_vec();
+        args.extend(["--identity", "hollow"]);
+        let e = first_index(&args).expect_err("no ordinal").to_string();
+        assert!(
+            e.contains("--first-index-from-ordinal") && e.contains("\"hollow\""),
+            "{e}"
+        );
+        let both = ["--first-index-from-ordinal", "--first-index", "5"];
+        assert!(first_index(&both).is_err(), "the two conflict");
     }
 }
