@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use tracing::{debug, warn};
 use transport::rpc::{Connection, ResponseStream, RpcClient};
 use transport::tls::TlsIdentity;
-use transport::TransportError;
+use transport::{Endpoint, TransportError};
 
 use crate::protocol::{
     ApiRequest, ApiResponse, CreateOutcome, NewObject, ResourceRef, WatchFrame, APPLY_PATCH,
@@ -119,8 +119,9 @@ impl ClientError {
 /// Client settings: a plain struct with defaults in [`ClientConfig::new`].
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
-    /// API servers' QUIC fronts; the client uses one at a time and moves on when it fails.
-    pub endpoints: Vec<SocketAddr>,
+    /// API servers' QUIC fronts (addresses or `host:port`, resolved at each connect); the
+    /// client uses one at a time and moves on when it fails.
+    pub endpoints: Vec<Endpoint>,
     pub certs_dir: PathBuf,
     /// Which certificate in `certs_dir` this component presents (its identity).
     pub identity: String,
@@ -132,13 +133,13 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    pub fn new(
-        endpoints: Vec<SocketAddr>,
+    pub fn new<E: Into<Endpoint>>(
+        endpoints: impl IntoIterator<Item = E>,
         certs_dir: impl Into<PathBuf>,
         identity: impl Into<String>,
     ) -> ClientConfig {
         ClientConfig {
-            endpoints,
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
             certs_dir: certs_dir.into(),
             identity: identity.into(),
             call_timeout: Duration::from_secs(30),
@@ -775,7 +776,7 @@ impl Client {
             if let Some(connection) = self.open_connection() {
                 return connection;
             }
-            let endpoint = endpoints[*next % endpoints.len()];
+            let endpoint = &endpoints[*next % endpoints.len()];
             let limit = connect_attempt_limit(failed);
             match self.inner.rpc.connect_within(endpoint, limit).await {
                 Ok(connection) => {
@@ -956,8 +957,14 @@ mod tests {
     #[test]
     fn config_is_validated() {
         let dir = std::env::temp_dir();
-        assert!(ClientConfig::new(vec![], &dir, "x").validate().is_err());
-        let ok = ClientConfig::new(vec!["127.0.0.1:1".parse().expect("addr")], &dir, "x");
+        assert!(ClientConfig::new(Vec::<Endpoint>::new(), &dir, "x")
+            .validate()
+            .is_err());
+        let ok = ClientConfig::new(
+            vec!["127.0.0.1:1".parse::<std::net::SocketAddr>().expect("addr")],
+            &dir,
+            "x",
+        );
         assert!(ok.validate().is_ok());
     }
 }

@@ -6,9 +6,9 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::OnceLock;
+use transport::Endpoint;
 
 use api::node_logs::{LogRequest, LogResponse, NODE_HOST_LOGS_ANNOTATION};
 use axum::body::Body;
@@ -31,7 +31,7 @@ static NODE_HOSTS: OnceLock<Result<NodeHostConnections, String>> = OnceLock::new
 
 struct NodeHostConnections {
     client: RpcClient,
-    open: Mutex<HashMap<SocketAddr, Connection>>,
+    open: Mutex<HashMap<Endpoint, Connection>>,
 }
 
 /// Records the certificate that log requests to node hosts present.
@@ -56,16 +56,16 @@ fn connections() -> Result<&'static NodeHostConnections, ApiError> {
         .map_err(|e| ApiError::internal(e.clone()))
 }
 
-async fn connect(addr: SocketAddr) -> Result<Connection, ApiError> {
+async fn connect(addr: &Endpoint) -> Result<Connection, ApiError> {
     let hosts = connections()?;
-    if let Some(c) = hosts.open.lock().get(&addr).filter(|c| !c.is_closed()) {
+    if let Some(c) = hosts.open.lock().get(addr).filter(|c| !c.is_closed()) {
         return Ok(c.clone());
     }
     let connection =
         hosts.client.connect(addr).await.map_err(|e| {
             ApiError::internal(format!("cannot reach the node host at {addr}: {e}"))
         })?;
-    hosts.open.lock().insert(addr, connection.clone());
+    hosts.open.lock().insert(addr.clone(), connection.clone());
     Ok(connection)
 }
 
@@ -127,7 +127,7 @@ pub(crate) async fn stream_log(
     let nodes = api::resources::find("", "v1", "nodes")
         .ok_or_else(|| ApiError::internal("nodes are not served"))?;
     let node_object = registry.get(nodes, None, node).await?;
-    let addr: SocketAddr = node_object
+    let addr: Endpoint = node_object
         .pointer("/metadata/annotations")
         .and_then(|a| a.get(NODE_HOST_LOGS_ANNOTATION))
         .and_then(Value::as_str)
@@ -137,7 +137,7 @@ pub(crate) async fn stream_log(
                 "node {node} is not run by a node host that serves logs"
             ))
         })?;
-    let connection = connect(addr).await?;
+    let connection = connect(&addr).await?;
     let mut stream = connection
         .server_stream::<LogRequest, LogResponse>(request)
         .await

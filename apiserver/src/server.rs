@@ -14,6 +14,7 @@ use telemetry::Telemetry;
 use tracing::{info, warn};
 use transport::rpc::RpcServer;
 use transport::tls::TlsIdentity;
+use transport::Endpoint;
 
 use crate::admission::lifecycle::SYSTEM_NAMESPACES;
 use crate::admission::priority::SYSTEM_CLASSES;
@@ -33,7 +34,8 @@ use crate::watch_cache::{WatchCache, DEFAULT_WINDOW};
 /// An API server replica's settings.
 #[derive(Clone, Debug)]
 pub struct ApiServerConfig {
-    pub store_endpoints: Vec<SocketAddr>,
+    /// The store members' client addresses (or `host:port`, resolved at each connect).
+    pub store_endpoints: Vec<Endpoint>,
     pub certs_dir: PathBuf,
     /// Which certificate in `certs_dir` the server presents to the store.
     pub identity: String,
@@ -85,13 +87,13 @@ impl AuthorizationMode {
 }
 
 impl ApiServerConfig {
-    pub fn new(
-        store_endpoints: Vec<SocketAddr>,
+    pub fn new<E: Into<Endpoint>>(
+        store_endpoints: impl IntoIterator<Item = E>,
         certs_dir: impl Into<PathBuf>,
         listen_http: SocketAddr,
     ) -> Self {
         ApiServerConfig {
-            store_endpoints,
+            store_endpoints: store_endpoints.into_iter().map(Into::into).collect(),
             certs_dir: certs_dir.into(),
             identity: "apiserver".into(),
             listen_http,

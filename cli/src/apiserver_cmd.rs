@@ -10,12 +10,14 @@ use apiserver::admission::AdmissionConfig;
 
 use apiserver::server::{ApiServerConfig, AuthorizationMode};
 use clap::Args;
+use transport::Endpoint;
 
 #[derive(Args, Debug)]
 pub struct ApiServerArgs {
-    /// Client addresses of the store members, comma-separated.
+    /// Client addresses of the store members, comma-separated: `IP:PORT` or `HOST:PORT` (a
+    /// host name is resolved at each connect and must be in the member's certificate).
     #[arg(long, value_delimiter = ',', required = true)]
-    store_endpoints: Vec<SocketAddr>,
+    store_endpoints: Vec<Endpoint>,
     /// Directory with `ca.crt` and the API server's certificate (`apiserver.crt`).
     #[arg(long)]
     certs: PathBuf,

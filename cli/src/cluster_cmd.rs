@@ -1,11 +1,14 @@
-//! `kemu up`, `down`, `status`, `run` and the `supervise` process behind `up --detach`: the
-//! command lines of the `cluster` crate's launcher (and of `kemu run`, see [`crate::run_cmd`]).
+//! `kemu up`, `down`, `status`, `run`, `render` and the `supervise` process behind
+//! `up --detach`: the command lines of the `cluster` crate's launcher and renderer (and of
+//! `kemu run`, see [`crate::run_cmd`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use cluster::launcher::{self, UpOptions, DEFAULT_CONFIG};
+use cluster::render::{self, Credentials, Names, RenderOptions};
 use cluster::status;
 use cluster::supervisor::Supervisor;
 
@@ -21,6 +24,8 @@ pub enum LauncherCommand {
     Status(StatusArgs),
     /// Up, run the config's [load] and [chaos] plans, write the report, down.
     Run(RunArgs),
+    /// Print Kubernetes manifests that run the config's cluster on a Kubernetes cluster.
+    Render(RenderArgs),
     /// Run a cluster's processes and restart crashed ones (what `up --detach` leaves behind).
     #[command(hide = true)]
     Supervise(SuperviseArgs),
@@ -81,6 +86,23 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct RenderArgs {
+    /// The cluster config.
+    #[arg(short = 'f', long = "file", default_value = DEFAULT_CONFIG)]
+    file: PathBuf,
+    /// The namespace of every object [default: the cluster's name].
+    #[arg(long)]
+    namespace: Option<String>,
+    /// The image of every container: one with the `kemu` binary on its PATH.
+    #[arg(long, default_value = render::DEFAULT_IMAGE)]
+    image: String,
+    /// Where to write: a file for one multi-document YAML stream, or a directory (existing,
+    /// or named with a trailing `/`) for one numbered file per object [default: stdout].
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 pub struct SuperviseArgs {
     #[arg(long)]
     dir: PathBuf,
@@ -116,6 +138,10 @@ pub async fn run(command: LauncherCommand) -> anyhow::Result<ExitCode> {
             status::run(&args.cluster.resolve()?, output).await
         }
         LauncherCommand::Run(args) => crate::run_cmd::run(&args.file, args.dir.as_deref()).await,
+        LauncherCommand::Render(args) => {
+            render_manifests(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         LauncherCommand::Supervise(args) => {
             Supervisor::run(&args.dir, cluster::shutdown::signal()).await?;
             Ok(ExitCode::SUCCESS)
@@ -131,4 +157,53 @@ impl ClusterDirArgs {
         };
         launcher::find_cluster_dir(self.dir.as_deref(), config.as_ref())
     }
+}
+
+/// `kemu render`: the config's cluster as manifests, with fresh certificates.
+fn render_manifests(args: &RenderArgs) -> anyhow::Result<()> {
+    let mut config = RunConfig::load(&args.file)?;
+    if config.chaos.as_ref().is_some_and(|c| !c.actions.is_empty()) {
+        eprintln!(
+            "warning: the [chaos] plan is not rendered: the chaos runner works on a cluster directory of `kemu up` (see docs/render.md)"
+        );
+    }
+    // Only a chaos run keeps the store's whole history, and none runs here.
+    config.cluster.apiserver.keep_history = false;
+    let mut options = RenderOptions::new(&config.cluster);
+    if let Some(ns) = &args.namespace {
+        options.namespace = ns.clone();
+    }
+    options.image = args.image.clone();
+    match &config.load {
+        Some(load) if load.cl2.is_some() => eprintln!(
+            "warning: the [load] plan runs a clusterloader2 config, whose files the load Job cannot see: no Job rendered"
+        ),
+        Some(_) => options.load_plan = Some(config.text.clone()),
+        None => {}
+    }
+    options.validate()?;
+    let names = Names {
+        namespace: options.namespace.clone(),
+    };
+    let credentials = Credentials::generate(&config.cluster, &names)?;
+    let manifests = render::render(&config.cluster, &options, &credentials)?;
+    let Some(output) = &args.output else {
+        print!("{}", render::to_yaml_stream(&manifests));
+        return Ok(());
+    };
+    let to_dir = output.is_dir() || output.as_os_str().to_string_lossy().ends_with('/');
+    if !to_dir {
+        return std::fs::write(output, render::to_yaml_stream(&manifests))
+            .with_context(|| format!("writing {}", output.display()));
+    }
+    std::fs::create_dir_all(output).with_context(|| format!("creating {}", output.display()))?;
+    for (i, m) in manifests.iter().enumerate() {
+        let path = output.join(format!(
+            "{i:02}-{}-{}.yaml",
+            m.kind.to_ascii_lowercase(),
+            m.name
+        ));
+        std::fs::write(&path, &m.yaml).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }

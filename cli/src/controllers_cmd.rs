@@ -10,12 +10,14 @@ use anyhow::Context;
 use api::client::ClientConfig;
 use clap::Args;
 use controllers::manager::ControllerManagerConfig;
+use transport::Endpoint;
 
 #[derive(Args, Debug)]
 pub struct ControllersArgs {
-    /// QUIC component fronts of the API servers, comma-separated.
+    /// QUIC component fronts of the API servers, comma-separated: `IP:PORT` or `HOST:PORT`
+    /// (resolved at each connect).
     #[arg(long, value_delimiter = ',', required = true)]
-    apiserver: Vec<SocketAddr>,
+    apiserver: Vec<Endpoint>,
     /// Directory with `ca.crt` and this component's certificate.
     #[arg(long)]
     certs: PathBuf,

@@ -298,7 +298,7 @@ pub async fn run(args: KvArgs) -> anyhow::Result<ExitCode> {
         KvCommand::Hash => {
             let mut rows = Vec::new();
             for endpoint in client.endpoints().to_vec() {
-                match client.hash_of(endpoint).await {
+                match client.hash_of(&endpoint).await {
                     Ok(h) => rows.push(json!({"endpoint": endpoint.to_string(), "revision": h.header.revision, "hash": h.hash, "compact_revision": h.compact_revision})),
                     Err(e) => rows.push(json!({"endpoint": endpoint.to_string(), "error": e.to_string()})),
                 }
@@ -396,7 +396,7 @@ async fn status(client: &Client, json_out: bool) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     let mut failed = false;
     for endpoint in client.endpoints().to_vec() {
-        match client.status_of(endpoint).await {
+        match client.status_of(&endpoint).await {
             Ok(s) => rows.push(json!({
                 "endpoint": endpoint.to_string(),
                 "name": s.name,

@@ -8,12 +8,14 @@ use anyhow::Context;
 use api::client::ClientConfig;
 use clap::Args;
 use node::config::{NodeHostConfig, RuntimeProfile};
+use transport::Endpoint;
 
 #[derive(Args, Debug)]
 pub struct NodeHostArgs {
-    /// QUIC addresses of the API servers' component fronts, comma-separated.
+    /// QUIC addresses of the API servers' component fronts, comma-separated: `IP:PORT` or
+    /// `HOST:PORT` (resolved at each connect).
     #[arg(long, value_delimiter = ',', required = true)]
-    apiserver: Vec<SocketAddr>,
+    apiserver: Vec<Endpoint>,
     /// Directory with `ca.crt` and this node host's certificate.
     #[arg(long)]
     certs: PathBuf,
@@ -30,6 +32,10 @@ pub struct NodeHostArgs {
     /// by default derived from a trailing number in `--identity` (`nodehost-2` → nodes × 1).
     #[arg(long)]
     first_index: Option<usize>,
+    /// Take the host's ordinal, counted from 0, from the trailing number of `--identity` (a
+    /// StatefulSet pod's name: `kemu-nodehost-3` is host 3) and run nodes ordinal × nodes on.
+    #[arg(long, conflicts_with = "first_index")]
+    first_index_from_ordinal: bool,
     /// Where the nodes' pod ranges come from (kube-controller-manager's `--cluster-cidr`): one
     /// CIDR, or an IPv4 and an IPv6 one for dual-stack (`10.128.0.0/9,fd00:10::/48`).
     #[arg(long)]
@@ -58,6 +64,10 @@ pub struct NodeHostArgs {
     /// Where to serve container logs to the API server (QUIC).
     #[arg(long)]
     logs_addr: Option<SocketAddr>,
+    /// Where the API server reaches `--logs-addr`, when it listens on a wildcard address:
+    /// `IP:PORT` or `HOST:PORT` (a name must be in this node host's certificate).
+    #[arg(long)]
+    logs_advertise: Option<Endpoint>,
     /// Where to serve Prometheus metrics.
     #[arg(long)]
     metrics_addr: Option<SocketAddr>,
@@ -96,6 +106,20 @@ fn configure(args: &NodeHostArgs) -> anyhow::Result<NodeHostConfig> {
     }
     config.first_index = match args.first_index {
         Some(i) => i,
+        None if args.first_index_from_ordinal => {
+            let ordinal = host_number(&args.identity).with_context(|| {
+                format!(
+                    "--first-index-from-ordinal: --identity {:?} does not end in a number",
+                    args.identity
+                )
+            })?;
+            ordinal.checked_mul(config.nodes).with_context(|| {
+                format!(
+                    "--first-index-from-ordinal: host {ordinal} × {} nodes overflows",
+                    config.nodes
+                )
+            })?
+        }
         None => host_number(&args.identity).map_or(0, |k| k.saturating_sub(1) * config.nodes),
     };
     if let Some(name) = &args.runtime {
@@ -129,6 +153,9 @@ fn configure(args: &NodeHostArgs) -> anyhow::Result<NodeHostConfig> {
     if let Some(addr) = args.logs_addr {
         config.logs_addr = addr;
     }
+    if let Some(endpoint) = &args.logs_advertise {
+        config.logs_advertise = Some(endpoint.clone());
+    }
     config.validate()?;
     Ok(config)
 }
@@ -148,9 +175,55 @@ fn host_number(identity: &str) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     #[test]
     fn host_numbers() {
         assert_eq!(super::host_number("nodehost-2"), Some(2));
         assert_eq!(super::host_number("nodehost"), None);
+    }
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: super::NodeHostArgs,
+    }
+
+    fn first_index(args: &[&str]) -> anyhow::Result<usize> {
+        let mut all = vec![
+            "node-host",
+            "--apiserver",
+            "localhost:6444",
+            "--certs",
+            "/c",
+        ];
+        all.extend_from_slice(args);
+        let command = Command::try_parse_from(all)?;
+        Ok(super::configure(&command.args)?.first_index)
+    }
+
+    #[test]
+    fn first_index_from_a_statefulset_ordinal() {
+        let ordinal = ["--first-index-from-ordinal", "--nodes", "10"];
+        let mut args = ordinal.to_vec();
+        args.extend(["--identity", "kemu-nodehost-3"]);
+        assert_eq!(first_index(&args).expect("host 3"), 30);
+        let mut args = ordinal.to_vec();
+        args.extend(["--identity", "kemu-nodehost-0"]);
+        assert_eq!(first_index(&args).expect("host 0"), 0);
+        // Without the flag, `nodehost-K` counts from 1, as `kemu up` names them.
+        assert_eq!(
+            first_index(&["--nodes", "10", "--identity", "nodehost-3"]).expect("host 3"),
+            20
+        );
+        let mut args = ordinal.to_vec();
+        args.extend(["--identity", "hollow"]);
+        let e = first_index(&args).expect_err("no ordinal").to_string();
+        assert!(
+            e.contains("--first-index-from-ordinal") && e.contains("\"hollow\""),
+            "{e}"
+        );
+        let both = ["--first-index-from-ordinal", "--first-index", "5"];
+        assert!(first_index(&both).is_err(), "the two conflict");
     }
 }

@@ -7,12 +7,14 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use scheduler::SchedulerConfig;
+use transport::Endpoint;
 
 #[derive(Args, Debug)]
 pub struct SchedulerArgs {
-    /// QUIC addresses of the API servers' component fronts, comma-separated.
+    /// QUIC addresses of the API servers' component fronts, comma-separated: `IP:PORT` or
+    /// `HOST:PORT` (resolved at each connect).
     #[arg(long, value_delimiter = ',', required = true)]
-    apiserver: Vec<SocketAddr>,
+    apiserver: Vec<Endpoint>,
     /// Directory with `ca.crt` and the scheduler's certificate.
     #[arg(long)]
     certs: PathBuf,

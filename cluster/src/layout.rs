@@ -117,16 +117,16 @@ pub const NODE_PREFIX: &str = "node-";
 
 /// Fixed ports for netns and remote hosts (local mode takes free ports); a second component of
 /// the same kind on one host adds [`PORT_STEP`].
-const STORE_CLIENT_PORT: u16 = 2379;
-const STORE_PEER_PORT: u16 = 2380;
+pub(crate) const STORE_CLIENT_PORT: u16 = 2379;
+pub(crate) const STORE_PEER_PORT: u16 = 2380;
 /// etcd's customary `--listen-metrics-urls` port.
-const STORE_METRICS_PORT: u16 = 2381;
-const API_HTTP_PORT: u16 = 6443;
-const API_QUIC_PORT: u16 = 6444;
-const NODEHOST_METRICS_PORT: u16 = 10250;
-const NODEHOST_LOGS_PORT: u16 = 10251;
-const CONTROLLERS_METRICS_PORT: u16 = 10257;
-const SCHEDULER_METRICS_PORT: u16 = 10259;
+pub(crate) const STORE_METRICS_PORT: u16 = 2381;
+pub(crate) const API_HTTP_PORT: u16 = 6443;
+pub(crate) const API_QUIC_PORT: u16 = 6444;
+pub(crate) const NODEHOST_METRICS_PORT: u16 = 10250;
+pub(crate) const NODEHOST_LOGS_PORT: u16 = 10251;
+pub(crate) const CONTROLLERS_METRICS_PORT: u16 = 10257;
+pub(crate) const SCHEDULER_METRICS_PORT: u16 = 10259;
 const PORT_STEP: u16 = 10;
 
 impl Layout {
@@ -296,19 +296,8 @@ impl Layout {
                         initial_cluster.clone(),
                         s("--certs"),
                         certs_arg.clone(),
-                        s("--tick-ms"),
-                        config.store.tick_ms.to_string(),
-                        s("--election-ticks"),
-                        config.store.election_ticks.to_string(),
-                        s("--snapshot-entries"),
-                        config.store.snapshot_entries.to_string(),
-                        s("--snapshot-wal-fraction"),
-                        config.store.snapshot_wal_fraction.to_string(),
-                        s("--snapshot-catch-up-entries"),
-                        config.store.snapshot_catch_up_entries.to_string(),
-                        s("--batch-window-us"),
-                        config.store.batch_window_us.to_string(),
                     ]);
+                    args.extend(store_tuning_args(config));
                     if let Some(grpc) = a.get("grpc") {
                         args.extend([
                             s("--listen-grpc"),
@@ -318,34 +307,25 @@ impl Layout {
                         ]);
                     }
                 }
-                Kind::Apiserver => args.extend([
-                    s("--store-endpoints"),
-                    join(&store_endpoints),
-                    s("--certs"),
-                    certs_arg.clone(),
-                    s("--identity"),
-                    s("apiserver"),
-                    s("--listen-http"),
-                    a["http"].to_string(),
-                    s("--listen-quic"),
-                    a["quic"].to_string(),
-                    // The config lists exactly the plugins that run.
-                    format!(
-                        "--enable-admission-plugins={}",
-                        config.admission_plugins.join(",")
-                    ),
-                    format!(
-                        "--disable-admission-plugins={}",
-                        apiserver::admission::Plugin::ALL
-                            .map(|p| p.name())
-                            .into_iter()
-                            .filter(|p| !config.admission_plugins.iter().any(|c| c == p))
-                            .collect::<Vec<_>>()
-                            .join(",")
-                    ),
-                    s("--token-auth-file"),
-                    dir.join("config").join(TOKEN_FILE).display().to_string(),
-                ]),
+                Kind::Apiserver => {
+                    let [enable, disable] = admission_args(config);
+                    args.extend([
+                        s("--store-endpoints"),
+                        join(&store_endpoints),
+                        s("--certs"),
+                        certs_arg.clone(),
+                        s("--identity"),
+                        s("apiserver"),
+                        s("--listen-http"),
+                        a["http"].to_string(),
+                        s("--listen-quic"),
+                        a["quic"].to_string(),
+                        enable,
+                        disable,
+                        s("--token-auth-file"),
+                        dir.join("config").join(TOKEN_FILE).display().to_string(),
+                    ]);
+                }
                 Kind::Scheduler => args.extend([
                     s("--apiserver"),
                     join(&api_quic),
@@ -710,7 +690,7 @@ pub fn kubeconfig(server: &str, ca_pem: &[u8], cert_pem: &[u8], key_pem: &[u8]) 
 }
 
 /// What every node host is told about its nodes and runtime (`kemu node-host --config`).
-fn nodehost_config(config: &ClusterConfig) -> anyhow::Result<String> {
+pub(crate) fn nodehost_config(config: &ClusterConfig) -> anyhow::Result<String> {
     #[derive(Serialize)]
     struct NodeHostFile<'a> {
         runtime: &'a str,
@@ -750,6 +730,48 @@ fn nodehost_config(config: &ClusterConfig) -> anyhow::Result<String> {
         status_report_interval: config.nodes.node_status_report_frequency_seconds,
     };
     Ok(toml::to_string(&file)?)
+}
+
+/// The store members' raft, snapshot and batching settings as `kemu store` flags.
+pub(crate) fn store_tuning_args(config: &ClusterConfig) -> Vec<String> {
+    let store = &config.store;
+    [
+        ("--tick-ms", store.tick_ms.to_string()),
+        ("--election-ticks", store.election_ticks.to_string()),
+        ("--snapshot-entries", store.snapshot_entries.to_string()),
+        (
+            "--snapshot-wal-fraction",
+            store.snapshot_wal_fraction.to_string(),
+        ),
+        (
+            "--snapshot-catch-up-entries",
+            store.snapshot_catch_up_entries.to_string(),
+        ),
+        ("--batch-window-us", store.batch_window_us.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_string(), value])
+    .collect()
+}
+
+/// The API servers' admission flags: the config lists exactly the plugins that run, and every
+/// other one is turned off.
+pub(crate) fn admission_args(config: &ClusterConfig) -> [String; 2] {
+    [
+        format!(
+            "--enable-admission-plugins={}",
+            config.admission_plugins.join(",")
+        ),
+        format!(
+            "--disable-admission-plugins={}",
+            apiserver::admission::Plugin::ALL
+                .map(|p| p.name())
+                .into_iter()
+                .filter(|p| !config.admission_plugins.iter().any(|c| c == p))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    ]
 }
 
 /// Quotes arguments for a POSIX shell where needed.

@@ -16,6 +16,8 @@
 //!   ([`process::LocalStore`], [`process::LocalApiServer`]).
 //! - [`api_access`]: reaching an API server's HTTPS front with the cluster's CA and a credential.
 //! - [`shutdown`]: stopping cleanly on SIGTERM or Ctrl-C.
+//! - [`render`]: `kemu render`, the cluster as Kubernetes manifests (StatefulSets, Deployments,
+//!   Services, Secrets with certificates for the in-cluster DNS names).
 
 pub mod api_access;
 pub mod certs;
@@ -26,6 +28,7 @@ pub mod layout;
 pub mod netns;
 pub mod probe;
 pub mod process;
+pub mod render;
 pub mod shutdown;
 pub mod state;
 pub mod status;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use transport::Endpoint;
 
 use crate::addressing::{
     Addressing, AddressingError, AddressingSettings, DEFAULT_CLUSTER_CIDR, DEFAULT_NODE_IP_CIDR,
@@ -162,8 +163,9 @@ pub struct NodeHostConfig {
     pub static_pod_dir: Option<PathBuf>,
     /// Where the node host serves container logs (QUIC); port 0 picks one.
     pub logs_addr: SocketAddr,
-    /// The address the API server reaches `logs_addr` at, when it differs (e.g. 0.0.0.0).
-    pub logs_advertise: Option<SocketAddr>,
+    /// The address the API server reaches `logs_addr` at, when it differs (e.g. 0.0.0.0): an
+    /// address or `host:port`, which must then be in the node host's certificate.
+    pub logs_advertise: Option<Endpoint>,
     /// How many nodes register at once at start-up.
     pub startup_concurrency: usize,
     /// Where the nodes' pod ranges come from, as kube-controller-manager's `--cluster-cidr`:

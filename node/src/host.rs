@@ -13,7 +13,7 @@ use telemetry::Telemetry;
 use tracing::{info, warn};
 use transport::rpc::RpcServer;
 use transport::tls::TlsIdentity;
-use transport::TransportError;
+use transport::{Endpoint, TransportError};
 
 use crate::config::{ConfigError, NodeHostConfig};
 use crate::kubelet::{Kubelet, Shared};
@@ -71,13 +71,13 @@ pub async fn run(
     let logs = Arc::new(LogStore::default());
     let server = RpcServer::bind(config.logs_addr, &identity)?;
     let bound = server.local_addr()?;
-    let advertised = config
-        .logs_advertise
-        .unwrap_or(if bound.ip().is_unspecified() {
+    let advertised = config.logs_advertise.clone().unwrap_or_else(|| {
+        Endpoint::from(if bound.ip().is_unspecified() {
             SocketAddr::from(([127, 0, 0, 1], bound.port()))
         } else {
             bound
-        });
+        })
+    });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut stopped = stop_rx.clone();
     let log_service = LogService {

@@ -240,7 +240,7 @@ mod tests {
             },
         )
         .expect("a certificate");
-        let addr = "127.0.0.1:9".parse().expect("an address");
+        let addr: std::net::SocketAddr = "127.0.0.1:9".parse().expect("an address");
         Client::new(ClientConfig::new(vec![addr], dir, "nodehost-1")).expect("a client")
     }
 

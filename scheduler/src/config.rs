@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use api::leader_election::LeaderElectionConfig;
+use transport::Endpoint;
 
 /// Why the scheduler could not run.
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +24,7 @@ pub enum SchedulerError {
 #[derive(Clone, Debug)]
 pub struct SchedulerConfig {
     /// API servers' QUIC fronts.
-    pub endpoints: Vec<SocketAddr>,
+    pub endpoints: Vec<Endpoint>,
     pub certs_dir: PathBuf,
     /// The certificate this scheduler presents.
     pub identity: String,
@@ -45,9 +46,12 @@ pub struct SchedulerConfig {
 }
 
 impl SchedulerConfig {
-    pub fn new(endpoints: Vec<SocketAddr>, certs_dir: impl Into<PathBuf>) -> SchedulerConfig {
+    pub fn new<E: Into<Endpoint>>(
+        endpoints: impl IntoIterator<Item = E>,
+        certs_dir: impl Into<PathBuf>,
+    ) -> SchedulerConfig {
         SchedulerConfig {
-            endpoints,
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
             certs_dir: certs_dir.into(),
             identity: "scheduler".into(),
             scheduler_name: "default-scheduler".into(),
@@ -113,7 +117,10 @@ mod tests {
 
     #[test]
     fn validation_names_the_field() {
-        let mut c = SchedulerConfig::new(vec!["127.0.0.1:1".parse().unwrap()], "/tmp");
+        let mut c = SchedulerConfig::new(
+            vec!["127.0.0.1:1".parse::<std::net::SocketAddr>().unwrap()],
+            "/tmp",
+        );
         assert!(c.validate().is_ok());
         c.workers = 0;
         assert!(matches!(

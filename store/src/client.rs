@@ -18,7 +18,6 @@
 //! member if the first has not answered within [`CONNECT_STAGGER`], so a reconnection never
 //! becomes a storm of handshakes.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,7 +29,7 @@ use tokio::sync::mpsc;
 use tracing::{debug, warn};
 use transport::rpc::{Connection, RpcClient};
 use transport::tls::TlsIdentity;
-use transport::TransportError;
+use transport::{Endpoint, TransportError};
 
 use crate::types::*;
 
@@ -125,7 +124,8 @@ fn txn_bytes(txn: &TxnRequest) -> usize {
 /// Client settings.
 #[derive(Clone, Debug)]
 pub struct ClientConfig {
-    pub endpoints: Vec<SocketAddr>,
+    /// The members' client addresses (or `host:port`, resolved at each connect).
+    pub endpoints: Vec<Endpoint>,
     /// How long one attempt at one member may take before the client gives up on it.
     pub attempt_timeout: Duration,
     /// How long a call may keep retrying in all.
@@ -133,9 +133,9 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    pub fn new(endpoints: Vec<SocketAddr>) -> Self {
+    pub fn new<E: Into<Endpoint>>(endpoints: impl IntoIterator<Item = E>) -> Self {
         ClientConfig {
-            endpoints,
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
             attempt_timeout: Duration::from_secs(6),
             call_timeout: Duration::from_secs(15),
         }
@@ -264,7 +264,7 @@ impl Client {
         slot.preferred = index % slot.connections.len();
     }
 
-    pub fn endpoints(&self) -> &[SocketAddr] {
+    pub fn endpoints(&self) -> &[Endpoint] {
         &self.inner.config.endpoints
     }
 
@@ -464,7 +464,10 @@ impl Client {
     }
 
     /// The status of the member at `endpoint` (no retries elsewhere: the caller asked for that one).
-    pub async fn status_of(&self, endpoint: SocketAddr) -> Result<StatusResponse, ClientError> {
+    pub async fn status_of(
+        &self,
+        endpoint: impl Into<Endpoint>,
+    ) -> Result<StatusResponse, ClientError> {
         match self.call_at(endpoint, ClientRequest::Status).await? {
             ClientResponse::Status(r) => Ok(r),
             other => Err(unexpected(other)),
@@ -472,7 +475,10 @@ impl Client {
     }
 
     /// The key-space hash of the member at `endpoint`, after a linearizable barrier.
-    pub async fn hash_of(&self, endpoint: SocketAddr) -> Result<HashResponse, ClientError> {
+    pub async fn hash_of(
+        &self,
+        endpoint: impl Into<Endpoint>,
+    ) -> Result<HashResponse, ClientError> {
         match self.call_at(endpoint, ClientRequest::Hash).await? {
             ClientResponse::Hash(r) => Ok(r),
             other => Err(unexpected(other)),
@@ -483,7 +489,7 @@ impl Client {
     /// applied (else `FutureRevision`); no barrier.
     pub async fn hash_at(
         &self,
-        endpoint: SocketAddr,
+        endpoint: impl Into<Endpoint>,
         revision: Revision,
     ) -> Result<HashResponse, ClientError> {
         match self
@@ -497,11 +503,12 @@ impl Client {
 
     async fn call_at(
         &self,
-        endpoint: SocketAddr,
+        endpoint: impl Into<Endpoint>,
         request: ClientRequest,
     ) -> Result<ClientResponse, ClientError> {
+        let endpoint = endpoint.into();
         let attempt = async {
-            let connection = self.inner.rpc.connect(endpoint).await?;
+            let connection = self.inner.rpc.connect(&endpoint).await?;
             let response: ClientResponse = connection.unary(&request).await?;
             connection.close();
             Ok::<_, ClientError>(response)
@@ -538,7 +545,7 @@ impl Client {
                     continue;
                 }
             };
-            let endpoint = self.inner.config.endpoints[index];
+            let endpoint = &self.inner.config.endpoints[index];
             // An answer, or nothing (`Err`) once the attempt times out or the member goes silent.
             let answer = tokio::select! {
                 answer = tokio::time::timeout(
@@ -666,7 +673,7 @@ impl Client {
             let _connecting = client.inner.connecting.lock().await;
             match client.connect_any(&order).await {
                 Ok((other, connection)) => {
-                    let endpoint = client.inner.config.endpoints[other];
+                    let endpoint = &client.inner.config.endpoints[other];
                     debug!(%endpoint, "connected to another store member in the background");
                     client.keep(other, connection);
                 }
@@ -693,7 +700,7 @@ impl Client {
         let endpoints = &self.inner.config.endpoints;
         let n = order.len();
         let rpc = &self.inner.rpc;
-        let attempt = |index: usize| async move { (index, rpc.connect(endpoints[index]).await) };
+        let attempt = |index: usize| async move { (index, rpc.connect(&endpoints[index]).await) };
         let mut attempts = FuturesUnordered::new();
         let mut tried = 0;
         let mut last_error = String::new();

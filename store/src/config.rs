@@ -1,8 +1,10 @@
 //! A store member's configuration: a plain struct, one place for defaults, and `validate()`.
 
 use std::net::SocketAddr;
+
 use std::path::PathBuf;
 use std::time::Duration;
+use transport::Endpoint;
 
 /// The organisation (certificate subject O) of store members; only peers carrying it may send
 /// raft messages.
@@ -34,16 +36,16 @@ pub struct MemberConfig {
     pub listen_metrics: Option<SocketAddr>,
     /// The gRPC addresses of the members (this one's included or not), which the front lists as
     /// their client URLs in `MemberList` — where etcd clients look for the rest of the cluster.
-    pub grpc_cluster: Vec<(String, SocketAddr)>,
+    pub grpc_cluster: Vec<(String, Endpoint)>,
     /// Most compares, and most operations in either branch, of one transaction on the gRPC front
     /// (etcd's `--max-txn-ops`).
     pub max_txn_ops: usize,
     /// How often a gRPC watch that asked for progress notifications gets one while it has seen
     /// no events (etcd's `--experimental-watch-progress-notify-interval`).
     pub watch_progress_notify_interval: Duration,
-    /// Every member, in the same order on every member: (name, peer address). A member's raft id
-    /// is its position here plus one.
-    pub initial_cluster: Vec<(String, SocketAddr)>,
+    /// Every member, in the same order on every member: (name, peer address or `host:port`,
+    /// resolved at each connect). A member's raft id is its position here plus one.
+    pub initial_cluster: Vec<(String, Endpoint)>,
     pub certs_dir: PathBuf,
     /// One raft tick.
     pub tick: Duration,
@@ -105,9 +107,13 @@ impl MemberConfig {
         data_dir: impl Into<PathBuf>,
         listen_client: SocketAddr,
         listen_peer: SocketAddr,
-        initial_cluster: Vec<(String, SocketAddr)>,
+        initial_cluster: Vec<(String, impl Into<Endpoint>)>,
         certs_dir: impl Into<PathBuf>,
     ) -> Self {
+        let initial_cluster = initial_cluster
+            .into_iter()
+            .map(|(name, peer)| (name, peer.into()))
+            .collect();
         MemberConfig {
             name: name.into(),
             data_dir: data_dir.into(),
@@ -261,17 +267,18 @@ impl MemberConfig {
     }
 }
 
-/// Parses `n1=127.0.0.1:2380,n2=...` as `--initial-cluster` takes it.
-pub fn parse_initial_cluster(spec: &str) -> Result<Vec<(String, SocketAddr)>, ConfigError> {
+/// Parses `n1=127.0.0.1:2380,n2=...` as `--initial-cluster` takes it; a member may be named by
+/// host name (`n1=kemu-store-0.kemu-store.ns.svc:2380`).
+pub fn parse_initial_cluster(spec: &str) -> Result<Vec<(String, Endpoint)>, ConfigError> {
     let mut out = Vec::new();
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (name, addr) = part.split_once('=').ok_or_else(|| ConfigError::Invalid {
             field: "initial_cluster",
             reason: format!("{part:?} is not NAME=HOST:PORT"),
         })?;
-        let addr: SocketAddr = addr.parse().map_err(|e| ConfigError::Invalid {
+        let addr: Endpoint = addr.parse().map_err(|e| ConfigError::Invalid {
             field: "initial_cluster",
-            reason: format!("{addr:?} for member {name:?} is not an address: {e}"),
+            reason: format!("member {name:?}: {e}"),
         })?;
         out.push((name.to_string(), addr));
     }

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +17,7 @@ use tracing::{debug, info, warn, Instrument};
 use transport::frame::FrameLimits;
 use transport::rpc::{Call, Handler, Peer, RpcClient, RpcServer};
 use transport::tls::TlsIdentity;
+use transport::Endpoint;
 
 use crate::config::{MemberConfig, STORE_CLIENT_ORG, STORE_MEMBER_ORG};
 use crate::member::{
@@ -159,7 +159,7 @@ pub async fn run_member(
             rpc: rpc.clone(),
             from: id,
             to: peer_id,
-            addr: *addr,
+            addr: addr.clone(),
             feedback: feedback_tx.clone(),
             stale_after: config.tick * config.election_ticks as u32,
             sent_bytes: metrics.peer_sent_bytes.with([peer_label(peer_id)]),
@@ -270,7 +270,7 @@ struct PeerLink {
     rpc: Arc<RpcClient>,
     from: u64,
     to: u64,
-    addr: SocketAddr,
+    addr: Endpoint,
     feedback: mpsc::Sender<PeerFeedback>,
     /// Queued messages older than this are not sent (see [`peer_backlog`](crate::peer_backlog)):
     /// an election timeout, after which raft has moved on from them.
@@ -407,11 +407,11 @@ impl PeerLink {
     async fn open(
         &self,
     ) -> Result<transport::rpc::FrameSink<PeerBatch>, transport::TransportError> {
-        let connection = tokio::time::timeout(PEER_CONNECT_TIMEOUT, self.rpc.connect(self.addr))
+        let connection = tokio::time::timeout(PEER_CONNECT_TIMEOUT, self.rpc.connect(&self.addr))
             .await
             .map_err(|_| transport::TransportError::Timeout {
                 operation: "connect",
-                addr: self.addr,
+                addr: self.addr.to_string(),
                 after: PEER_CONNECT_TIMEOUT,
             })??;
         // A killed peer sends no close, and a restarted one does not know this connection: a
@@ -853,6 +853,7 @@ mod piece_tests {
 mod peer_link_tests {
     use super::*;
     use raft::prelude::Entry;
+    use std::net::SocketAddr;
     use transport::pki::{create_ca, issue, CertSpec};
 
     /// A peer's receiving side in a runtime of its own, so that dropping the runtime drops its
@@ -953,7 +954,7 @@ mod peer_link_tests {
                 rpc: Arc::new(RpcClient::new(&identity).expect("client")),
                 from: 2,
                 to: 1,
-                addr: self.addr,
+                addr: self.addr.into(),
                 feedback,
                 stale_after: Duration::from_millis(500),
                 sent_bytes: Default::default(),

@@ -585,6 +585,17 @@ async fn the_etcd_client_crate_uses_every_service() {
     let header = members.header().expect("a header");
     assert!(header.cluster_id() != 0 && header.member_id() != 0);
     assert_eq!(members.members().len(), 3);
+    // Each member's client URL is its `--initial-cluster-grpc` entry, the answering member's
+    // own included.
+    let mut client_urls: Vec<String> = members
+        .members()
+        .iter()
+        .flat_map(|m| m.client_urls().to_vec())
+        .collect();
+    client_urls.sort();
+    let mut expected_urls = endpoints.clone();
+    expected_urls.sort();
+    assert_eq!(client_urls, expected_urls);
     let status = client.status().await.expect("status");
     assert!(status.leader() != 0 && status.raft_term() > 0);
     assert!(status.raft_index() >= status.raft_applied_index().min(status.raft_index()));

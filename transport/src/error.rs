@@ -72,6 +72,14 @@ pub enum TransportError {
         source: std::io::Error,
     },
 
+    /// A host name could not be resolved to an address.
+    #[error("cannot resolve {endpoint}: {source}")]
+    Resolve {
+        endpoint: String,
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The connection attempt could not even start (bad server name, endpoint closed, ...).
     #[error("cannot start connecting to {addr}: {source}")]
     ConnectSetup {
@@ -134,7 +142,8 @@ pub enum TransportError {
     #[error("{operation} with {addr} timed out after {after:?}")]
     Timeout {
         operation: &'static str,
-        addr: SocketAddr,
+        /// The endpoint as it was named (an address or `host:port`).
+        addr: String,
         after: Duration,
     },
 }
@@ -148,6 +157,7 @@ impl TransportError {
             self,
             TransportError::ConnectionLost(_)
                 | TransportError::Connect { .. }
+                | TransportError::Resolve { .. }
                 | TransportError::Timeout { .. }
                 | TransportError::Refused { .. }
         )

@@ -5,6 +5,8 @@
 //!   and its groups.
 //! - [`tls`] loads a process's [`TlsIdentity`](tls::TlsIdentity) and builds the rustls and
 //!   quinn configurations (TLS 1.3, ring, client certificates required).
+//! - [`endpoint`]: a server's address as flags name it, an IP or a DNS name resolved at each
+//!   connect.
 //! - [`frame`] is the wire format: a `u32` length prefix and a bincode body.
 //! - [`rpc`] is the call layer: [`RpcServer`](rpc::RpcServer) dispatches each stream to a
 //!   [`Handler`](rpc::Handler); [`RpcClient`](rpc::RpcClient) connects and makes unary,
@@ -12,6 +14,7 @@
 //!
 //! All failures are a [`TransportError`].
 
+pub mod endpoint;
 mod error;
 pub mod frame;
 pub mod pki;
@@ -20,4 +23,5 @@ pub mod rpc;
 mod subject;
 pub mod tls;
 
+pub use endpoint::Endpoint;
 pub use error::TransportError;

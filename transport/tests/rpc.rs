@@ -915,3 +915,31 @@ async fn a_stopped_server_frees_its_port_after_a_connection_attempt_closed_befor
     }
     relay.stop();
 }
+
+/// A server named by host name: resolved at connect, and its certificate checked against the
+/// name (every issued certificate carries `localhost`).
+#[tokio::test]
+async fn connect_by_host_name() {
+    let mut cluster = Cluster::start().await;
+    let by_name: transport::Endpoint = format!("localhost:{}", cluster.addr.port())
+        .parse()
+        .expect("an endpoint");
+    assert_eq!(by_name.server_name(), "localhost");
+    let conn = cluster
+        .client("alice")
+        .connect(&by_name)
+        .await
+        .expect("connect by name");
+    let echoed: Resp = conn.unary(&Req::Echo("named".into())).await.expect("echo");
+    assert_eq!(echoed, Resp::Echo("named".into()));
+    let unknown: transport::Endpoint = "no-such-host.invalid:1".parse().expect("an endpoint");
+    match cluster.client("alice").connect(&unknown).await {
+        Err(e @ TransportError::Resolve { .. }) => {
+            assert!(e.is_connection_lost(), "another server may be tried");
+            assert!(e.to_string().contains("no-such-host.invalid:1"), "{e}");
+        }
+        Err(other) => panic!("expected a resolution error, got {other:?}"),
+        Ok(_) => panic!("connected to a name that does not exist"),
+    }
+    cluster.shutdown().await;
+}

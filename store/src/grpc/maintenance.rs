@@ -2,7 +2,6 @@
 //! defragment, snapshot).
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -35,7 +34,7 @@ fn fold(hash: u64) -> u32 {
     (hash ^ (hash >> 32)) as u32
 }
 
-fn url(addr: SocketAddr) -> String {
+fn url(addr: impl std::fmt::Display) -> String {
     format!("https://{addr}")
 }
 
@@ -88,16 +87,20 @@ impl rpc::cluster_server::Cluster for ClusterService {
         _request: Request<rpc::MemberListRequest>,
     ) -> Result<Response<rpc::MemberListResponse>, Status> {
         let config = &self.front.shared().config;
+        // This member's own entry first: it listens on `listen_grpc`, which may be a wildcard
+        // address no client can reach.
         let client_address = |name: &str| {
-            if name == config.name {
-                config.listen_grpc
-            } else {
-                config
-                    .grpc_cluster
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, addr)| *addr)
-            }
+            config
+                .grpc_cluster
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, addr)| addr.to_string())
+                .or_else(|| {
+                    (name == config.name)
+                        .then_some(config.listen_grpc)
+                        .flatten()
+                        .map(|a| a.to_string())
+                })
         };
         let members = config
             .initial_cluster
@@ -106,7 +109,7 @@ impl rpc::cluster_server::Cluster for ClusterService {
             .map(|(i, (name, peer))| rpc::Member {
                 id: i as u64 + 1,
                 name: name.clone(),
-                peer_ur_ls: vec![url(*peer)],
+                peer_ur_ls: vec![url(peer)],
                 client_ur_ls: client_address(name).map(url).into_iter().collect(),
                 is_learner: false,
             })

@@ -138,7 +138,7 @@ impl Cluster {
                     &certs,
                 );
                 config.listen_grpc = Some(addr(3 * i + 2));
-                config.grpc_cluster = grpc.clone();
+                config.grpc_cluster = grpc.iter().map(|(n, a)| (n.clone(), (*a).into())).collect();
                 tune(&mut config);
                 Member::start(config)
             })

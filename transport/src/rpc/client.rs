@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::Connection;
 use crate::tls::TlsIdentity;
-use crate::TransportError;
+use crate::{Endpoint, TransportError};
 
 /// Bounds a connection attempt so an unreachable server fails instead of waiting for the idle
 /// timeout. Generous, because a handshake on a starved machine can take seconds; a caller with
@@ -41,10 +41,11 @@ impl RpcClient {
         })
     }
 
-    /// Connects to `addr`, verifying the server certificate against the cluster CA and the
-    /// address's IP (so server certificates need the IP as a SAN).
-    pub async fn connect(&self, addr: SocketAddr) -> Result<Connection, TransportError> {
-        self.connect_within(addr, CONNECT_TIMEOUT).await
+    /// Connects to `to`, verifying the server certificate against the cluster CA and the
+    /// endpoint's IP or host name (so server certificates need it as a SAN). A host name is
+    /// resolved at every connect.
+    pub async fn connect(&self, to: impl Into<Endpoint>) -> Result<Connection, TransportError> {
+        self.connect_within(to, CONNECT_TIMEOUT).await
     }
 
     /// [`connect`](Self::connect), giving up after `limit`. Nothing answers a QUIC connection
@@ -53,11 +54,13 @@ impl RpcClient {
     /// that sequence over.
     pub async fn connect_within(
         &self,
-        addr: SocketAddr,
+        to: impl Into<Endpoint>,
         limit: Duration,
     ) -> Result<Connection, TransportError> {
+        let to = to.into();
+        let addr = to.resolve(limit).await?;
         let endpoint = self.endpoint_for(addr)?;
-        let server_name = addr.ip().to_string();
+        let server_name = to.server_name();
         let connecting = endpoint
             .connect_with(self.config.clone(), addr, &server_name)
             .map_err(|source| TransportError::ConnectSetup { addr, source })?;
@@ -66,7 +69,7 @@ impl RpcClient {
             Ok(Err(source)) => Err(TransportError::Connect { addr, source }),
             Err(_) => Err(TransportError::Timeout {
                 operation: "connect",
-                addr,
+                addr: to.to_string(),
                 after: limit,
             }),
         }
