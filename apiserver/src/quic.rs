@@ -34,6 +34,7 @@ use crate::authz::{self, Attributes, Authorizer, ResourceAttributes, Target};
 use crate::crd::Served;
 use crate::errors::ApiError;
 use crate::http::{decode_object, MAX_BODY_BYTES};
+use crate::metrics::{Metrics, RequestKind};
 use crate::registry::{self, DeleteOptions, Deleted, ListOptions, Registry, WriteOptions};
 use crate::reviews;
 use crate::watch_cache::{CachedObject, EventType, Subscription, WatchItem};
@@ -56,10 +57,11 @@ pub async fn serve_on(
     identity: &TlsIdentity,
     registry: Arc<Registry>,
     authorizer: Arc<Authorizer>,
+    metrics: Metrics,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), TransportError> {
     let server = RpcServer::bind(addr, identity)?;
-    serve(server, registry, authorizer, shutdown).await;
+    serve(server, registry, authorizer, metrics, shutdown).await;
     Ok(())
 }
 
@@ -69,28 +71,36 @@ pub async fn serve(
     server: RpcServer,
     registry: Arc<Registry>,
     authorizer: Arc<Authorizer>,
+    metrics: Metrics,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     server
         .serve(
-            Arc::new(ComponentFront::new(registry, authorizer)),
+            Arc::new(ComponentFront::new(registry, authorizer, metrics)),
             shutdown,
         )
         .await;
 }
 
 /// The [`Handler`] of every component call. The caller is the peer's certificate (CN the
-/// user, O the groups); every call is authorized as the HTTP front authorizes requests.
+/// user, O the groups); every call is authorized as the HTTP front authorizes requests, and
+/// timed in `apiserver_request_duration_seconds` as a request of the HTTP front would be.
 pub struct ComponentFront {
     registry: Arc<Registry>,
     authorizer: Arc<Authorizer>,
+    metrics: Metrics,
 }
 
 impl ComponentFront {
-    pub fn new(registry: Arc<Registry>, authorizer: Arc<Authorizer>) -> ComponentFront {
+    pub fn new(
+        registry: Arc<Registry>,
+        authorizer: Arc<Authorizer>,
+        metrics: Metrics,
+    ) -> ComponentFront {
         ComponentFront {
             registry,
             authorizer,
+            metrics,
         }
     }
 
@@ -174,10 +184,26 @@ impl Handler for ComponentFront {
                 return;
             }
             let started = Instant::now();
+            let (verb, resource, subresource, scope) = request_labels(&request);
             let response = self
                 .unary(&user, request)
                 .await
                 .unwrap_or_else(|e| error(&e));
+            let code = match &response {
+                ApiResponse::Error { code, .. } => *code,
+                _ if verb == "POST" => 201,
+                _ => 200,
+            };
+            self.metrics.observe(
+                RequestKind {
+                    verb,
+                    resource: &resource,
+                    subresource: &subresource,
+                    scope,
+                },
+                code,
+                started.elapsed(),
+            );
             if let ApiResponse::Error { code, .. } = &response {
                 debug!(
                     code,
@@ -191,6 +217,80 @@ impl Handler for ComponentFront {
         }
         .instrument(span)
         .await
+    }
+}
+
+/// How kube-apiserver would label the call in `apiserver_request_duration_seconds`: (verb,
+/// resource, subresource, scope). A create or a named object is `resource` scope, a collection
+/// in a namespace `namespace`, any other collection `cluster`.
+fn request_labels(request: &ApiRequest) -> (&'static str, String, String, &'static str) {
+    let collection = |namespace: &Option<String>| {
+        if namespace.is_some() {
+            "namespace"
+        } else {
+            "cluster"
+        }
+    };
+    let sub = |s: &Option<String>| s.clone().unwrap_or_default();
+    match request {
+        ApiRequest::Get {
+            resource,
+            subresource,
+            ..
+        } => ("GET", resource.plural.clone(), sub(subresource), "resource"),
+        ApiRequest::GetPath { .. } => ("GET", String::new(), String::new(), ""),
+        ApiRequest::List {
+            resource,
+            namespace,
+            ..
+        } => (
+            "LIST",
+            resource.plural.clone(),
+            String::new(),
+            collection(namespace),
+        ),
+        ApiRequest::Watch {
+            resource,
+            namespace,
+            ..
+        } => (
+            "WATCH",
+            resource.plural.clone(),
+            String::new(),
+            collection(namespace),
+        ),
+        ApiRequest::Create { resource, .. } | ApiRequest::CreateMany { resource, .. } => {
+            ("POST", resource.plural.clone(), String::new(), "resource")
+        }
+        ApiRequest::Update {
+            resource,
+            subresource,
+            ..
+        } => ("PUT", resource.plural.clone(), sub(subresource), "resource"),
+        ApiRequest::Patch {
+            resource,
+            subresource,
+            ..
+        } => (
+            "PATCH",
+            resource.plural.clone(),
+            sub(subresource),
+            "resource",
+        ),
+        ApiRequest::Delete { resource, .. } => {
+            ("DELETE", resource.plural.clone(), String::new(), "resource")
+        }
+        ApiRequest::DeleteCollection {
+            resource,
+            namespace,
+            ..
+        } => (
+            "DELETECOLLECTION",
+            resource.plural.clone(),
+            String::new(),
+            collection(namespace),
+        ),
+        ApiRequest::Bind { .. } => ("POST", "pods".into(), "binding".into(), "resource"),
     }
 }
 

@@ -279,6 +279,8 @@ pub async fn run(
             source,
         })?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // One request histogram for both fronts, as kube-apiserver has one for every client.
+    let request_metrics = Metrics::new(&telemetry.metrics);
     let quic = match config.listen_quic {
         Some(addr) => {
             let server = RpcServer::bind(addr, &tls)?;
@@ -291,6 +293,7 @@ pub async fn run(
                 server,
                 registry.clone(),
                 authorizer.clone(),
+                request_metrics.clone(),
                 stopped,
             )))
         }
@@ -304,7 +307,7 @@ pub async fn run(
     ));
     let state = Arc::new(AppState {
         registry,
-        metrics: Metrics::new(&telemetry.metrics),
+        metrics: request_metrics,
         telemetry,
         server_address: local.to_string(),
         authenticator: Authenticator::new(tokens).with_service_accounts(service_accounts),

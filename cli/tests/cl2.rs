@@ -129,6 +129,8 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
         .context("PodStartupLatency gathered")?;
     assert_eq!(startup["verdict"]["status"], "passed", "{startup}");
     assert!(startup["details"]["pods"].as_u64() >= Some(8), "{startup}");
+    // The threshold given at `start` (STARTUP_THRESHOLD) is the one applied, as in CL2.
+    assert_eq!(startup["details"]["threshold_ms"], 120000, "{startup}");
     let files: Vec<String> = report["result_files"]
         .as_array()
         .context("result_files")?
@@ -163,6 +165,15 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
         "{api}"
     );
     assert_eq!(scope_of("LIST", "pods"), Some(json!("cluster")), "{api}");
+    // The components' calls over QUIC are timed too: the controller manager's pod creates and
+    // the scheduler's binds.
+    assert_eq!(scope_of("POST", "pods"), Some(json!("resource")), "{api}");
+    assert!(
+        items.iter().any(|i| i["labels"]["Verb"] == "POST"
+            && i["labels"]["Resource"] == "pods"
+            && i["labels"]["Subresource"] == "binding"),
+        "{api}"
+    );
     for item in items {
         assert_eq!(item["unit"], "ms");
         assert!(item["data"]["Perc99"].as_f64().is_some(), "{item}");

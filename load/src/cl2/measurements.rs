@@ -226,6 +226,8 @@ pub(super) enum Running {
         pods: Arc<Mutex<HashMap<String, PodTimes>>>,
         stop: watch::Sender<bool>,
         task: JoinHandle<()>,
+        /// The `start` call's params (its thresholds).
+        params: Params,
     },
     Throughput {
         samples: Arc<Mutex<Vec<f64>>>,
@@ -565,9 +567,15 @@ impl Measurements {
                 }
             }
         });
-        self.running
-            .lock()
-            .insert(key, Running::PodStartup { pods, stop, task });
+        self.running.lock().insert(
+            key,
+            Running::PodStartup {
+                pods,
+                stop,
+                task,
+                params: params.clone(),
+            },
+        );
         Ok(())
     }
 
@@ -577,11 +585,22 @@ impl Measurements {
         params: &Params,
         result: &mut MeasurementResult,
     ) -> Result<(), String> {
-        let Some(Running::PodStartup { pods, stop, task }) = self.running.lock().remove(key) else {
+        let Some(Running::PodStartup {
+            pods,
+            stop,
+            task,
+            params: started,
+        }) = self.running.lock().remove(key)
+        else {
             return Err("gather without a start".into());
         };
         let _ = stop.send(true);
         let _ = task.await;
+        // The thresholds are given at `start`, as clusterloader2 reads them; a `gather` may
+        // give them too.
+        let mut merged = started;
+        merged.extend(params.clone());
+        let params = &merged;
         let threshold = param_duration(params, "threshold", Duration::from_secs(5))?;
         let pods = pods.lock().clone();
         let mut all = BTreeMap::new();
@@ -737,11 +756,7 @@ impl Measurements {
             summary.clone(),
         ));
         result.details = summary.clone();
-        if s.is_empty() {
-            result.verdict =
-                Verdict::NotComputed("no sample was taken between start and gather".into());
-            return Ok(());
-        }
+        // No sample (a gather within one interval of its start) is all zeros, as in CL2.
         if let Some(threshold) = param_str(params, "threshold").and_then(|t| t.parse::<f64>().ok())
         {
             let max = summary["max"].as_f64().unwrap_or(0.0);
