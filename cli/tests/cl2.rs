@@ -276,8 +276,7 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
         .as_array()
         .context("measurements")?
         .iter()
-        .filter(|m| m["identifier"] == "UpdatedDeployments" && m["action"] == "gather")
-        .next_back()
+        .rfind(|m| m["identifier"] == "UpdatedDeployments" && m["action"] == "gather")
         .context("the deletion wait")?;
     assert_eq!(deletion["verdict"]["status"], "passed", "{deletion}");
     assert_eq!(deletion["details"]["controllers"], 0, "{deletion}");
