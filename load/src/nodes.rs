@@ -6,12 +6,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use hyper::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::cl2::objects::{Objects, Resource};
 use crate::client::{ApiClient, LineReader};
 use crate::watcher::encode;
 
@@ -93,47 +93,13 @@ impl Nodes {
 }
 
 /// Every node and the list's resourceVersion, a page at a time.
-async fn list(client: &ApiClient) -> Option<(Vec<Json>, String)> {
-    let mut items = Vec::new();
-    let mut token = String::new();
-    let mut version = None;
-    loop {
-        let mut path = "/api/v1/nodes?limit=500".to_string();
-        if !token.is_empty() {
-            path.push_str(&format!("&continue={}", encode(&token)));
-        }
-        let answer = client
-            .call(
-                "list",
-                "nodes",
-                Method::GET,
-                &path,
-                None,
-                Default::default(),
-            )
-            .await
-            .ok()?;
-        if !answer.status.is_success() {
-            return None;
-        }
-        let page: Json = answer.json().ok()?;
-        version.get_or_insert_with(|| {
-            page["metadata"]["resourceVersion"]
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        });
-        if let Some(list) = page["items"].as_array() {
-            items.extend(list.iter().cloned());
-        }
-        token = page["metadata"]["continue"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        if token.is_empty() {
-            return Some((items, version.unwrap_or_default()));
-        }
-    }
+async fn list(objects: &Objects) -> Option<(Vec<Json>, String)> {
+    let nodes = Resource {
+        base: "/api/v1".into(),
+        plural: "nodes".into(),
+        namespaced: false,
+    };
+    objects.list_with_version(&nodes, "").await
 }
 
 /// Lists and watches the nodes from now until `stop`; what they did meanwhile.
@@ -142,13 +108,14 @@ pub async fn watch_nodes(
     run_start: Instant,
     mut stop: watch::Receiver<bool>,
 ) -> NodesReport {
+    let objects = Objects::new(client.clone());
     let mut nodes = Nodes::default();
     let mut first = true;
     'relist: loop {
         let listed = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => break 'relist,
-            listed = list(&client) => listed,
+            listed = list(&objects) => listed,
         };
         let Some((items, mut rv)) = listed else {
             tokio::select! {
