@@ -99,27 +99,16 @@ impl RenderOptions {
     }
 }
 
-/// A namespace name is a DNS-1123 label, as Kubernetes checks it.
+/// A namespace name is a DNS-1123 label, as Kubernetes checks it (with its messages).
 pub fn validate_namespace(namespace: &str) -> Result<(), RenderError> {
-    let bad = |reason: &str| {
-        Err(RenderError::Namespace {
-            namespace: namespace.to_string(),
-            reason: reason.to_string(),
-        })
-    };
-    if namespace.is_empty() || namespace.len() > 63 {
-        return bad("must be 1-63 characters");
+    let errors = api::names::is_dns1123_label(namespace);
+    if errors.is_empty() {
+        return Ok(());
     }
-    let alphanumeric = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    if !namespace.chars().all(|c| alphanumeric(c) || c == '-')
-        || !namespace.starts_with(alphanumeric)
-        || !namespace.ends_with(alphanumeric)
-    {
-        return bad(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
-        );
-    }
-    Ok(())
+    Err(RenderError::Namespace {
+        namespace: namespace.to_string(),
+        reason: errors.join("; "),
+    })
 }
 
 /// The in-cluster names of a rendered cluster's objects and pods.
