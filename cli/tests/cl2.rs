@@ -291,7 +291,8 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
 
 /// Every tuning-set kind, modules, bare pods in listed namespaces scaled from 3 to 1 (the
 /// deletes the count demands), ConfigMaps created, updated and deleted, measurement
-/// Instances; and one measurement kemu does not compute, which must fail the run.
+/// Instances, StatefulSets' claims deleted through listUnknownObjectOptions; and one
+/// measurement kemu does not compute, which must fail the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()> {
     let tmp = tempfile::tempdir()?;
@@ -313,8 +314,9 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
         .map(|s| s["object_operations"].as_u64().unwrap_or(0))
         .collect();
     // 3 pods in each of 2 namespaces; 2 ConfigMaps each, created then updated; 2 pods each
-    // deleted; the ConfigMaps deleted.
-    assert_eq!(ops, [6, 4, 4, 0, 4, 4], "{steps:?}");
+    // deleted; the ConfigMaps deleted. A StatefulSet and an object rendering to nothing in
+    // each, both deleted; the sets' 2 claims each deleted as the phase's unknown objects.
+    assert_eq!(ops, [6, 4, 4, 0, 4, 4, 4, 0, 4, 4, 0], "{steps:?}");
     assert!(steps.iter().all(|s| s["errors"] == 0), "{steps:?}");
     let measurements = report["measurements"].as_array().context("measurements")?;
     let verdict = |id: &str| {
@@ -327,6 +329,8 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
     assert_eq!(verdict("Ns1"), Some(json!("passed")));
     assert_eq!(verdict("Ns2"), Some(json!("passed")));
     assert_eq!(verdict("NetworkProgramming"), Some(json!("not_computed")));
+    assert_eq!(verdict("ClaimsBound"), Some(json!("passed")));
+    assert_eq!(verdict("ClaimsGone"), Some(json!("passed")));
     let junit = std::fs::read_to_string(dir.join("report/junit.xml"))?;
     assert!(
         junit.contains(

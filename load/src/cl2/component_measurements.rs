@@ -181,7 +181,7 @@ impl Measurements {
         };
         let constraints = match param_str(params, "resourceConstraints") {
             Some(path) => resource_usage::read_constraints(
-                &self.context.config_dir.join(path),
+                &super::config::template_path(&self.context.config_dir, &path),
                 self.context.nodes,
             )?,
             None => BTreeMap::new(),

@@ -290,6 +290,26 @@ pub struct Object {
     pub basename: String,
     pub objecttemplatepath: String,
     pub templatefillmap: BTreeMap<String, Json>,
+    /// Objects the test did not create (a StatefulSet's claims) that the phase takes as its
+    /// existing replicas: those of the template's kind matching the selector, counted in each
+    /// namespace when the phase first meets the object.
+    pub listunknownobjectoptions: Option<ListUnknownObjectOptions>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "lowercase")]
+pub struct ListUnknownObjectOptions {
+    /// A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`).
+    pub labelselector: Json,
+}
+
+impl ListUnknownObjectOptions {
+    /// The selector as a `labelSelector` query value.
+    pub fn selector(&self) -> Result<String, String> {
+        api::selectors::LabelSelector::from_label_selector_json(&self.labelselector)
+            .map(|s| s.to_string())
+            .map_err(|e| format!("listUnknownObjectOptions.labelSelector: {e}"))
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -315,7 +335,8 @@ fn normalize(value: Json) -> Json {
             map.into_iter()
                 .map(|(k, v)| {
                     let key = k.to_ascii_lowercase();
-                    let v = if key == "params" || key == "templatefillmap" {
+                    let v = if key == "params" || key == "templatefillmap" || key == "labelselector"
+                    {
                         v
                     } else {
                         normalize(v)
@@ -344,6 +365,9 @@ pub fn render_yaml(path: &Path, data: &Value) -> Result<(Json, String), ConfigEr
     let json = yaml(&path.display().to_string(), &rendered)?;
     Ok((json, rendered))
 }
+
+/// What Go's text/template prints for a missing map key.
+const NO_VALUE: &str = "<no value>";
 
 /// Reads rendered text as YAML; an error quotes the rendered line it is on.
 pub fn yaml(file: &str, rendered: &str) -> Result<Json, ConfigError> {
@@ -379,6 +403,12 @@ pub struct LoadedConfig {
 impl LoadedConfig {
     pub fn dir(&self) -> &Path {
         self.path.parent().unwrap_or(Path::new("."))
+    }
+
+    /// A template, module or constraints file the config names, found as clusterloader2
+    /// finds it (see [`template_path`]).
+    pub fn file(&self, name: &str) -> PathBuf {
+        template_path(self.dir(), name)
     }
 
     /// Renders and checks `path`: modules expanded, tuning sets, measurements and object
@@ -463,7 +493,7 @@ impl LoadedConfig {
     /// before the run starts.
     /// A phase that only deletes renders leniently, as its deletes will.
     fn check_object(&self, object: &Object, deletes_only: bool) -> Result<(), ConfigError> {
-        let path = self.dir().join(&object.objecttemplatepath);
+        let path = self.file(&object.objecttemplatepath);
         let data = self.object_data(object, "", 0);
         let template = Template::from_file(&path)?;
         let rendered = if deletes_only {
@@ -472,7 +502,15 @@ impl LoadedConfig {
             template.render(&data)?
         };
         let json = yaml(&path.display().to_string(), &rendered)?;
-        if json.get("kind").and_then(Json::as_str).is_none() {
+        if let Some(options) = &object.listunknownobjectoptions {
+            options.selector().map_err(|message| ConfigError::Schema {
+                file: self.path.display().to_string(),
+                line: 1,
+                message: format!("object {:?}: {message}", object.basename),
+            })?;
+        }
+        // A template that renders to nothing is skipped, as clusterloader2 skips it.
+        if !json.is_null() && json.get("kind").and_then(Json::as_str).is_none() {
             return Err(ConfigError::Schema {
                 file: path.display().to_string(),
                 line: 1,
@@ -488,7 +526,12 @@ impl LoadedConfig {
     pub fn object_data(&self, object: &Object, namespace: &str, index: u32) -> Value {
         let mut values = self.parameters.values.clone();
         for (k, v) in &object.templatefillmap {
-            values.insert(k.clone(), Value::from_json(v));
+            let value = match v {
+                // What Go prints for a parameter nobody set (a module's caller left it out).
+                Json::String(s) if s == NO_VALUE => Value::Missing(format!(".{k}")),
+                _ => Value::from_json(v),
+            };
+            values.insert(k.clone(), value);
         }
         let name = format!("{}-{index}", object.basename);
         values.insert("Name".into(), Value::Str(name));
@@ -517,6 +560,14 @@ fn decode<T: serde::de::DeserializeOwned>(
 
 /// Replaces each `module` step by the module's steps, rendered with the parameters and the
 /// module's `params`.
+/// Where clusterloader2 finds a file a test names: under the config's directory, whichever file
+/// names it (a module in `modules/` names `deployment.yaml` beside the config), and a leading
+/// `/` is that directory too (`path: /modules/measurements.yaml`), as Go's `filepath.Join`
+/// makes it.
+pub fn template_path(base: &Path, name: &str) -> PathBuf {
+    base.join(name.trim_start_matches('/'))
+}
+
 fn expand_modules(
     dir: &Path,
     file: &str,
@@ -538,13 +589,24 @@ fn expand_modules(
                 message: "modules nest more than 8 deep".into(),
             });
         }
-        let path = dir.join(&module.path);
+        let path = template_path(dir, &module.path);
         let mut values = parameters.values.clone();
         for (k, v) in &module.params {
             values.insert(k.clone(), Value::from_json(v));
         }
         let module_parameters = Parameters { values };
-        let (json, _) = render_yaml(&path, &module_parameters.as_value())?;
+        // A module renders as Go renders it: a parameter its caller leaves out prints as
+        // `<no value>` (CL2's load test calls its reconcile module without `daemonSetEnv` when it
+        // deletes). Should such a value reach an object that is created, the object's template
+        // names it as a missing parameter (`object_data`).
+        let template = Template::from_file(&path)?;
+        let rendered = template.render_lenient(&module_parameters.as_value())?;
+        let mut json = yaml(&path.display().to_string(), &rendered)?;
+        if json.is_null() {
+            // Everything inside a false `{{if}}`: a module of no steps, as Go's YAML decoder
+            // leaves an empty document's struct empty.
+            json = Json::Object(Default::default());
+        }
         #[derive(Deserialize, Default)]
         #[serde(default)]
         struct Module {
@@ -553,9 +615,9 @@ fn expand_modules(
         let module_file = path.display().to_string();
         let module_source = std::fs::read_to_string(&path).unwrap_or_default();
         let module: Module = decode(&module_file, &module_source, json)?;
-        let inner_dir = path.parent().unwrap_or(dir).to_path_buf();
+        // A module's own paths, like every path in the test, are the config directory's.
         out.extend(expand_modules(
-            &inner_dir,
+            dir,
             &module_file,
             &module_source,
             module.steps,

@@ -115,11 +115,32 @@ impl Objects {
         resource: &Resource,
         selector: &str,
     ) -> Option<(Vec<Json>, String)> {
+        self.list_pages(resource, "", selector).await
+    }
+
+    /// Every object of `resource` in `namespace` matching `selector`.
+    pub async fn list_in(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        selector: &str,
+    ) -> Option<Vec<Json>> {
+        self.list_pages(resource, namespace, selector)
+            .await
+            .map(|(items, _)| items)
+    }
+
+    async fn list_pages(
+        &self,
+        resource: &Resource,
+        namespace: &str,
+        selector: &str,
+    ) -> Option<(Vec<Json>, String)> {
         let mut items = Vec::new();
         let mut token = String::new();
         let mut version = None;
         loop {
-            let mut path = format!("{}?limit=500", resource.collection(""));
+            let mut path = format!("{}?limit=500", resource.collection(namespace));
             if !selector.is_empty() {
                 path.push_str(&format!("&labelSelector={}", encode(selector)));
             }

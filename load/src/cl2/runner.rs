@@ -115,7 +115,7 @@ impl Runner {
         operation: Operation,
     ) -> Result<(), String> {
         let name = format!("{}-{index}", object.basename);
-        let path = self.config.dir().join(&object.objecttemplatepath);
+        let path = self.config.file(&object.objecttemplatepath);
         let template = self.template(&path)?;
         let data = self.config.object_data(object, namespace, index);
         let rendered = match operation {
@@ -125,6 +125,10 @@ impl Runner {
         .map_err(|e| e.to_string())?;
         let mut body = super::config::yaml(&path.display().to_string(), &rendered)
             .map_err(|e| e.to_string())?;
+        if body.is_null() {
+            // A template that renders to nothing: clusterloader2 skips the object.
+            return Ok(());
+        }
         body["metadata"]["name"] = json!(name);
         let (api_version, kind) = type_of(&body);
         let resource = self
@@ -158,8 +162,44 @@ impl Runner {
         }
     }
 
+    /// How many objects `object`'s `listUnknownObjectOptions` finds in `namespace`: those of
+    /// its template's kind matching the selector.
+    async fn unknown_replicas(&self, object: &Object, namespace: &str) -> Result<u32, String> {
+        let Some(options) = &object.listunknownobjectoptions else {
+            return Ok(0);
+        };
+        let selector = options.selector()?;
+        let path = self.config.file(&object.objecttemplatepath);
+        let template = self.template(&path)?;
+        let rendered = template
+            .render_lenient(&self.config.object_data(object, namespace, 0))
+            .map_err(|e| e.to_string())?;
+        let body = super::config::yaml(&path.display().to_string(), &rendered)
+            .map_err(|e| e.to_string())?;
+        if body.is_null() {
+            return Ok(0);
+        }
+        let (api_version, kind) = type_of(&body);
+        let resource = self
+            .objects
+            .resource(&api_version, &kind)
+            .await
+            .ok_or_else(|| format!("the API does not serve {kind} of {api_version}"))?;
+        let found = self
+            .objects
+            .list_in(&resource, namespace, &selector)
+            .await
+            .ok_or_else(|| {
+                format!(
+                    "listing {} matching {selector:?} in {namespace:?} failed",
+                    resource.plural
+                )
+            })?;
+        Ok(found.len() as u32)
+    }
+
     /// The actions of one phase, as clusterloader2 derives them from the replica counts.
-    fn phase_actions(
+    async fn phase_actions(
         self: &Arc<Self>,
         phase: &Phase,
         ops: &Arc<AtomicU64>,
@@ -168,23 +208,68 @@ impl Runner {
         let mut actions: Vec<BoxFuture<'static, ()>> = Vec::new();
         let want = phase.replicaspernamespace;
         for namespace in self.namespaces_of(phase) {
+            // `/x.yaml` and `x.yaml` are one template.
+            let key = |o: &Object| {
+                (
+                    namespace.clone(),
+                    o.basename.clone(),
+                    o.objecttemplatepath.trim_start_matches('/').to_string(),
+                )
+            };
+            // Objects the phase meets for the first time start from what exists, where the
+            // config says how to find it.
+            let mut unknown = HashMap::new();
+            for (j, o) in phase.objectbundle.iter().enumerate() {
+                if o.listunknownobjectoptions.is_none()
+                    || self.replicas.lock().contains_key(&key(o))
+                {
+                    continue;
+                }
+                match self.unknown_replicas(o, &namespace).await {
+                    Ok(n) => {
+                        unknown.insert(j, n);
+                    }
+                    Err(e) => {
+                        tracing::warn!("cl2: {e}");
+                        errors.lock().push(e);
+                    }
+                }
+            }
             let current: Vec<u32> = {
-                let mut replicas = self.replicas.lock();
+                let replicas = self.replicas.lock();
                 phase
                     .objectbundle
                     .iter()
-                    .map(|o| {
-                        let key = (
-                            namespace.clone(),
-                            o.basename.clone(),
-                            o.objecttemplatepath.clone(),
-                        );
-                        let have = replicas.get(&key).copied().unwrap_or(0);
-                        replicas.insert(key, want);
-                        have
+                    .enumerate()
+                    .map(|(j, o)| {
+                        replicas
+                            .get(&key(o))
+                            .copied()
+                            .or_else(|| unknown.get(&j).copied())
+                            .unwrap_or(0)
                     })
                     .collect()
             };
+            // Every object of a bundle has as many replicas, or clusterloader2 refuses the
+            // phase in that namespace.
+            if let Some(j) = (1..current.len()).find(|&j| current[j] != current[j - 1]) {
+                let e = format!(
+                    "namespace {namespace:?}: bundle error: {} has {} replicas while {} has {}",
+                    phase.objectbundle[j].basename,
+                    current[j],
+                    phase.objectbundle[j - 1].basename,
+                    current[j - 1]
+                );
+                tracing::warn!("cl2: {e}");
+                errors.lock().push(e);
+                continue;
+            }
+            {
+                let mut replicas = self.replicas.lock();
+                for o in &phase.objectbundle {
+                    replicas.insert(key(o), want);
+                }
+            }
             let first = current.first().copied().unwrap_or(0);
             let mut plan: Vec<(u32, Operation)> = Vec::new();
             plan.extend((want..first).map(|i| (i, Operation::Delete)));
@@ -240,7 +325,7 @@ impl Runner {
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();
         let mut phases = Vec::new();
         for phase in &step.phases {
-            let actions = self.phase_actions(phase, &ops, &errors);
+            let actions = self.phase_actions(phase, &ops, &errors).await;
             let Some((pacing, delay, bucket)) = self.tuning.get(&phase.tuningset).cloned() else {
                 continue;
             };

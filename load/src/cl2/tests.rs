@@ -114,6 +114,30 @@ fn modules_are_expanded_with_their_params() {
 }
 
 #[test]
+fn every_path_is_the_config_directory_s_a_leading_slash_included() {
+    // As clusterloader2's template provider joins each path to the config's directory: a module
+    // in modules/ names a nested module by `modules/...` and its objects by their names beside
+    // the config; `/modules/...` is the same directory.
+    let outer = "steps:\n- module:\n    path: modules/inner.yaml\n";
+    let inner = "steps:\n- name: inner\n  phases:\n  - namespaceRange: {min: 1, max: 2}\n    replicasPerNamespace: 1\n    tuningSet: Q\n    objectBundle:\n    - basename: p\n      objectTemplatePath: /pod.yaml\n";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("modules")).unwrap();
+    std::fs::write(
+        dir.path().join("config.yaml"),
+        config("- module:\n    path: /modules/outer.yaml\n"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("modules/outer.yaml"), outer).unwrap();
+    std::fs::write(dir.path().join("modules/inner.yaml"), inner).unwrap();
+    std::fs::write(dir.path().join("pod.yaml"), POD).unwrap();
+    let loaded =
+        LoadedConfig::load(&dir.path().join("config.yaml"), params(&[], &[], &[], 3)).unwrap();
+    assert_eq!(loaded.test.steps.len(), 1);
+    assert_eq!(loaded.test.steps[0].name, "inner");
+    assert_eq!(loaded.file("/pod.yaml"), dir.path().join("pod.yaml"));
+}
+
+#[test]
 fn keys_are_case_insensitive_but_params_keep_theirs() {
     let step =
         "- Measurements:\n  - method: Sleep\n    identifier: s\n    params: {Duration: 1s}\n";
