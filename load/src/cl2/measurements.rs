@@ -1053,8 +1053,9 @@ fn controlled_state(
 /// Whether `template` derives `actual`, as Kubernetes' semantic `DeepDerivative` (which
 /// clusterloader2's `checkIfPodsAreUpdated` applies to a controller's pod template and its
 /// pods' specs): what the template leaves unset (null, `""`, an empty list or map) matches
-/// anything, a map's set keys must derive the other's, lists must have equal lengths and
-/// derive item by item, and scalars must be equal (absent counting as the zero value).
+/// anything, a map's set keys must derive the other's, a list's items must derive the other
+/// list's first items (which may go on), and scalars must be equal (absent counting as the
+/// zero value).
 pub fn derives(template: &Json, actual: &Json) -> bool {
     match template {
         Json::Null => true,
@@ -1064,8 +1065,10 @@ pub fn derives(template: &Json, actual: &Json) -> bool {
         Json::Object(map) => map
             .iter()
             .all(|(k, v)| derives(v, actual.get(k).unwrap_or(&Json::Null))),
+        // The template's items must be the first ones: an admission plugin that appends one
+        // (the service account's token volume and its mount) leaves the pod derived.
         Json::Array(items) => actual.as_array().is_some_and(|other| {
-            other.len() == items.len() && items.iter().zip(other).all(|(a, b)| derives(a, b))
+            other.len() >= items.len() && items.iter().zip(other).all(|(a, b)| derives(a, b))
         }),
         Json::Bool(b) => actual.as_bool().unwrap_or(false) == *b,
         Json::Number(n) => match actual {
@@ -1244,6 +1247,15 @@ mod tests {
         let mut two = template.clone();
         two["containers"] = json!([template["containers"][0], {"name": "sidecar"}]);
         assert!(!derives(&two, &pod), "a container more");
+        // Volumes the template names, then the service account's token volume appended by
+        // admission: still derived. Another order is not.
+        let with_volumes = json!({"volumes": [{"name": "config", "configMap": {"name": "c"}}]});
+        let admitted = json!({"volumes": [{"name": "config", "configMap": {"name": "c"}},
+                                          {"name": "kube-api-access-x1", "projected": {}}]});
+        assert!(derives(&with_volumes, &admitted));
+        let reordered = json!({"volumes": [{"name": "kube-api-access-x1", "projected": {}},
+                                           {"name": "config", "configMap": {"name": "c"}}]});
+        assert!(!derives(&with_volumes, &reordered));
         assert!(!derives(&json!({"hostNetwork": true}), &pod));
         assert!(!derives(&json!({"priority": 5}), &pod));
     }
