@@ -2,8 +2,8 @@
 //! hash of its key space at it. Members that lag (a restarted member still catching up) are
 //! given until a deadline.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use transport::Endpoint;
 
 use serde::{Deserialize, Serialize};
 use store::client::Client;
@@ -77,7 +77,7 @@ fn only_lagging(members: &[MemberDigest]) -> bool {
 /// whose state differs at that revision or that never gets there.
 pub async fn wait_for_convergence(
     client: &Client,
-    endpoints: &[SocketAddr],
+    endpoints: &[Endpoint],
     timeout: Duration,
 ) -> ConvergenceReport {
     let started = Instant::now();
@@ -85,8 +85,10 @@ pub async fn wait_for_convergence(
     loop {
         let mut statuses = Vec::new();
         let mut unreachable = Vec::new();
-        for &endpoint in endpoints {
-            match tokio::time::timeout(Duration::from_secs(3), client.status_of(endpoint)).await {
+        for endpoint in endpoints {
+            match tokio::time::timeout(Duration::from_secs(3), client.status_of(endpoint.clone()))
+                .await
+            {
                 Ok(Ok(status)) => statuses.push((endpoint, status)),
                 _ => unreachable.push(endpoint.to_string()),
             }
@@ -108,7 +110,8 @@ pub async fn wait_for_convergence(
                 });
                 continue;
             };
-            let hash = tokio::time::timeout(Duration::from_secs(3), client.hash_at(endpoint, t));
+            let hash =
+                tokio::time::timeout(Duration::from_secs(3), client.hash_at(endpoint.clone(), t));
             match hash.await {
                 Ok(Ok(h)) => members.push(MemberDigest {
                     endpoint: endpoint.to_string(),

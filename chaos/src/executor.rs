@@ -24,8 +24,11 @@ pub async fn store_leader(client: &Client, cluster: &dyn ChaosCluster) -> Option
     let members = cluster.store_members();
     let mut votes: Vec<String> = Vec::new();
     for (_, endpoint) in &members {
-        if let Ok(Ok(s)) =
-            tokio::time::timeout(Duration::from_millis(700), client.status_of(*endpoint)).await
+        if let Ok(Ok(s)) = tokio::time::timeout(
+            Duration::from_millis(700),
+            client.status_of(endpoint.clone()),
+        )
+        .await
         {
             if !s.leader_name.is_empty() {
                 votes.push(s.leader_name);
@@ -158,10 +161,22 @@ impl Executor {
                 Some(t) => Some(t.clone()),
                 None => self.pick(members),
             },
-            ActionKind::KillApiserver => self.pick(self.cluster.components(Kind::Apiserver)),
-            ActionKind::KillScheduler => self.pick(self.cluster.components(Kind::Scheduler)),
-            ActionKind::KillNodehost => self.pick(self.cluster.components(Kind::Nodehost)),
-            ActionKind::KillControllers => self.pick(self.cluster.components(Kind::Controllers)),
+            ActionKind::KillApiserver => {
+                let names = self.cluster.components(Kind::Apiserver).await;
+                self.pick(names)
+            }
+            ActionKind::KillScheduler => {
+                let names = self.cluster.components(Kind::Scheduler).await;
+                self.pick(names)
+            }
+            ActionKind::KillNodehost => {
+                let names = self.cluster.components(Kind::Nodehost).await;
+                self.pick(names)
+            }
+            ActionKind::KillControllers => {
+                let names = self.cluster.components(Kind::Controllers).await;
+                self.pick(names)
+            }
             ActionKind::Kill
             | ActionKind::Stop
             | ActionKind::PartitionHost
@@ -176,7 +191,7 @@ impl Executor {
         let restore = action.restore_after_s;
         match kind {
             ActionKind::StopStoreMember | ActionKind::Stop => {
-                match self.cluster.signal(&target, Signal::SIGSTOP) {
+                match self.cluster.signal(&target, Signal::SIGSTOP).await {
                     Ok(()) => {
                         self.record(kind, &target, String::new(), true);
                         self.down.lock().push(target.clone());
@@ -204,7 +219,7 @@ impl Executor {
                 self.record(kind, &target, detail, false);
             }
             ActionKind::Restart | ActionKind::Resume => {}
-            _ => match self.cluster.signal(&target, Signal::SIGKILL) {
+            _ => match self.cluster.signal(&target, Signal::SIGKILL).await {
                 Ok(()) => {
                     self.record(kind, &target, String::new(), true);
                     if let Some(after) = restore {
@@ -228,6 +243,7 @@ impl Executor {
             let detail = match how {
                 ActionKind::Resume => cluster
                     .signal(&target, Signal::SIGCONT)
+                    .await
                     .err()
                     .map(|e| format!("{e:#}")),
                 ActionKind::HealHost => cluster

@@ -13,7 +13,8 @@
 //! - [`service`]: time until API writes, scheduling and pods Running recover after each action.
 //!
 //! The driver: [`plan`] (the `[chaos]` table), [`actions`] (kinds and schedule), [`targets`]
-//! (what the actions act on: a `kemu up` cluster directory or a local store), [`executor`]
+//! (what the actions act on: a `kemu up` cluster directory or a local store) and
+//! [`kubernetes`] (a cluster `kemu render` put on Kubernetes), [`executor`]
 //! (signals on schedule),
 //! [`workload`] (register clients and prober), [`recorder`] (store watch), [`run`] (one run
 //! end to end) and [`report`] (JSON and HTML).
@@ -23,6 +24,7 @@ pub mod availability;
 pub mod convergence;
 pub mod executor;
 pub mod history;
+pub mod kubernetes;
 pub mod linearizability;
 pub mod plan;
 pub mod recorder;

@@ -1,17 +1,20 @@
 //! What chaos acts on: a [`ChaosCluster`] names the store members and other components and can
-//! signal, restart and cut them off. Two kinds: a cluster directory made by `kemu up`
-//! ([`ClusterDirTarget`]: pids from its state file, restarts left to its supervisor) and a
-//! [`LocalStore`] of the benchmarks and tests ([`LocalStoreTarget`]).
+//! signal, restart and cut them off. Three kinds: a cluster directory made by `kemu up`
+//! ([`ClusterDirTarget`]: pids from its state file, restarts left to its supervisor), a
+//! [`LocalStore`] of the benchmarks and tests ([`LocalStoreTarget`]), and a cluster `kemu
+//! render` put on Kubernetes ([`crate::kubernetes::KubernetesTarget`]: pods deleted, restarts
+//! left to their StatefulSets and Deployments).
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use futures::future::BoxFuture;
 use nix::sys::signal::Signal;
 use store::client::{Client, ClientConfig};
+use transport::Endpoint;
 
 use cluster::api_access::{ApiAccess, ApiCredentials};
 use cluster::layout::{Kind, Layout};
@@ -22,11 +25,11 @@ use cluster::state::{pid_is_ours, ClusterState};
 /// A cluster chaos can act on.
 pub trait ChaosCluster: Send + Sync {
     /// Store members: (name, client endpoint).
-    fn store_members(&self) -> Vec<(String, SocketAddr)>;
-    /// Names of the components of `kind`.
-    fn components(&self, kind: Kind) -> Vec<String>;
+    fn store_members(&self) -> Vec<(String, Endpoint)>;
+    /// Names of the components of `kind` now.
+    fn components(&self, kind: Kind) -> BoxFuture<'_, Vec<String>>;
     /// Sends `signal` to component `name`.
-    fn signal(&self, name: &str, signal: Signal) -> anyhow::Result<()>;
+    fn signal<'a>(&'a self, name: &'a str, signal: Signal) -> BoxFuture<'a, anyhow::Result<()>>;
     /// Starts a killed component again. `Ok(false)`: something else restarts it (a supervisor).
     fn restart(&self, name: &str) -> anyhow::Result<bool>;
     /// netns mode: takes host `host`'s link down or up.
@@ -44,8 +47,8 @@ fn send(pid: u32, signal: Signal) -> anyhow::Result<()> {
         .with_context(|| format!("sending {signal} to pid {pid}"))
 }
 
-fn client(
-    endpoints: Vec<SocketAddr>,
+pub(crate) fn client(
+    endpoints: Vec<Endpoint>,
     certs: &Path,
     attempt: Duration,
     call: Duration,
@@ -97,26 +100,33 @@ impl ClusterDirTarget {
 }
 
 impl ChaosCluster for ClusterDirTarget {
-    fn store_members(&self) -> Vec<(String, SocketAddr)> {
+    fn store_members(&self) -> Vec<(String, Endpoint)> {
         self.layout
             .components
             .iter()
             .filter(|c| c.kind == Kind::Store)
-            .filter_map(|c| c.addresses.get("client").map(|a| (c.name.clone(), *a)))
+            .filter_map(|c| {
+                c.addresses
+                    .get("client")
+                    .map(|a| (c.name.clone(), Endpoint::Addr(*a)))
+            })
             .collect()
     }
 
-    fn components(&self, kind: Kind) -> Vec<String> {
-        self.layout
+    fn components(&self, kind: Kind) -> BoxFuture<'_, Vec<String>> {
+        let names = self
+            .layout
             .components
             .iter()
             .filter(|c| c.kind == kind)
             .map(|c| c.name.clone())
-            .collect()
+            .collect();
+        Box::pin(std::future::ready(names))
     }
 
-    fn signal(&self, name: &str, signal: Signal) -> anyhow::Result<()> {
-        send(self.pid(name)?, signal)
+    fn signal<'a>(&'a self, name: &'a str, signal: Signal) -> BoxFuture<'a, anyhow::Result<()>> {
+        let sent = self.pid(name).and_then(|pid| send(pid, signal));
+        Box::pin(std::future::ready(sent))
     }
 
     fn restart(&self, _name: &str) -> anyhow::Result<bool> {
@@ -150,7 +160,11 @@ impl ChaosCluster for ClusterDirTarget {
 
     fn store_client(&self, attempt: Duration, call: Duration) -> anyhow::Result<Client> {
         client(
-            self.layout.store_endpoints.clone(),
+            self.layout
+                .store_endpoints
+                .iter()
+                .map(|a| Endpoint::Addr(*a))
+                .collect(),
             &self.layout.certs,
             attempt,
             call,
@@ -200,26 +214,27 @@ impl LocalStoreTarget {
 }
 
 impl ChaosCluster for LocalStoreTarget {
-    fn store_members(&self) -> Vec<(String, SocketAddr)> {
+    fn store_members(&self) -> Vec<(String, Endpoint)> {
         self.store
             .names()
             .into_iter()
-            .filter_map(|n| self.store.endpoint(&n).map(|e| (n, e)))
+            .filter_map(|n| self.store.endpoint(&n).map(|e| (n, Endpoint::Addr(e))))
             .collect()
     }
 
-    fn components(&self, _kind: Kind) -> Vec<String> {
-        Vec::new()
+    fn components(&self, _kind: Kind) -> BoxFuture<'_, Vec<String>> {
+        Box::pin(std::future::ready(Vec::new()))
     }
 
-    fn signal(&self, name: &str, signal: Signal) -> anyhow::Result<()> {
-        if signal == Signal::SIGKILL {
+    fn signal<'a>(&'a self, name: &'a str, signal: Signal) -> BoxFuture<'a, anyhow::Result<()>> {
+        let sent = if signal == Signal::SIGKILL {
             // Through the store, so it reaps the child and can restart it.
             self.store.kill(name);
             Ok(())
         } else {
-            send(self.pid(name)?, signal)
-        }
+            self.pid(name).and_then(|pid| send(pid, signal))
+        };
+        Box::pin(std::future::ready(sent))
     }
 
     fn restart(&self, name: &str) -> anyhow::Result<bool> {
@@ -233,7 +248,11 @@ impl ChaosCluster for LocalStoreTarget {
 
     fn store_client(&self, attempt: Duration, call: Duration) -> anyhow::Result<Client> {
         client(
-            self.store.client_endpoints(),
+            self.store
+                .client_endpoints()
+                .into_iter()
+                .map(Endpoint::Addr)
+                .collect(),
             &self.store.certs_dir(),
             attempt,
             call,

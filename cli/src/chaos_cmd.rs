@@ -1,5 +1,6 @@
-//! `kemu chaos`: runs a chaos plan against a cluster made by `kemu up` (`--dir`), or against a
-//! store of local processes it starts itself (`--spawn N`), under the register workload; then
+//! `kemu chaos`: runs a chaos plan against a cluster made by `kemu up` (`--dir`), a store of
+//! local processes it starts itself (`--spawn N`), or a cluster `kemu render` put on Kubernetes
+//! (`--kubernetes NAMESPACE`, from the chaos Job's pod), under the register workload; then
 //! checks linearizability, watches, convergence and availability and writes the report.
 
 use std::path::PathBuf;
@@ -11,9 +12,11 @@ use anyhow::Context;
 use clap::Args;
 
 use chaos::actions::{self, ActionKind};
+use chaos::kubernetes::{KubernetesTarget, KubernetesTargetConfig};
 use chaos::plan::ChaosPlan;
 use chaos::run::{self, ChaosRunConfig};
 use chaos::targets::{ChaosCluster, LocalStoreTarget};
+use cluster::api_access::ApiCredentials;
 use cluster::process::LocalStore;
 
 use crate::run_config::RunConfig;
@@ -22,11 +25,35 @@ use crate::run_config::RunConfig;
 pub struct ChaosArgs {
     /// A cluster directory made by `kemu up`; its config's [chaos] plan runs unless
     /// `--kill-leader-every` is given.
-    #[arg(long, required_unless_present = "spawn", conflicts_with = "spawn")]
+    #[arg(long, required_unless_present_any = ["spawn", "kubernetes"], conflicts_with_all = ["spawn", "kubernetes"])]
     dir: Option<PathBuf>,
     /// Start a store of this many local members instead (in a temporary directory).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kubernetes")]
     spawn: Option<usize>,
+    /// A cluster `kemu render` put on Kubernetes, in this namespace (what its chaos Job runs):
+    /// a kill deletes the component's pod with no grace period. Needs `--instance`,
+    /// `--store-members`, `--certs` and `--plan`.
+    #[arg(long, requires_all = ["instance", "store_members", "certs", "plan"])]
+    kubernetes: Option<String>,
+    /// With `--kubernetes`: the cluster's name (its pods' `app.kubernetes.io/instance`).
+    #[arg(long)]
+    instance: Option<String>,
+    /// With `--kubernetes`: the store members as `NAME=HOST:PORT,…` (names are pod names).
+    #[arg(long)]
+    store_members: Option<String>,
+    /// With `--kubernetes`: the CA and the store administrator's certificate.
+    #[arg(long)]
+    certs: Option<PathBuf>,
+    /// With `--kubernetes`: kemu's kubeconfig, for the API probes.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// With `--kubernetes`: the Kubernetes cluster's kubeconfig [default: the pod's service
+    /// account].
+    #[arg(long)]
+    engine_kubeconfig: Option<PathBuf>,
+    /// With `--kubernetes`: a cluster config whose `[chaos]` plan runs.
+    #[arg(long)]
+    plan: Option<PathBuf>,
     /// Seconds to run.
     #[arg(long, default_value_t = 60.0)]
     duration: f64,
@@ -94,8 +121,22 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
         store.stop().await;
         let dir = args.report.clone().unwrap_or_else(|| PathBuf::from("."));
         (report?, dir)
+    } else if let Some(namespace) = &args.kubernetes {
+        let plan = match leader_kills {
+            Some(p) => p,
+            None => plan_in(args.plan.as_deref().context("--plan")?)?,
+        };
+        let schedule = actions::schedule(&plan, args.duration)?;
+        let cluster: Arc<dyn ChaosCluster> = Arc::new(kubernetes_target(&args, namespace)?);
+        let report = tokio::select! {
+            biased;
+            _ = interrupt.second() => anyhow::bail!("interrupted twice: stopped at once, no report written"),
+            report = run::run_until(cluster, schedule, &config, stop) => report?,
+        };
+        let dir = args.report.clone().unwrap_or_else(|| PathBuf::from("."));
+        (report, dir)
     } else {
-        let dir = args.dir.clone().context("--dir or --spawn")?;
+        let dir = args.dir.clone().context("--dir, --spawn or --kubernetes")?;
         let plan = match leader_kills {
             Some(p) => p,
             None => plan_of(&dir)?,
@@ -133,15 +174,47 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The target of `--kubernetes`: the engine reached with `--engine-kubeconfig` or the pod's
+/// service account, kemu's API with `--kubeconfig`.
+fn kubernetes_target(args: &ChaosArgs, namespace: &str) -> anyhow::Result<KubernetesTarget> {
+    let mut members = Vec::new();
+    for pair in args.store_members.as_deref().unwrap_or("").split(',') {
+        let (name, endpoint) = pair
+            .split_once('=')
+            .with_context(|| format!("--store-members: {pair:?} is not NAME=HOST:PORT"))?;
+        let endpoint = endpoint
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--store-members: {e}"))?;
+        members.push((name.to_string(), endpoint));
+    }
+    let engine = match &args.engine_kubeconfig {
+        Some(path) => ApiCredentials::from_kubeconfig(path)?,
+        None => KubernetesTarget::in_cluster_engine()?,
+    };
+    let api = match &args.kubeconfig {
+        Some(path) => Some(ApiCredentials::from_kubeconfig(path)?),
+        None => None,
+    };
+    KubernetesTarget::new(KubernetesTargetConfig {
+        engine,
+        namespace: namespace.to_string(),
+        instance: args.instance.clone().context("--instance")?,
+        members,
+        certs: args.certs.clone().context("--certs")?,
+        api,
+    })
+}
+
 /// The `[chaos]` plan of the config `kemu up` left in the cluster directory.
 fn plan_of(dir: &std::path::Path) -> anyhow::Result<ChaosPlan> {
-    let path = dir.join("cluster.toml");
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!(
-            "reading {} (is this a kemu cluster directory?)",
-            path.display()
-        )
-    })?;
+    plan_in(&dir.join("cluster.toml"))
+}
+
+/// The `[chaos]` plan of the cluster config at `path`.
+fn plan_in(path: &std::path::Path) -> anyhow::Result<ChaosPlan> {
+    let path = path.to_path_buf();
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let config = RunConfig::parse(text, &path)?;
     config
         .chaos

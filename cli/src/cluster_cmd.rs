@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use cluster::launcher::{self, UpOptions, DEFAULT_CONFIG};
-use cluster::render::{self, Credentials, Names, RenderOptions};
+use cluster::render::{self, ChaosJob, Credentials, Names, RenderOptions};
 use cluster::status;
 use cluster::supervisor::Supervisor;
 
@@ -159,17 +159,48 @@ impl ClusterDirArgs {
     }
 }
 
+/// How long the chaos Job runs: until a minute after its last action is restored, or ten
+/// minutes when an action repeats (it repeats until then).
+fn chaos_job_seconds(plan: &chaos::plan::ChaosPlan) -> f64 {
+    if plan.actions.iter().any(|a| a.every.is_some()) {
+        return 600.0;
+    }
+    let last = plan
+        .actions
+        .iter()
+        .map(|a| a.at + a.restore_after.unwrap_or(0.0))
+        .fold(0.0, f64::max);
+    (last + 60.0).ceil()
+}
+
 /// `kemu render`: the config's cluster as manifests, with fresh certificates.
 fn render_manifests(args: &RenderArgs) -> anyhow::Result<()> {
     let mut config = RunConfig::load(&args.file)?;
-    if config.chaos.as_ref().is_some_and(|c| !c.actions.is_empty()) {
-        eprintln!(
-            "warning: the [chaos] plan is not rendered: the chaos runner works on a cluster directory of `kemu up` (see docs/render.md)"
-        );
-    }
-    // Only a chaos run keeps the store's whole history, and none runs here.
-    config.cluster.apiserver.keep_history = false;
+    let chaos = config
+        .chaos
+        .as_ref()
+        .filter(|c| c.has_actions())
+        .map(|plan| {
+            for (i, action) in plan.actions.iter().enumerate() {
+                if matches!(
+                    action.kind.as_str(),
+                    "stop" | "stop-store-member" | "partition-host" | "isolate" | "heal-host"
+                ) {
+                    eprintln!(
+                        "warning: chaos.action[{i}] ({}) cannot act on pods through the Kubernetes API: the chaos Job records it as not done",
+                        action.kind
+                    );
+                }
+            }
+            ChaosJob {
+                config_text: config.text.clone(),
+                duration_s: chaos_job_seconds(plan),
+            }
+        });
+    // A chaos run reads the store's history of the whole run afterwards: no compaction then.
+    config.cluster.apiserver.keep_history = chaos.is_some();
     let mut options = RenderOptions::new(&config.cluster);
+    options.chaos = chaos;
     if let Some(ns) = &args.namespace {
         options.namespace = ns.clone();
     }

@@ -275,3 +275,102 @@ async fn a_stopped_chaos_run_keeps_its_action_log() -> anyhow::Result<()> {
     assert!(kills >= 1, "the action log is kept: {}", report["actions"]);
     Ok(())
 }
+
+/// `kemu chaos --kubernetes`, what the chaos Job of `kemu render` runs, with a kemu cluster as
+/// the engine the rendered cluster would run on: pods carrying the rendered labels stand for
+/// the store members and an API server. A kill deletes the chosen pod through the engine's API
+/// with no grace period; a stop, which no API call can do, is recorded as not done; the
+/// register workload runs against the real store named by `--store-members`, and every check
+/// passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubernetes_target_deletes_the_pods_it_kills() -> anyhow::Result<()> {
+    use anyhow::Context;
+    let c = common::Cluster::start(3).await?;
+    let ns = "kemu-on-k8s";
+    c.ok(&["create", "namespace", ns]);
+    let labels = |name: &str| {
+        format!("app.kubernetes.io/instance=onk8s,app.kubernetes.io/name={name},app.kubernetes.io/part-of=kemu")
+    };
+    let members = c.store.names();
+    let pod = |name: &str, workload: &str| {
+        c.ok(&[
+            "run",
+            name,
+            "-n",
+            ns,
+            "--image",
+            "kemu:latest",
+            "--restart",
+            "Never",
+            "--labels",
+            &labels(workload),
+        ]);
+    };
+    for m in &members {
+        pod(m, "kemu-store");
+    }
+    pod("kemu-apiserver-5d8f7-x2c4q", "kemu-apiserver");
+    let store_members = members
+        .iter()
+        .map(|m| Ok(format!("{m}={}", c.store.endpoint(m).context("endpoint")?)))
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .join(",");
+    let plan = c.dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "name = \"onk8s\"\n[[chaos.action]]\nat = 1.0\nkind = \"kill-store-follower\"\nrestore_after = 1.0\n[[chaos.action]]\nat = 2.0\nkind = \"kill-apiserver\"\n[[chaos.action]]\nat = 3.0\nkind = \"stop-store-member\"\n",
+    )?;
+    let report_dir = c.dir.path().join("report");
+    let kubeconfig = c.kubeconfig.display().to_string();
+    let out = std::process::Command::new(kemu_exe())
+        .args(["chaos", "--kubernetes", ns, "--instance", "onk8s"])
+        .args(["--store-members", &store_members])
+        .arg("--certs")
+        .arg(c.store.certs_dir())
+        .args(["--kubeconfig", &kubeconfig])
+        .args(["--engine-kubeconfig", &kubeconfig])
+        .arg("--plan")
+        .arg(&plan)
+        .args(["--duration", "6", "--clients", "2", "--keys", "2"])
+        .arg("--report")
+        .arg(&report_dir)
+        .output()?;
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{printed}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(report_dir.join("chaos-report.json"))?)?;
+    assert_eq!(report["passed"], true, "{printed}");
+    let actions = report["actions"].as_array().context("actions")?;
+    let action = |kind: &str| {
+        actions
+            .iter()
+            .find(|a| a["kind"] == kind)
+            .cloned()
+            .with_context(|| format!("no {kind} in {actions:?}"))
+    };
+    let follower = action("kill-store-follower")?;
+    assert_eq!(follower["disruptive"], true, "{follower}");
+    let killed = follower["target"].as_str().context("target")?.to_string();
+    assert!(members.contains(&killed), "{follower}");
+    let apiserver = action("kill-apiserver")?;
+    assert_eq!(apiserver["disruptive"], true, "{apiserver}");
+    assert_eq!(apiserver["target"], "kemu-apiserver-5d8f7-x2c4q");
+    let stop = action("stop-store-member")?;
+    assert_eq!(stop["disruptive"], false, "{stop}");
+    assert!(
+        stop["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("cannot reach a pod")),
+        "{stop}"
+    );
+    // The killed pods are gone; the others are left.
+    let left = c.ok(&["get", "pods", "-n", ns, "-o", "name"]);
+    assert!(!left.contains(&format!("pod/{killed}\n")), "{left}");
+    assert!(!left.contains("kemu-apiserver"), "{left}");
+    assert_eq!(left.lines().count(), members.len() - 1, "{left}");
+    Ok(())
+}

@@ -118,7 +118,7 @@ async fn rendered_manifests_pass_server_side_strict_validation() -> anyhow::Resu
     let config = dir.join("big.toml");
     std::fs::write(
         &config,
-        "name = \"big\"\n[store]\nmembers = 5\n[apiserver]\nreplicas = 3\n[scheduler]\nreplicas = 2\n[controllers]\nreplicas = 2\n[nodes]\nhosts = 4\nper_host = 100\n",
+        "name = \"big\"\n[store]\nmembers = 5\n[apiserver]\nreplicas = 3\n[scheduler]\nreplicas = 2\n[controllers]\nreplicas = 2\n[nodes]\nhosts = 4\nper_host = 100\n[[chaos.action]]\nat = 10.0\nkind = \"kill-store-leader\"\nrestore_after = 5.0\n[[chaos.action]]\nat = 20.0\nkind = \"stop-store-member\"\n",
     )?;
     let out_dir = dir.join("big");
     let out = kemu(&[
@@ -129,6 +129,12 @@ async fn rendered_manifests_pass_server_side_strict_validation() -> anyhow::Resu
         &format!("{}/", out_dir.display()),
     ]);
     assert!(out.status.success(), "{}", text(&out));
+    // A stop cannot be done to a pod: said before anything is applied.
+    assert!(
+        text(&out).contains("chaos.action[1] (stop-store-member) cannot act on pods"),
+        "{}",
+        text(&out)
+    );
     let mut files: Vec<String> = std::fs::read_dir(&out_dir)?
         .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect::<Result<_, _>>()?;
@@ -143,9 +149,29 @@ async fn rendered_manifests_pass_server_side_strict_validation() -> anyhow::Resu
         stream.push_str(&std::fs::read_to_string(out_dir.join(f))?);
     }
     let expected = kinds_and_names(&stream);
+    // No load plan: no load Job. The chaos plan runs as a Job whose service account may
+    // delete the namespace's pods, for a minute after its last action is restored.
+    for object in [
+        "serviceaccount/kemu-chaos",
+        "role.rbac.authorization.k8s.io/kemu-chaos",
+        "rolebinding.rbac.authorization.k8s.io/kemu-chaos",
+        "job.batch/kemu-chaos",
+    ] {
+        assert!(expected.contains(object), "{object} not in {expected:?}");
+    }
+    assert!(!expected.contains("job.batch/kemu-load"), "{expected:?}");
     assert!(
-        !expected.iter().any(|o| o.starts_with("job")),
-        "{expected:?}"
+        stream.contains("kemu-store-4=kemu-store-4.kemu-store.big.svc:2379"),
+        "the chaos Job's store members"
+    );
+    assert!(
+        stream.contains("- '80'") || stream.contains("- \"80\""),
+        "duration 80 s"
+    );
+    assert!(
+        stream.contains("--compaction-interval-secs\n        - '0'")
+            || stream.contains("--compaction-interval-secs\n        - \"0\""),
+        "the chaos checks read the whole history: no compaction"
     );
     assert!(stream.contains("replicas: 5"), "five store members");
     assert!(stream.contains("kemu-store-4=kemu-store-4.kemu-store.big.svc:2380"));

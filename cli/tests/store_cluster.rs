@@ -805,7 +805,11 @@ async fn members_converge_while_writes_go_on() -> anyhow::Result<()> {
         anyhow::Ok(n)
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let endpoints = cluster.client_endpoints();
+    let endpoints: Vec<transport::Endpoint> = cluster
+        .client_endpoints()
+        .into_iter()
+        .map(transport::Endpoint::Addr)
+        .collect();
     let report =
         chaos::convergence::wait_for_convergence(&admin, &endpoints, Duration::from_secs(30)).await;
     let _ = stop.send(true);
@@ -814,7 +818,7 @@ async fn members_converge_while_writes_go_on() -> anyhow::Result<()> {
     assert_eq!(report.members.len(), 3);
     assert!(written > 50, "the writer wrote {written} times");
     let ahead = cluster_revision(&admin).await? + 1_000;
-    match admin.hash_at(endpoints[0], ahead).await {
+    match admin.hash_at(endpoints[0].clone(), ahead).await {
         Err(ClientError::Store(StoreError::FutureRevision { .. })) => {}
         other => bail!("hash at a revision not applied: {other:?}"),
     }

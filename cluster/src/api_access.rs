@@ -238,20 +238,21 @@ fn material(data: Option<&str>, file: Option<&str>, what: &str) -> anyhow::Resul
 /// One API server's HTTPS front with one credential, for single calls (status checks, tests).
 #[derive(Clone)]
 pub struct ApiAccess {
-    pub addr: SocketAddr,
+    url: String,
     http: KubeHttp,
 }
 
 impl ApiAccess {
     pub fn new(addr: SocketAddr, credentials: &ApiCredentials) -> anyhow::Result<ApiAccess> {
+        ApiAccess::at_url(&format!("https://{addr}"), credentials)
+    }
+
+    /// The server at `url` (`https://HOST:PORT`, a host name checked against the server's
+    /// certificate).
+    pub fn at_url(url: &str, credentials: &ApiCredentials) -> anyhow::Result<ApiAccess> {
         Ok(ApiAccess {
-            addr,
-            http: KubeHttp::new(
-                &format!("https://{addr}"),
-                credentials,
-                PoolShape::SMALL,
-                "kemu",
-            )?,
+            url: url.trim_end_matches('/').to_string(),
+            http: KubeHttp::new(url, credentials, PoolShape::SMALL, "kemu")?,
         })
     }
 
@@ -265,7 +266,7 @@ impl ApiAccess {
     }
 
     pub fn url(&self) -> String {
-        format!("https://{}", self.addr)
+        self.url.clone()
     }
 
     pub async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {

@@ -15,9 +15,10 @@ use k8s_openapi::api::core::v1::{
     HTTPGetAction, KeyToPath, Namespace, ObjectFieldSelector, PersistentVolumeClaim,
     PersistentVolumeClaimSpec, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
     ProjectedVolumeSource, ResourceRequirements, Secret, SecretProjection, SecretVolumeSource,
-    Service, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeProjection,
+    Service, ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount, VolumeProjection,
     VolumeResourceRequirements,
 };
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -78,6 +79,18 @@ pub struct RenderOptions {
     /// The config file's text, for the load Job's plan (`kemu load --plan` reads the `[load]`
     /// table of a cluster config); no Job without it.
     pub load_plan: Option<String>,
+    /// The `[chaos]` plan as a Job: the config file's text (`kemu chaos --plan` reads its
+    /// `[chaos]` table) and how long the run lasts; no Job without it.
+    pub chaos: Option<ChaosJob>,
+}
+
+/// The chaos Job's plan.
+#[derive(Clone, Debug)]
+pub struct ChaosJob {
+    /// The config file's text.
+    pub config_text: String,
+    /// `kemu chaos --duration`.
+    pub duration_s: f64,
 }
 
 impl RenderOptions {
@@ -87,6 +100,7 @@ impl RenderOptions {
             namespace: config.name.clone(),
             image: DEFAULT_IMAGE.to_string(),
             load_plan: None,
+            chaos: None,
         }
     }
 
@@ -124,6 +138,7 @@ impl Names {
     pub const CONTROLLERS: &'static str = "kemu-controllers";
     pub const NODEHOST: &'static str = "kemu-nodehost";
     pub const LOAD: &'static str = "kemu-load";
+    pub const CHAOS: &'static str = "kemu-chaos";
 
     /// Store member `ordinal`'s pod, also its member name and certificate identity.
     pub fn store_member(ordinal: u32) -> String {
@@ -371,6 +386,7 @@ impl Renderer<'_> {
         )?;
         self.node_hosts()?;
         self.load_job()?;
+        self.chaos_job()?;
         Ok(self.out)
     }
 
@@ -524,8 +540,13 @@ impl Renderer<'_> {
             reason: e.to_string(),
         })?;
         let mut data = BTreeMap::from([(NODEHOST_CONFIG_KEY.to_string(), nodehost)]);
-        if let Some(plan) = &self.options.load_plan {
-            data.insert(LOAD_PLAN_KEY.to_string(), plan.clone());
+        let text = self.options.load_plan.as_ref().or(self
+            .options
+            .chaos
+            .as_ref()
+            .map(|c| &c.config_text));
+        if let Some(text) = text {
+            data.insert(LOAD_PLAN_KEY.to_string(), text.clone());
         }
         let map = ConfigMap {
             metadata: self.meta(CONFIG_MAP, None),
@@ -1146,6 +1167,145 @@ impl Renderer<'_> {
         );
         if let Some(spec) = template.spec.as_mut() {
             // A load run that failed its SLO is a result, not something to retry.
+            spec.restart_policy = Some("Never".into());
+        }
+        let job = Job {
+            metadata: self.meta(name, Some(name)),
+            spec: Some(JobSpec {
+                backoff_limit: Some(0),
+                template,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        self.push("Job", name, &job)
+    }
+}
+
+impl Renderer<'_> {
+    /// `kemu chaos --kubernetes` with the config's `[chaos]` plan, as a service account that
+    /// may list and delete the namespace's pods (a kill deletes a pod with no grace period), and
+    /// the store's administrator for its register workload and checks.
+    fn chaos_job(&mut self) -> Result<(), RenderError> {
+        let Some(chaos) = self.options.chaos.clone() else {
+            return Ok(());
+        };
+        let name = Names::CHAOS;
+        self.push(
+            "ServiceAccount",
+            name,
+            &ServiceAccount {
+                metadata: self.meta(name, Some(name)),
+                ..Default::default()
+            },
+        )?;
+        self.push(
+            "Role",
+            name,
+            &Role {
+                metadata: self.meta(name, Some(name)),
+                rules: Some(vec![PolicyRule {
+                    api_groups: Some(vec![String::new()]),
+                    resources: Some(vec!["pods".into()]),
+                    verbs: vec!["get".into(), "list".into(), "delete".into()],
+                    ..Default::default()
+                }]),
+            },
+        )?;
+        self.push(
+            "RoleBinding",
+            name,
+            &RoleBinding {
+                metadata: self.meta(name, Some(name)),
+                role_ref: RoleRef {
+                    api_group: Some("rbac.authorization.k8s.io".into()),
+                    kind: "Role".into(),
+                    name: name.into(),
+                },
+                subjects: Some(vec![Subject {
+                    kind: "ServiceAccount".into(),
+                    name: name.into(),
+                    namespace: Some(self.options.namespace.clone()),
+                    ..Default::default()
+                }]),
+            },
+        )?;
+        let members = (0..self.config.store.members)
+            .map(|i| {
+                let pod = Names::store_member(i);
+                let host = self.names.pod_host(Names::STORE, &pod);
+                format!("{pod}={host}:{STORE_CLIENT_PORT}")
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let s = |v: &str| v.to_string();
+        let args = vec![
+            s("chaos"),
+            s("--kubernetes"),
+            self.options.namespace.clone(),
+            s("--instance"),
+            self.config.name.clone(),
+            s("--store-members"),
+            members,
+            s("--certs"),
+            s(CERTS_DIR),
+            s("--kubeconfig"),
+            format!("{KUBECONFIG_DIR}/kubeconfig"),
+            s("--plan"),
+            format!("{CONFIG_DIR}/{LOAD_PLAN_KEY}"),
+            s("--duration"),
+            format!("{}", chaos.duration_s),
+            s("--report"),
+            s("/tmp"),
+        ];
+        let container = Container {
+            name: "chaos".into(),
+            image: Some(self.options.image.clone()),
+            image_pull_policy: Some("IfNotPresent".into()),
+            command: Some(vec!["kemu".into()]),
+            args: Some(args),
+            volume_mounts: Some(vec![
+                Self::mount("certs", CERTS_DIR),
+                Self::mount("kubeconfig", KUBECONFIG_DIR),
+                Self::mount("config", CONFIG_DIR),
+            ]),
+            resources: Some(Self::resources("250m", "256Mi")),
+            ..Default::default()
+        };
+        let admin = store::config::STORE_ADMIN;
+        let mut template = self.pod(
+            name,
+            container,
+            vec![
+                self.certs_volume(vec![SecretProjection {
+                    name: STORE_CERTS_SECRET.into(),
+                    items: Some(
+                        ["crt", "key"]
+                            .into_iter()
+                            .map(|ext| KeyToPath {
+                                key: format!("{admin}.{ext}"),
+                                path: format!("{admin}.{ext}"),
+                                ..Default::default()
+                            })
+                            .collect(),
+                    ),
+                    ..Default::default()
+                }]),
+                Volume {
+                    name: "kubeconfig".into(),
+                    secret: Some(SecretVolumeSource {
+                        secret_name: Some(ADMIN_KUBECONFIG_SECRET.into()),
+                        default_mode: Some(0o440),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                self.config_volume(),
+            ],
+        );
+        if let Some(spec) = template.spec.as_mut() {
+            spec.service_account_name = Some(name.into());
+            // A chaos run that found something lost is a result, not something to retry.
             spec.restart_policy = Some("Never".into());
         }
         let job = Job {
