@@ -4,16 +4,14 @@
 //! reads here whether their heartbeats kept up.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::cl2::objects::{Objects, Resource};
-use crate::client::{ApiClient, LineReader};
-use crate::watcher::encode;
+use crate::cl2::objects::{Objects, Resource, Seen};
+use crate::client::ApiClient;
 
 /// How many transitions the report lists one by one.
 const LISTED: usize = 50;
@@ -92,102 +90,42 @@ impl Nodes {
     }
 }
 
-/// Every node and the list's resourceVersion, a page at a time.
-async fn list(objects: &Objects) -> Option<(Vec<Json>, String)> {
-    let nodes = Resource {
-        base: "/api/v1".into(),
-        plural: "nodes".into(),
-        namespaced: false,
-    };
-    objects.list_with_version(&nodes, "").await
-}
-
 /// Lists and watches the nodes from now until `stop`; what they did meanwhile.
 pub async fn watch_nodes(
     client: ApiClient,
     run_start: Instant,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> NodesReport {
-    let objects = Objects::new(client.clone());
+    let objects = Objects::new(client);
+    let resource = Resource {
+        base: "/api/v1".into(),
+        plural: "nodes".into(),
+        namespaced: false,
+    };
     let mut nodes = Nodes::default();
     let mut first = true;
-    'relist: loop {
-        let listed = tokio::select! {
-            biased;
-            _ = stop.wait_for(|s| *s) => break 'relist,
-            listed = list(&objects) => listed,
-        };
-        let Some((items, mut rv)) = listed else {
-            tokio::select! {
-                biased;
-                _ = stop.wait_for(|s| *s) => break 'relist,
-                _ = tokio::time::sleep(Duration::from_secs(1)) => continue 'relist,
-            }
-        };
-        let at_s = run_start.elapsed().as_secs_f64();
-        for item in &items {
-            nodes.observe(item, at_s);
-        }
-        if first {
-            nodes.report.ready_at_start = nodes.ready_count();
-            first = false;
-        }
-        loop {
-            let path = format!(
-                "/api/v1/nodes?watch=true&allowWatchBookmarks=true&resourceVersion={}",
-                encode(&rv)
-            );
-            let opened = tokio::select! {
-                biased;
-                _ = stop.wait_for(|s| *s) => break 'relist,
-                opened = client.stream("nodes", &path) => opened,
-            };
-            let Ok((status, body)) = opened else {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            };
-            if status.as_u16() == 410 {
-                continue 'relist;
-            }
-            if !status.is_success() {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
-            let mut lines = LineReader::new(body);
-            loop {
-                let line = tokio::select! {
-                    biased;
-                    _ = stop.wait_for(|s| *s) => break 'relist,
-                    line = lines.next_line() => line,
-                };
-                let Ok(Some(line)) = line else { break };
-                let Ok(event) = serde_json::from_slice::<Json>(&line) else {
-                    continue;
-                };
-                let object = &event["object"];
-                if event["type"] == "ERROR" {
-                    if object["code"] == 410 {
-                        continue 'relist;
+    objects
+        .list_and_watch(&resource, "", stop, |seen| {
+            let at_s = run_start.elapsed().as_secs_f64();
+            match seen {
+                Seen::Listed(items) => {
+                    for item in &items {
+                        nodes.observe(item, at_s);
                     }
-                    break;
+                    if first {
+                        nodes.report.ready_at_start = nodes.ready_count();
+                        first = false;
+                    }
                 }
-                if let Some(v) = object["metadata"]["resourceVersion"].as_str() {
-                    rv = v.to_string();
-                }
-                match event["type"].as_str() {
-                    Some("ADDED" | "MODIFIED") => {
-                        nodes.observe(object, run_start.elapsed().as_secs_f64())
+                Seen::Applied(node) => nodes.observe(&node, at_s),
+                Seen::Deleted(node) => {
+                    if let Some(name) = node["metadata"]["name"].as_str() {
+                        nodes.ready.remove(name);
                     }
-                    Some("DELETED") => {
-                        if let Some(name) = object["metadata"]["name"].as_str() {
-                            nodes.ready.remove(name);
-                        }
-                    }
-                    _ => {}
                 }
             }
-        }
-    }
+        })
+        .await;
     nodes.report.nodes = nodes.seen;
     nodes.report.ready_at_end = nodes.ready_count();
     nodes.report

@@ -16,9 +16,7 @@ use serde_json::{Map, Value as Json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::objects::{Objects, Resource};
-use crate::client::LineReader;
-use crate::watcher::encode;
+use super::objects::{Objects, Resource, Seen};
 
 /// What an informer holds.
 #[derive(Default)]
@@ -76,79 +74,39 @@ impl Informer {
         let (synced_tx, synced) = watch::channel(false);
         let sink = store.clone();
         let task = tokio::spawn(async move {
-            loop {
-                let Some((items, mut rv)) = objects.list_with_version(&resource, "").await else {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                };
-                {
-                    let mut store = sink.write();
-                    store.items.clear();
-                    for item in items {
-                        let item = trim(item);
-                        if tombstones {
-                            if let Some(uid) = item["metadata"]["uid"].as_str() {
-                                store.seen.insert(uid.to_string(), item.clone());
-                            }
-                        }
-                        store.items.insert(key_of(&item), item);
+            // Runs until the informer is dropped (which aborts the task).
+            let (_running, stop) = watch::channel(false);
+            let remember = |store: &mut Store, object: &Json| {
+                if tombstones {
+                    if let Some(uid) = object["metadata"]["uid"].as_str() {
+                        store.seen.insert(uid.to_string(), object.clone());
                     }
                 }
-                let _ = synced_tx.send(true);
-                // Watch from the list's version until the server says it is gone.
-                'watch: loop {
-                    let path = format!(
-                        "{}?watch=true&allowWatchBookmarks=true&resourceVersion={}",
-                        resource.collection(""),
-                        encode(&rv)
-                    );
-                    let Ok((status, body)) = objects.client.stream(&resource.plural, &path).await
-                    else {
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        continue;
-                    };
-                    if status.as_u16() == 410 {
-                        break 'watch;
-                    }
-                    if !status.is_success() {
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        continue;
-                    }
-                    let mut lines = LineReader::new(body);
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        let Ok(event) = serde_json::from_slice::<Json>(&line) else {
-                            continue;
-                        };
-                        let kind = event["type"].as_str().unwrap_or("").to_string();
-                        let object = event.get("object").cloned().unwrap_or(Json::Null);
-                        if kind == "ERROR" {
-                            if object["code"] == 410 {
-                                break 'watch;
-                            }
-                            break;
+            };
+            objects
+                .list_and_watch(&resource, "", stop, |seen| match seen {
+                    Seen::Listed(items) => {
+                        let mut store = sink.write();
+                        store.items.clear();
+                        for item in items {
+                            let item = trim(item);
+                            remember(&mut store, &item);
+                            store.items.insert(key_of(&item), item);
                         }
-                        if let Some(v) = object["metadata"]["resourceVersion"].as_str() {
-                            rv = v.to_string();
-                        }
-                        match kind.as_str() {
-                            "ADDED" | "MODIFIED" => {
-                                let object = trim(object);
-                                let mut store = sink.write();
-                                if tombstones {
-                                    if let Some(uid) = object["metadata"]["uid"].as_str() {
-                                        store.seen.insert(uid.to_string(), object.clone());
-                                    }
-                                }
-                                store.items.insert(key_of(&object), object);
-                            }
-                            "DELETED" => {
-                                sink.write().items.remove(&key_of(&object));
-                            }
-                            _ => {}
-                        }
+                        drop(store);
+                        let _ = synced_tx.send(true);
                     }
-                }
-            }
+                    Seen::Applied(object) => {
+                        let object = trim(object);
+                        let mut store = sink.write();
+                        remember(&mut store, &object);
+                        store.items.insert(key_of(&object), object);
+                    }
+                    Seen::Deleted(object) => {
+                        sink.write().items.remove(&key_of(&object));
+                    }
+                })
+                .await;
         });
         Informer {
             store,

@@ -21,10 +21,9 @@ use tokio::time::Instant;
 
 use super::config::parse_duration;
 use super::informer::Informer;
-use super::objects::Objects;
+use super::objects::{Objects, Seen};
 use super::processes::ClusterView;
-use crate::client::{ApiClient, LineReader};
-use crate::watcher::encode;
+use crate::client::ApiClient;
 use api::selectors::LabelSelector;
 
 /// Every measurement method clusterloader2 registers, in its current code or an earlier
@@ -504,68 +503,41 @@ impl Measurements {
         params: &Params,
     ) -> Result<(), String> {
         let selector = param_str(params, "labelSelector").unwrap_or_default();
-        let list = self
-            .objects
-            .get(
-                "list",
-                "pods",
-                &format!("/api/v1/pods?limit=1&labelSelector={}", encode(&selector)),
-            )
-            .await
-            .ok_or("listing pods failed")?;
-        let rv = list["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
         let pods: Arc<Mutex<HashMap<String, PodTimes>>> = Arc::default();
-        let (stop, mut stopped) = watch::channel(false);
-        let client = self.objects.client.clone();
+        let (stop, stopped) = watch::channel(false);
+        let objects = self.objects.clone();
         let sink = pods.clone();
         let task = tokio::spawn(async move {
-            let mut rv = rv;
-            loop {
-                let path = format!(
-                    "/api/v1/pods?watch=true&allowWatchBookmarks=true&labelSelector={}&resourceVersion={}",
-                    encode(&selector),
-                    encode(&rv)
+            let resource = super::objects::Resource {
+                base: "/api/v1".into(),
+                plural: "pods".into(),
+                namespaced: true,
+            };
+            let observe = |pod: &Json| {
+                let name = format!(
+                    "{}/{}",
+                    pod["metadata"]["namespace"].as_str().unwrap_or(""),
+                    pod["metadata"]["name"].as_str().unwrap_or("")
                 );
-                let Ok((status, body)) = client.stream("pods", &path).await else {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
-                };
-                if !status.is_success() {
-                    rv.clear();
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
-                }
-                let mut lines = LineReader::new(body);
-                loop {
-                    let line = tokio::select! {
-                        biased;
-                        _ = stopped.wait_for(|s| *s) => return,
-                        line = lines.next_line() => line,
-                    };
-                    let Ok(Some(line)) = line else { break };
-                    let Ok(event) = serde_json::from_slice::<Json>(&line) else {
-                        continue;
-                    };
-                    let object = &event["object"];
-                    if let Some(v) = object["metadata"]["resourceVersion"].as_str() {
-                        rv = v.to_string();
+                sink.lock()
+                    .entry(name)
+                    .or_default()
+                    .observe(pod, Utc::now());
+            };
+            // Pods are timed from the changes seen after `start`: the first list only gives the
+            // watch its starting point; a later one (the watch fell behind) may hold changes.
+            let mut first = true;
+            objects
+                .list_and_watch(&resource, &selector, stopped, |seen| match seen {
+                    Seen::Listed(pods) => {
+                        if !std::mem::take(&mut first) {
+                            pods.iter().for_each(observe);
+                        }
                     }
-                    if event["type"] == "ADDED" || event["type"] == "MODIFIED" {
-                        let name = format!(
-                            "{}/{}",
-                            object["metadata"]["namespace"].as_str().unwrap_or(""),
-                            object["metadata"]["name"].as_str().unwrap_or("")
-                        );
-                        sink.lock()
-                            .entry(name)
-                            .or_default()
-                            .observe(object, Utc::now());
-                    }
-                }
-            }
+                    Seen::Applied(pod) => observe(&pod),
+                    Seen::Deleted(_) => {}
+                })
+                .await;
         });
         self.running.lock().insert(
             key,

@@ -8,9 +8,22 @@ use std::time::Duration;
 use hyper::Method;
 use parking_lot::Mutex;
 use serde_json::Value as Json;
+use tokio::sync::watch;
 
-use crate::client::ApiClient;
+use crate::client::{ApiClient, LineReader};
 use crate::watcher::encode;
+
+/// What a list-then-watch sees ([`Objects::list_and_watch`]).
+#[derive(Debug)]
+pub enum Seen {
+    /// A list, the first or after the watch fell too far behind: every matching object,
+    /// replacing what was known.
+    Listed(Vec<Json>),
+    /// An object added or changed.
+    Applied(Json),
+    /// An object deleted, in its last state.
+    Deleted(Json),
+}
 
 /// Where a kind is served.
 #[derive(Clone, Debug)]
@@ -165,6 +178,90 @@ impl Objects {
                 .to_string();
             if token.is_empty() {
                 return Some((items, version.unwrap_or_default()));
+            }
+        }
+    }
+
+    /// Lists `resource` in every namespace (those matching `selector`) and watches it from the
+    /// list's resourceVersion, handing `on` what it sees, as an informer does: a watch that
+    /// ends or fails is reopened from the last version seen (bookmarks included), and a new
+    /// list is made only when the server answers 410 Gone. Returns once `stop` is true (or its
+    /// sender is gone).
+    pub async fn list_and_watch(
+        &self,
+        resource: &Resource,
+        selector: &str,
+        mut stop: watch::Receiver<bool>,
+        mut on: impl FnMut(Seen),
+    ) {
+        let pause = |d: Duration| tokio::time::sleep(d);
+        'relist: loop {
+            let listed = tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => return,
+                listed = self.list_with_version(resource, selector) => listed,
+            };
+            let Some((items, mut rv)) = listed else {
+                tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => return,
+                    _ = pause(Duration::from_secs(1)) => continue 'relist,
+                }
+            };
+            on(Seen::Listed(items));
+            loop {
+                let mut path = format!(
+                    "{}?watch=true&allowWatchBookmarks=true&resourceVersion={}",
+                    resource.collection(""),
+                    encode(&rv)
+                );
+                if !selector.is_empty() {
+                    path.push_str(&format!("&labelSelector={}", encode(selector)));
+                }
+                let opened = tokio::select! {
+                    biased;
+                    _ = stop.wait_for(|s| *s) => return,
+                    opened = self.client.stream(&resource.plural, &path) => opened,
+                };
+                let body = match opened {
+                    Ok((status, _)) if status.as_u16() == 410 => continue 'relist,
+                    Ok((status, body)) if status.is_success() => body,
+                    _ => {
+                        tokio::select! {
+                            biased;
+                            _ = stop.wait_for(|s| *s) => return,
+                            _ = pause(Duration::from_millis(500)) => continue,
+                        }
+                    }
+                };
+                let mut lines = LineReader::new(body);
+                loop {
+                    let line = tokio::select! {
+                        biased;
+                        _ = stop.wait_for(|s| *s) => return,
+                        line = lines.next_line() => line,
+                    };
+                    let Ok(Some(line)) = line else { break };
+                    let Ok(mut event) = serde_json::from_slice::<Json>(&line) else {
+                        continue;
+                    };
+                    let object = event.get_mut("object").map(Json::take).unwrap_or_default();
+                    let kind = event["type"].as_str().unwrap_or("");
+                    if kind == "ERROR" {
+                        if object["code"] == 410 {
+                            continue 'relist;
+                        }
+                        break;
+                    }
+                    if let Some(v) = object["metadata"]["resourceVersion"].as_str() {
+                        rv = v.to_string();
+                    }
+                    match kind {
+                        "ADDED" | "MODIFIED" => on(Seen::Applied(object)),
+                        "DELETED" => on(Seen::Deleted(object)),
+                        _ => {}
+                    }
+                }
             }
         }
     }
