@@ -1298,6 +1298,10 @@ pub async fn run(
             });
         }
         let (api_calls, errors_by_code) = report::api_calls(client.stats());
+        let timeline = report::timeline(tracker.records(), duration_s);
+        let mut processes = report::processes(samples);
+        let nodes_seen = nodes_report.as_ref().map_or(0, |n| n.nodes);
+        report::memory_shares(&mut processes, &timeline, nodes_seen);
         LoadReport {
             schema: report::SCHEMA_ID.into(),
             run_id: run_id.clone(),
@@ -1317,8 +1321,8 @@ pub async fn run(
             latency_ms,
             api_calls,
             errors_by_code,
-            timeline: report::timeline(tracker.records(), duration_s),
-            processes: report::processes(samples),
+            timeline,
+            processes,
             accounting: accounted,
             workloads: workload_report,
             claims: claims_report,

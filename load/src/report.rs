@@ -202,6 +202,14 @@ pub struct ProcessReport {
     pub cpu_percent_mean: f64,
     pub cpu_percent_max: f64,
     pub rss_bytes_max: u64,
+    /// Memory per node: the RSS of the first sample (the nodes registered, no pod of the run
+    /// yet) over the cluster's nodes; the process's fixed cost included, so an upper bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes_per_node: Option<f64>,
+    /// Memory per pod: the RSS growth from the first sample to the sample nearest the most
+    /// pods Running at once, over that many pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes_per_pod: Option<f64>,
     pub samples: Vec<ProcessSample>,
 }
 
@@ -501,6 +509,8 @@ pub fn processes(samples: Vec<ProcessSamples>) -> Vec<ProcessReport> {
                 cpu_percent_mean: p.samples.iter().map(|s| s.cpu_percent).sum::<f64>() / n,
                 cpu_percent_max: p.samples.iter().map(|s| s.cpu_percent).fold(0.0, f64::max),
                 rss_bytes_max: p.samples.iter().map(|s| s.rss_bytes).max().unwrap_or(0),
+                rss_bytes_per_node: None,
+                rss_bytes_per_pod: None,
                 samples: p
                     .samples
                     .into_iter()
@@ -515,6 +525,35 @@ pub fn processes(samples: Vec<ProcessSamples>) -> Vec<ProcessReport> {
             }
         })
         .collect()
+}
+
+/// Each process's memory per node and per pod (see [`ProcessReport`]): `nodes` the cluster's
+/// nodes, the pods Running at once counted from the timeline.
+pub fn memory_shares(processes: &mut [ProcessReport], timeline: &[TimelineBucket], nodes: u64) {
+    let (mut live, mut peak, mut peak_t) = (0i64, 0i64, 0.0);
+    for bucket in timeline {
+        live += bucket.running as i64 - bucket.gone as i64;
+        if live > peak {
+            (peak, peak_t) = (live, bucket.t);
+        }
+    }
+    for p in processes {
+        let Some(first) = p.samples.first() else {
+            continue;
+        };
+        let start = first.rss_bytes as f64;
+        if nodes > 0 {
+            p.rss_bytes_per_node = Some(start / nodes as f64);
+        }
+        let at_peak = p
+            .samples
+            .iter()
+            .min_by(|a, b| (a.t - peak_t).abs().total_cmp(&(b.t - peak_t).abs()));
+        if let (Some(at_peak), true) = (at_peak, peak > 0) {
+            let grown = at_peak.rss_bytes as f64 - start;
+            p.rss_bytes_per_pod = Some((grown / peak as f64).max(0.0));
+        }
+    }
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -727,18 +766,21 @@ pub fn summary(report: &LoadReport) -> String {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "{:<22} {:>8} {:>10} {:>10} {:>12}",
-            "process", "pid", "cpu% avg", "cpu% max", "rss max MiB"
+            "{:<22} {:>8} {:>10} {:>10} {:>12} {:>10} {:>10}",
+            "process", "pid", "cpu% avg", "cpu% max", "rss max MiB", "KiB/node", "KiB/pod"
         );
+        let kib = |b: Option<f64>| b.map_or("-".to_string(), |b| format!("{:.1}", b / 1024.0));
         for pr in &report.processes {
             let _ = writeln!(
                 s,
-                "{:<22} {:>8} {:>10.1} {:>10.1} {:>12.1}",
+                "{:<22} {:>8} {:>10.1} {:>10.1} {:>12.1} {:>10} {:>10}",
                 pr.name,
                 pr.pid,
                 pr.cpu_percent_mean,
                 pr.cpu_percent_max,
-                mib(pr.rss_bytes_max)
+                mib(pr.rss_bytes_max),
+                kib(pr.rss_bytes_per_node),
+                kib(pr.rss_bytes_per_pod)
             );
         }
     }
@@ -783,6 +825,54 @@ pub fn seconds_between(earlier: &str, later: &str) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_per_node_and_per_pod() {
+        let bucket = |t: f64, running: u64, gone: u64| TimelineBucket {
+            t,
+            creates_sent: 0,
+            running,
+            deletes_sent: 0,
+            gone,
+            pod_startup_ms: None,
+        };
+        // 100 pods Running by t = 2, 40 gone at t = 3, 10 more at t = 4: the peak is 100 at 2.
+        let timeline = [
+            bucket(0.0, 0, 0),
+            bucket(1.0, 60, 0),
+            bucket(2.0, 40, 0),
+            bucket(3.0, 0, 40),
+            bucket(4.0, 10, 0),
+        ];
+        let sample = |t: f64, rss: u64| ProcessSample {
+            t,
+            cpu_percent: 0.0,
+            rss_bytes: rss,
+        };
+        let mut processes = vec![ProcessReport {
+            name: "apiserver-1".into(),
+            pid: 1,
+            cpu_percent_mean: 0.0,
+            cpu_percent_max: 0.0,
+            rss_bytes_max: 0,
+            rss_bytes_per_node: None,
+            rss_bytes_per_pod: None,
+            samples: vec![
+                sample(0.1, 50_000),
+                sample(2.1, 250_000),
+                sample(4.1, 200_000),
+            ],
+        }];
+        memory_shares(&mut processes, &timeline, 10);
+        assert_eq!(processes[0].rss_bytes_per_node, Some(5_000.0));
+        assert_eq!(processes[0].rss_bytes_per_pod, Some(2_000.0));
+        // No node seen, no pod run: neither figure.
+        processes[0].rss_bytes_per_node = None;
+        processes[0].rss_bytes_per_pod = None;
+        memory_shares(&mut processes, &[bucket(0.0, 0, 0)], 0);
+        assert_eq!(processes[0].rss_bytes_per_node, None);
+        assert_eq!(processes[0].rss_bytes_per_pod, None);
+    }
 
     #[test]
     fn percentiles_are_milliseconds() {
