@@ -252,9 +252,15 @@ impl NodeGraph for CacheGraph<'_> {
             None,
             0,
         );
+        // A pod that refers to the object holds its name as a JSON string (object names need no
+        // escaping): only those pods are decoded, so a kubelet's GET of a secret costs a byte
+        // search per pod of the namespace, not a JSON decode.
+        let quoted = format!("\"{name}\"");
+        let mentions = memchr::memmem::Finder::new(quoted.as_bytes());
         in_namespace.iter().any(|pod| {
             let node = pod.node_name();
             !node.is_empty()
+                && mentions.find(&pod.json).is_some()
                 && self.node_owner(node).flatten().as_deref() == Some(host)
                 && pod
                     .value()
