@@ -307,10 +307,16 @@ async fn kemu_run_accounts_for_every_pod() -> anyhow::Result<()> {
     // Memory per node and per pod of every component: a node host holds its 100 nodes and
     // its share of the pods in memory of its own.
     for p in report["processes"].as_array().context("processes")? {
-        assert!(p["rss_bytes_per_node"].as_f64().is_some_and(|b| b > 0.0), "{p}");
+        assert!(
+            p["rss_bytes_per_node"].as_f64().is_some_and(|b| b > 0.0),
+            "{p}"
+        );
         assert!(p["rss_bytes_per_pod"].as_f64().is_some(), "{p}");
     }
-    assert!(stdout.contains("KiB/node") && stdout.contains("KiB/pod"), "{stdout}");
+    assert!(
+        stdout.contains("KiB/node") && stdout.contains("KiB/pod"),
+        "{stdout}"
+    );
     let html = std::fs::read_to_string(dir.join("report/load-report.html"))?;
     assert!(html.contains("<svg") && !html.contains("<script") && !html.contains("http-equiv"));
     for section in ["Throughput over time", "Phase breakdown", "Components"] {

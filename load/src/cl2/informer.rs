@@ -25,6 +25,16 @@ pub struct Store {
     pub items: HashMap<String, Json>,
     /// Every object seen since the informer started, by uid (only with `tombstones`).
     pub seen: HashMap<String, Json>,
+    /// The highest resourceVersion of an object seen: the cache holds every change up to it.
+    pub version: u64,
+}
+
+/// An object's resourceVersion as a number (kemu's are the store's revisions).
+pub fn version_of(object: &Json) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// A list-then-watch cache of one resource across all namespaces.
@@ -89,6 +99,7 @@ impl Informer {
                         let mut store = sink.write();
                         store.items.clear();
                         for item in items {
+                            store.version = store.version.max(version_of(&item));
                             let item = trim(item);
                             remember(&mut store, &item);
                             store.items.insert(key_of(&item), item);
@@ -99,11 +110,14 @@ impl Informer {
                     Seen::Applied(object) => {
                         let object = trim(object);
                         let mut store = sink.write();
+                        store.version = store.version.max(version_of(&object));
                         remember(&mut store, &object);
                         store.items.insert(key_of(&object), object);
                     }
                     Seen::Deleted(object) => {
-                        sink.write().items.remove(&key_of(&object));
+                        let mut store = sink.write();
+                        store.version = store.version.max(version_of(&object));
+                        store.items.remove(&key_of(&object));
                     }
                 })
                 .await;
@@ -112,6 +126,24 @@ impl Informer {
             store,
             synced,
             task,
+        }
+    }
+
+    /// Waits until the cache holds every change up to `version` (at most `limit`).
+    pub async fn wait_for_version(&self, version: u64, limit: Duration) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let have = self.read(|s| s.version);
+            if have >= version {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!(
+                    "the cache reached resourceVersion {have}, not {version}, within {} s",
+                    limit.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -150,6 +182,30 @@ impl Informer {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn a_wait_for_a_version_ends_once_the_cache_holds_it() {
+        let informer = Informer::fixed(Store {
+            version: 42,
+            ..Default::default()
+        });
+        assert!(informer
+            .wait_for_version(42, Duration::from_millis(100))
+            .await
+            .is_ok());
+        let late = informer
+            .wait_for_version(43, Duration::from_millis(100))
+            .await
+            .unwrap_err();
+        assert!(
+            late.contains("reached resourceVersion 42, not 43"),
+            "{late}"
+        );
+        assert_eq!(
+            version_of(&json!({"metadata": {"resourceVersion": "17"}})),
+            17
+        );
+    }
 
     #[test]
     fn a_pod_keeps_what_the_measurements_read() {

@@ -772,6 +772,26 @@ impl Measurements {
         let check_updated = param_str(params, "checkIfPodsAreUpdated").is_none_or(|v| v != "false");
         let (controllers, pods, replica_sets) =
             self.controlled_informers(&api_version, &kind).await?;
+        // As CL2 does at gather: the controllers that exist now, listed, and the cache caught up
+        // with the newest of them, so that one created just before the call (its watch event
+        // still on the way) is waited for, not missed.
+        let resource = self
+            .objects
+            .resource(&api_version, &kind)
+            .await
+            .ok_or_else(|| format!("the API does not serve {kind} of {api_version}"))?;
+        let listed = self
+            .objects
+            .list(
+                &resource,
+                &param_str(params, "labelSelector").unwrap_or_default(),
+            )
+            .await
+            .ok_or_else(|| format!("listing {} failed", resource.plural))?;
+        let newest = listed.iter().map(super::informer::version_of).max();
+        controllers
+            .wait_for_version(newest.unwrap_or(0), timeout)
+            .await?;
         let state = Self::poll(timeout, || {
             let state = controlled_state(
                 &controllers,
