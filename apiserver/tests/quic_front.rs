@@ -139,7 +139,7 @@ struct Cluster {
     _dir: tempfile::TempDir,
     certs: PathBuf,
     store: SocketAddr,
-    store_stop: Option<oneshot::Sender<()>>,
+    store_stop: Option<(oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
     apiserver: Option<ApiServerTask>,
 }
 
@@ -177,7 +177,7 @@ impl Cluster {
             &certs,
         );
         let (store_stop, store_stopped) = oneshot::channel::<()>();
-        tokio::spawn(async move {
+        let store_task = tokio::spawn(async move {
             let stopped = async move {
                 let _ = store_stopped.await;
             };
@@ -190,17 +190,18 @@ impl Cluster {
             _dir: dir,
             certs,
             store,
-            store_stop: Some(store_stop),
+            store_stop: Some((store_stop, store_task)),
             apiserver: Some(apiserver),
         };
         wait_answering(&cluster.client()).await;
         cluster
     }
 
-    /// Stops the store member (the API server stays up).
-    fn stop_store(&mut self) {
-        if let Some(stop) = self.store_stop.take() {
+    /// Stops the store member and waits until it has (the API server stays up).
+    async fn stop_store(&mut self) {
+        if let Some((stop, task)) = self.store_stop.take() {
             let _ = stop.send(());
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
         }
     }
 
@@ -368,7 +369,7 @@ async fn continued_list_pages_do_not_wait_for_the_store() -> TestResult {
         "a first page of one of three"
     );
 
-    cluster.stop_store();
+    cluster.stop_store().await;
     // A consistent read needs the store now: it fails.
     let fresh = client
         .list::<Value>(pods(), ns, &ListParams::default())
