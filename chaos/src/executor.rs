@@ -161,20 +161,17 @@ impl Executor {
                 Some(t) => Some(t.clone()),
                 None => self.pick(members),
             },
-            ActionKind::KillApiserver => {
-                let names = self.cluster.components(Kind::Apiserver).await;
-                self.pick(names)
-            }
-            ActionKind::KillScheduler => {
-                let names = self.cluster.components(Kind::Scheduler).await;
-                self.pick(names)
-            }
-            ActionKind::KillNodehost => {
-                let names = self.cluster.components(Kind::Nodehost).await;
-                self.pick(names)
-            }
-            ActionKind::KillControllers => {
-                let names = self.cluster.components(Kind::Controllers).await;
+            ActionKind::KillApiserver
+            | ActionKind::KillScheduler
+            | ActionKind::KillNodehost
+            | ActionKind::KillControllers => {
+                let kind = match kind {
+                    ActionKind::KillApiserver => Kind::Apiserver,
+                    ActionKind::KillScheduler => Kind::Scheduler,
+                    ActionKind::KillNodehost => Kind::Nodehost,
+                    _ => Kind::Controllers,
+                };
+                let names = self.cluster.components(kind).await;
                 self.pick(names)
             }
             ActionKind::Kill

@@ -1149,25 +1149,36 @@ impl Renderer<'_> {
             resources: Some(Self::resources("500m", "512Mi")),
             ..Default::default()
         };
-        let mut template = self.pod(
-            name,
-            container,
-            vec![
-                Volume {
-                    name: "kubeconfig".into(),
-                    secret: Some(SecretVolumeSource {
-                        secret_name: Some(ADMIN_KUBECONFIG_SECRET.into()),
-                        default_mode: Some(0o440),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                self.config_volume(),
-            ],
-        );
+        let volumes = vec![Self::admin_kubeconfig_volume(), self.config_volume()];
+        self.run_once(name, container, volumes, None)
+    }
+
+    /// The administrator's kubeconfig Secret as a volume.
+    fn admin_kubeconfig_volume() -> Volume {
+        Volume {
+            name: "kubeconfig".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(ADMIN_KUBECONFIG_SECRET.into()),
+                default_mode: Some(0o440),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// A Job that runs `container` once: a run that failed its checks is a result, not
+    /// something to retry (`backoffLimit: 0`, `restartPolicy: Never`).
+    fn run_once(
+        &mut self,
+        name: &str,
+        container: Container,
+        volumes: Vec<Volume>,
+        service_account: Option<&str>,
+    ) -> Result<(), RenderError> {
+        let mut template = self.pod(name, container, volumes);
         if let Some(spec) = template.spec.as_mut() {
-            // A load run that failed its SLO is a result, not something to retry.
             spec.restart_policy = Some("Never".into());
+            spec.service_account_name = service_account.map(str::to_string);
         }
         let job = Job {
             metadata: self.meta(name, Some(name)),
@@ -1273,51 +1284,26 @@ impl Renderer<'_> {
             ..Default::default()
         };
         let admin = store::config::STORE_ADMIN;
-        let mut template = self.pod(
-            name,
-            container,
-            vec![
-                self.certs_volume(vec![SecretProjection {
-                    name: STORE_CERTS_SECRET.into(),
-                    items: Some(
-                        ["crt", "key"]
-                            .into_iter()
-                            .map(|ext| KeyToPath {
-                                key: format!("{admin}.{ext}"),
-                                path: format!("{admin}.{ext}"),
-                                ..Default::default()
-                            })
-                            .collect(),
-                    ),
-                    ..Default::default()
-                }]),
-                Volume {
-                    name: "kubeconfig".into(),
-                    secret: Some(SecretVolumeSource {
-                        secret_name: Some(ADMIN_KUBECONFIG_SECRET.into()),
-                        default_mode: Some(0o440),
+        let store_admin = SecretProjection {
+            name: STORE_CERTS_SECRET.into(),
+            items: Some(
+                ["crt", "key"]
+                    .into_iter()
+                    .map(|ext| KeyToPath {
+                        key: format!("{admin}.{ext}"),
+                        path: format!("{admin}.{ext}"),
                         ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                self.config_volume(),
-            ],
-        );
-        if let Some(spec) = template.spec.as_mut() {
-            spec.service_account_name = Some(name.into());
-            // A chaos run that found something lost is a result, not something to retry.
-            spec.restart_policy = Some("Never".into());
-        }
-        let job = Job {
-            metadata: self.meta(name, Some(name)),
-            spec: Some(JobSpec {
-                backoff_limit: Some(0),
-                template,
-                ..Default::default()
-            }),
+                    })
+                    .collect(),
+            ),
             ..Default::default()
         };
-        self.push("Job", name, &job)
+        let volumes = vec![
+            self.certs_volume(vec![store_admin]),
+            Self::admin_kubeconfig_volume(),
+            self.config_volume(),
+        ];
+        self.run_once(name, container, volumes, Some(name))
     }
 }
 

@@ -106,6 +106,27 @@ impl Runner {
         Ok(t)
     }
 
+    /// Replica `index` of `object` in `namespace` as its template renders it (null when it
+    /// renders to nothing); `lenient` prints unset parameters as Go does, for deletes.
+    fn render(
+        &self,
+        object: &Object,
+        namespace: &str,
+        index: u32,
+        lenient: bool,
+    ) -> Result<serde_json::Value, String> {
+        let path = self.config.file(&object.objecttemplatepath);
+        let template = self.template(&path)?;
+        let data = self.config.object_data(object, namespace, index);
+        let rendered = if lenient {
+            template.render_lenient(&data)
+        } else {
+            template.render(&data)
+        }
+        .map_err(|e| e.to_string())?;
+        super::config::yaml(&path.display().to_string(), &rendered).map_err(|e| e.to_string())
+    }
+
     /// Creates, updates or deletes replica `index` of `object` in `namespace`.
     async fn object(
         &self,
@@ -115,16 +136,7 @@ impl Runner {
         operation: Operation,
     ) -> Result<(), String> {
         let name = format!("{}-{index}", object.basename);
-        let path = self.config.file(&object.objecttemplatepath);
-        let template = self.template(&path)?;
-        let data = self.config.object_data(object, namespace, index);
-        let rendered = match operation {
-            Operation::Delete => template.render_lenient(&data),
-            _ => template.render(&data),
-        }
-        .map_err(|e| e.to_string())?;
-        let mut body = super::config::yaml(&path.display().to_string(), &rendered)
-            .map_err(|e| e.to_string())?;
+        let mut body = self.render(object, namespace, index, operation == Operation::Delete)?;
         if body.is_null() {
             // A template that renders to nothing: clusterloader2 skips the object.
             return Ok(());
@@ -169,13 +181,7 @@ impl Runner {
             return Ok(0);
         };
         let selector = options.selector()?;
-        let path = self.config.file(&object.objecttemplatepath);
-        let template = self.template(&path)?;
-        let rendered = template
-            .render_lenient(&self.config.object_data(object, namespace, 0))
-            .map_err(|e| e.to_string())?;
-        let body = super::config::yaml(&path.display().to_string(), &rendered)
-            .map_err(|e| e.to_string())?;
+        let body = self.render(object, namespace, 0, true)?;
         if body.is_null() {
             return Ok(0);
         }
