@@ -3,7 +3,7 @@
 //! and watch, with the same resourceVersions (the store's revisions), and optimistic
 //! concurrency holds across replicas.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! a RoleBinding lets them in, `kubectl auth can-i` and `auth whoami`, the bootstrap policy in
 //! `kubectl get`, and a node host's certificate refused on another host's pod.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! stabilization window, its status, conditions, events and Table, the autoscaling/v1 view, and
 //! the 422s of invalid specs.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `kemu bench apiserver` end to end at a small scale: both parts run against a spawned
 //! three-member store and API server, and every create and every watch event is accounted for.
 
-mod common;
+use crate::common;
 
 use common::kemu_json;
 

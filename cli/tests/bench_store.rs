@@ -1,7 +1,7 @@
 //! `kemu bench store` drives kemu's store and real etcd with the same generator (the binary is
 //! built with the `etcd` feature by `scripts/test`, and etcd comes from `scripts/setup`).
 
-mod common;
+use crate::common;
 
 use common::kemu_json;
 

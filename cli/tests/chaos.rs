@@ -4,7 +4,7 @@
 //! SIGKILLed three times. Every check must pass, and the recovery times must be reported.
 //! Stopped by hand: `kemu chaos` still checks and reports what happened until the signal.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! `junit.xml` checked against clusterloader2's formats; the features config; and a
 //! clusterloader2 config with a `[chaos]` plan alongside.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

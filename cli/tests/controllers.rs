@@ -4,7 +4,7 @@
 //! events, Service endpoints following pods, namespace deletion, node failure (NotReady, eviction, replacement elsewhere), and a
 //! ResourceQuota whose charge a finished pod releases.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -604,7 +604,7 @@ spec:
 /// A Deployment reaches all Ready at scale. CI runs it small (100 replicas on 20 nodes); the
 /// figure of docs/controllers.md sets `KEMU_FIG_REPLICAS`, `KEMU_FIG_NODES` and `KEMU_FIG_HOSTS`
 /// and prints the time from `kubectl create` to all pods Ready:
-/// `KEMU_FIG_REPLICAS=1000 KEMU_FIG_NODES=200 cargo test --release -p kemu --test controllers -- --nocapture figure`.
+/// `KEMU_FIG_REPLICAS=1000 KEMU_FIG_NODES=200 cargo test --release -p kemu --test e2e -- --nocapture controllers::figure`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn figure_deployment_reaches_all_ready() -> anyhow::Result<()> {
     let env = |k: &str, d: usize| {

@@ -4,7 +4,7 @@
 //! owner reference names a custom object that does not exist, and goes when the CRD that
 //! defined its owner is deleted.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

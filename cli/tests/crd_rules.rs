@@ -8,7 +8,7 @@
 //! calling one of them, or a standard function, with the wrong argument types is refused when
 //! the CRD is written.
 
-mod common;
+use crate::common;
 
 use common::Cluster;
 

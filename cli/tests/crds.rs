@@ -3,7 +3,7 @@
 //! field path), defaulted and pruned, scaled through the scale subresource, read in a second
 //! served version, and removed with the CRD.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::sync::{Arc, Mutex};

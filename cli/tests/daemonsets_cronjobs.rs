@@ -3,7 +3,7 @@
 //! node joining, its revisions (`kubectl rollout history/undo`), a CronJob firing on a one-minute schedule and honouring Forbid, `kubectl
 //! create job --from=cronjob/NAME`, the events of both, and the 422s of invalid specs.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

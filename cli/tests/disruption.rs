@@ -4,7 +4,7 @@
 //! ReplicationControllers (create, scale, cascading delete) and PodTemplates, and the 422s of
 //! their invalid specs.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! writes the Greeting's status, and cleans up through a finalizer. The controller manager
 //! runs beside it, so its garbage collector sees ConfigMaps owned by a custom object.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

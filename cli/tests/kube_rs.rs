@@ -4,7 +4,7 @@
 //! to Kubernetes. Every answer is decoded into k8s-openapi's types
 //! by kube itself, so a shape the server gets wrong fails the call.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

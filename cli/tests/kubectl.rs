@@ -2,7 +2,7 @@
 //! kemu API server over a real kemu store. Until node hosts exist, the tests bind pods and
 //! report their status themselves, as a node would.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::time::Duration;

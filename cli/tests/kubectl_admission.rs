@@ -2,7 +2,7 @@
 //! `kubectl get pod -o yaml`, 422 with field causes, NamespaceLifecycle, ResourceQuota (its
 //! message, its status, concurrent creates), LimitRanger and PodSecurity.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! back to JSON on a 415 for protobuf. These run the real kubectl 1.37 against a real kemu
 //! API server and check that each object is stored as kubectl meant it.
 
-mod common;
+use crate::common;
 
 use common::Cluster;
 use serde_json::{json, Value};

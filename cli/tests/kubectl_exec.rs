@@ -8,7 +8,7 @@
 //! upgrade, as client-go before 1.30 speaks it (kubectl with
 //! `KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false` and `KUBECTL_PORT_FORWARD_WEBSOCKETS=false`).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::time::Duration;

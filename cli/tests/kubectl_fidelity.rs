@@ -3,7 +3,7 @@
 //! "(no change)"), unconditional updates, and the defaulting kube-apiserver does on write.
 //! The real kubectl 1.37 against a real kemu API server over a real kemu store.
 
-mod common;
+use crate::common;
 
 use common::Cluster;
 use serde_json::Value;

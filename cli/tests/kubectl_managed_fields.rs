@@ -4,7 +4,7 @@
 //! and UDP); and moving an object from client-side to server-side apply.
 //! The real kubectl against a real kemu API server over a real kemu store.
 
-mod common;
+use crate::common;
 
 use common::Cluster;
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! End-to-end tests of the launcher: the real `kemu up`, `status`, `down` and `run` on small
 //! clusters written into temp directories.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! report, down. The report must account for every pod, agree with what the API listed, and
 //! match `docs/load-report.schema.json`; an impossible SLO must fail the run.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! [List];g=meta.k8s.io;v=v1`) on a built-in and a custom resource, the bodies' shapes, and the
 //! 406s kube-apiserver answers for a form it does not serve or one that does not fit.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

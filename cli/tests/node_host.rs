@@ -4,7 +4,7 @@
 //! CrashLoopBackOff, ImagePullBackOff, init containers, FailedMount, graceful and force delete,
 //! static (mirror) pods and `kubectl logs`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

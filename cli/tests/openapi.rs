@@ -3,7 +3,7 @@
 //! `kubectl diff`, server-side apply, `/openapi/v2` as a Swagger 2.0 document (JSON, and the
 //! protobuf kubectl reads), and aggregated discovery.
 
-mod common;
+use crate::common;
 
 use common::Cluster;
 use serde_json::Value;

@@ -9,7 +9,7 @@
 //! dynamically and a static volume by selector and expands a claim. Each exits 0 when all its
 //! checks hold.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! applies them with `--dry-run=server --validate=strict` to a running kemu cluster, which
 //! validates every object (unknown fields included) without keeping any.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! End to end: `kemu scheduler` processes against a real store and API server. Nodes are plain
 //! Node objects (no kubelets); the tests watch pods get bound, or get Kubernetes' exact message.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -6,7 +6,7 @@
 //! the pod or its account opts out), its files in the container, and a pod waiting for a
 //! missing ConfigMap with repeated FailedMount events counted on one event.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! rolling update held at a partition, `kubectl rollout status/history/undo`, deletion with each
 //! propagation policy, the set's events, and the 422 of an invalid spec.
 
-mod common;
+use crate::common;
 
 use std::sync::Mutex;
 use std::time::Duration;

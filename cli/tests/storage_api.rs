@@ -5,7 +5,7 @@
 //! the refused growth of a claim whose class does not expand, and `kubectl apply --prune`, whose
 //! default allowlist reads claims and volumes.
 
-mod common;
+use crate::common;
 
 use common::Cluster;
 use serde_json::Value;

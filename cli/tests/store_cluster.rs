@@ -1,6 +1,6 @@
 //! End-to-end tests of the replicated store: real `kemu store` processes on loopback.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

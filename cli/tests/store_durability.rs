@@ -1,7 +1,7 @@
 //! End-to-end tests of what a store member does with its files after a crash, and of the `kemu kv`
 //! command line as a user runs it: real `kemu` processes on loopback.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

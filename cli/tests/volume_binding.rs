@@ -7,7 +7,7 @@
 //! Nodes are plain Node objects and the test itself plays the external provisioner (its classes
 //! name `example.com/external`, which nothing in kemu serves), so each step is the scheduler's.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! static one Released, pvc-protection holding a claim a pod uses, and an expansion through
 //! the resize conditions; plus the default StorageClass and CSIDriver every cluster starts with.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
