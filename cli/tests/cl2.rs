@@ -316,7 +316,7 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
     // 3 pods in each of 2 namespaces; 2 ConfigMaps each, created then updated; 2 pods each
     // deleted; the ConfigMaps deleted. A StatefulSet and an object rendering to nothing in
     // each, both deleted; the sets' 2 claims each deleted as the phase's unknown objects.
-    assert_eq!(ops, [6, 4, 4, 0, 4, 4, 4, 0, 4, 4, 0], "{steps:?}");
+    assert_eq!(ops, [6, 4, 4, 0, 4, 4, 4, 0, 4, 4, 0, 0], "{steps:?}");
     assert!(steps.iter().all(|s| s["errors"] == 0), "{steps:?}");
     let measurements = report["measurements"].as_array().context("measurements")?;
     let verdict = |id: &str| {
@@ -331,6 +331,48 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
     assert_eq!(verdict("NetworkProgramming"), Some(json!("not_computed")));
     assert_eq!(verdict("ClaimsBound"), Some(json!("passed")));
     assert_eq!(verdict("ClaimsGone"), Some(json!("passed")));
+    // TestMetrics: the parts kemu computes ran under the bundle and wrote their summaries;
+    // the bundle is not computed, naming what it lacks.
+    let test_metrics = measurements
+        .iter()
+        .find(|m| m["method"] == "TestMetrics" && m["action"] == "gather")
+        .context("TestMetrics gathered")?;
+    assert_eq!(
+        test_metrics["verdict"]["status"], "not_computed",
+        "{test_metrics}"
+    );
+    let why = test_metrics["verdict"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.contains("MetricsForE2E") && why.contains("CPUProfile"),
+        "{why}"
+    );
+    let parts = test_metrics["details"].as_array().context("parts")?;
+    for part in ["EtcdMetrics", "SchedulingMetrics", "ResourceUsageSummary"] {
+        let verdict = parts
+            .iter()
+            .find(|p| p["part"] == part)
+            .map(|p| p["verdict"]["status"].clone());
+        assert_eq!(verdict, Some(json!("passed")), "{part}: {test_metrics}");
+    }
+    let files: Vec<String> = report["result_files"]
+        .as_array()
+        .context("result_files")?
+        .iter()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect();
+    let usage = result_file(
+        &dir.join("report"),
+        &files,
+        "ResourceUsageSummary_features_",
+    )?;
+    assert!(
+        usage["100"].as_array().is_some_and(|a| !a.is_empty()),
+        "{usage}"
+    );
+    result_file(&dir.join("report"), &files, "EtcdMetrics_features_")?;
+    result_file(&dir.join("report"), &files, "SchedulingMetrics_features_")?;
     let junit = std::fs::read_to_string(dir.join("report/junit.xml"))?;
     assert!(
         junit.contains(

@@ -4,7 +4,8 @@
 //! clusterloader2 reads informers: [`super::informer`]), WaitForBoundPVCs, and the `Sleep` and
 //! `Timer` helpers; API responsiveness from every API server's `/metrics`; and, where the cluster's
 //! processes are known ([`ClusterView`]), ResourceUsageSummary, EtcdMetrics and
-//! SchedulingMetrics (their drivers in [`super::component_measurements`]). Every other
+//! SchedulingMetrics (their drivers in [`super::component_measurements`]), and the TestMetrics
+//! bundle of those and others ([`super::test_metrics`]). Every other
 //! clusterloader2 method is known by name and reported as not computed — never as a pass.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -420,6 +421,10 @@ impl Measurements {
                 | "APIResponsivenessPrometheusSimple",
                 "gather",
             ) => self.gather_responsiveness(&key, params, &mut result).await,
+            ("TestMetrics", action) => {
+                self.test_metrics(identifier, action, params, &mut result)
+                    .await
+            }
             ("Timer", "start") => {
                 self.running
                     .lock()

@@ -11,7 +11,8 @@
 //! - [`measurements`]: the measurements kemu computes, and the ones it reports as not computed;
 //!   [`api_responsiveness`] from the API servers' `/metrics` ([`prometheus`] reads the text
 //!   exposition); [`component_measurements`] from the cluster's processes ([`processes`]):
-//!   [`resource_usage`], [`etcd_metrics`] and [`scheduling_metrics`].
+//!   [`resource_usage`], [`etcd_metrics`] and [`scheduling_metrics`], bundled with others by
+//!   [`test_metrics`].
 //! - [`report`]: clusterloader2's result files and kemu's `cl2-report.json`/`.html`;
 //!   [`junit`]: clusterloader2's `junit.xml`.
 
@@ -30,6 +31,7 @@ pub mod report;
 pub mod resource_usage;
 pub mod runner;
 pub mod scheduling_metrics;
+pub mod test_metrics;
 pub mod tuning;
 
 #[cfg(test)]
