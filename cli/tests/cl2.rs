@@ -40,6 +40,16 @@ cl2 = {cl2}
 }
 
 /// The result file whose name starts with `prefix`, read.
+/// The names of the result files a report lists.
+fn result_files(report: &Value) -> anyhow::Result<Vec<String>> {
+    Ok(report["result_files"]
+        .as_array()
+        .context("result_files")?
+        .iter()
+        .filter_map(|f| f.as_str().map(str::to_string))
+        .collect())
+}
+
 fn result_file(dir: &Path, files: &[String], prefix: &str) -> anyhow::Result<Value> {
     let name = files
         .iter()
@@ -131,12 +141,7 @@ async fn a_clusterloader2_config_runs_through_kemu_run() -> anyhow::Result<()> {
     assert!(startup["details"]["pods"].as_u64() >= Some(8), "{startup}");
     // The threshold given at `start` (STARTUP_THRESHOLD) is the one applied, as in CL2.
     assert_eq!(startup["details"]["threshold_ms"], 120000, "{startup}");
-    let files: Vec<String> = report["result_files"]
-        .as_array()
-        .context("result_files")?
-        .iter()
-        .filter_map(|f| f.as_str().map(str::to_string))
-        .collect();
+    let files = result_files(&report)?;
     let latency = files
         .iter()
         .find(|f| {
@@ -356,12 +361,7 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
             .map(|p| p["verdict"]["status"].clone());
         assert_eq!(verdict, Some(json!("passed")), "{part}: {test_metrics}");
     }
-    let files: Vec<String> = report["result_files"]
-        .as_array()
-        .context("result_files")?
-        .iter()
-        .filter_map(|f| f.as_str().map(str::to_string))
-        .collect();
+    let files = result_files(&report)?;
     let usage = result_file(
         &dir.join("report"),
         &files,
