@@ -122,6 +122,8 @@ enum Route {
         check: bool,
     },
     Metrics,
+    /// `/metrics/slis`: the health checks whole endpoints ran.
+    MetricsSlis,
     Version,
     ApiVersions,
     ApiGroupList,
@@ -363,6 +365,7 @@ fn route(path: &str, served: &crate::crd::Served) -> Result<Route, ApiError> {
         ["healthz" | "livez" | "readyz"] => Ok(Route::Health { check: false }),
         ["healthz" | "livez" | "readyz", _, ..] => Ok(Route::Health { check: true }),
         ["metrics"] => Ok(Route::Metrics),
+        ["metrics", "slis"] => Ok(Route::MetricsSlis),
         ["version"] => Ok(Route::Version),
         ["api"] => Ok(Route::ApiVersions),
         ["apis"] => Ok(Route::ApiGroupList),
@@ -455,6 +458,12 @@ fn non_resource(
             StatusCode::OK,
             [(header::CONTENT_TYPE, telemetry::CONTENT_TYPE)],
             state.telemetry.metrics.encode(),
+        )
+            .into_response(),
+        Route::MetricsSlis => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, telemetry::CONTENT_TYPE)],
+            state.telemetry.health.slis(),
         )
             .into_response(),
         Route::Version => {

@@ -350,11 +350,16 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
         .as_str()
         .unwrap_or_default();
     assert!(
-        why.contains("MetricsForE2E") && why.contains("CPUProfile"),
+        why.contains("CPUProfile") && !why.contains("MetricsForE2E"),
         "{why}"
     );
     let parts = test_metrics["details"].as_array().context("parts")?;
-    for part in ["EtcdMetrics", "SchedulingMetrics", "ResourceUsageSummary"] {
+    for part in [
+        "EtcdMetrics",
+        "SchedulingMetrics",
+        "MetricsForE2E",
+        "ResourceUsageSummary",
+    ] {
         let verdict = parts
             .iter()
             .find(|p| p["part"] == part)
@@ -373,6 +378,26 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
     );
     result_file(&dir.join("report"), &files, "EtcdMetrics_features_")?;
     result_file(&dir.join("report"), &files, "SchedulingMetrics_features_")?;
+    // Every component's metrics, the API server's SLIs among them.
+    let e2e = result_file(&dir.join("report"), &files, "MetricsForE2E_features_")?;
+    for (component, metric) in [
+        ("APIServerMetrics", "apiserver_request_total"),
+        ("APIServerMetricsSLIs", "kubernetes_healthchecks_total"),
+        (
+            "SchedulerMetrics",
+            "scheduler_e2e_scheduling_duration_seconds_bucket",
+        ),
+        ("ControllerManagerMetrics", "process_cpu_seconds_total"),
+    ] {
+        let samples = e2e[component][metric].as_array();
+        assert!(
+            samples.is_some_and(|s| !s.is_empty() && s[0]["metric"]["__name__"] == metric),
+            "{component} {metric}: {:?}",
+            e2e[component]
+                .as_object()
+                .map(|m| m.keys().collect::<Vec<_>>())
+        );
+    }
     let junit = std::fs::read_to_string(dir.join("report/junit.xml"))?;
     assert!(
         junit.contains(

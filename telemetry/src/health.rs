@@ -13,6 +13,10 @@
 //! Every endpoint starts with `ping` (always passes: the process answers HTTP). A liveness check
 //! ([`Health::liveness`]) is on all three endpoints, as kube-apiserver's `etcd`; a readiness check
 //! ([`Health::readiness`]) only on `/readyz`, as its `informer-sync`.
+//!
+//! Each check a whole endpoint runs is recorded, as component-base records its health checks
+//! for `/metrics/slis` ([`Health::slis`]): `kubernetes_healthcheck{name,type}` (1 when its last
+//! run passed) and `kubernetes_healthchecks_total{name,status,type}`.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -21,7 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
 
 /// What a check says: `Err(reason)` when it fails.
 pub type CheckResult = Result<(), String>;
@@ -149,10 +154,20 @@ struct Registered {
     liveness: bool,
 }
 
+/// What the runs of one check under one endpoint gave.
+#[derive(Clone, Copy, Debug, Default)]
+struct Outcomes {
+    last_passed: bool,
+    success: u64,
+    error: u64,
+}
+
 /// A process's health checks. Cheap to clone; every clone shares the checks.
 #[derive(Clone)]
 pub struct Health {
     checks: Arc<RwLock<Vec<Registered>>>,
+    /// By (check, endpoint): the runs of whole endpoints, for `/metrics/slis`.
+    outcomes: Arc<Mutex<BTreeMap<(String, &'static str), Outcomes>>>,
     /// How long one check may take before it counts as failed.
     timeout: Duration,
 }
@@ -178,6 +193,7 @@ impl Health {
     pub fn new() -> Health {
         let health = Health {
             checks: Arc::default(),
+            outcomes: Arc::default(),
             timeout: DEFAULT_CHECK_TIMEOUT,
         };
         health.liveness("ping", || Ok(()));
@@ -260,6 +276,49 @@ impl Health {
         })
     }
 
+    fn record(&self, endpoint: Endpoint, name: &str, passed: bool) {
+        let mut outcomes = self.outcomes.lock();
+        let o = outcomes
+            .entry((name.to_string(), endpoint.name()))
+            .or_default();
+        o.last_passed = passed;
+        if passed {
+            o.success += 1;
+        } else {
+            o.error += 1;
+        }
+    }
+
+    /// `/metrics/slis` in Prometheus' text format: the checks whole endpoints have run, as
+    /// kube-apiserver and the other components report them.
+    pub fn slis(&self) -> String {
+        let outcomes = self.outcomes.lock();
+        let mut out = String::from(
+            "# HELP kubernetes_healthcheck [STABLE] This metric records the result of a single healthcheck.\n\
+             # TYPE kubernetes_healthcheck gauge\n",
+        );
+        for ((name, kind), o) in outcomes.iter() {
+            out.push_str(&format!(
+                "kubernetes_healthcheck{{name=\"{name}\",type=\"{kind}\"}} {}\n",
+                u8::from(o.last_passed)
+            ));
+        }
+        out.push_str(
+            "# HELP kubernetes_healthchecks_total [STABLE] This metric records the results of all healthcheck.\n\
+             # TYPE kubernetes_healthchecks_total counter\n",
+        );
+        for ((name, kind), o) in outcomes.iter() {
+            for (status, count) in [("error", o.error), ("success", o.success)] {
+                if count > 0 {
+                    out.push_str(&format!(
+                        "kubernetes_healthchecks_total{{name=\"{name}\",status=\"{status}\",type=\"{kind}\"}} {count}\n"
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// The whole endpoint, with `verbose` and `exclude` read from `query`.
     pub async fn answer_endpoint(&self, endpoint: Endpoint, query: &str) -> HealthAnswer {
         let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap_or_default();
@@ -279,7 +338,9 @@ impl Health {
                 listing.push_str(&format!("[+]{name} excluded: ok\n"));
                 continue;
             }
-            match self.run(&check).await {
+            let result = self.run(&check).await;
+            self.record(endpoint, &name, result.is_ok());
+            match result {
                 Ok(()) => listing.push_str(&format!("[+]{name} ok\n")),
                 Err(reason) => {
                     listing.push_str(&format!("[-]{name} failed: reason withheld\n"));
@@ -319,6 +380,32 @@ mod tests {
         let health = Health::new();
         health.readiness("bad", || Err("this will fail".to_string()));
         health
+    }
+
+    #[tokio::test]
+    async fn endpoint_runs_are_recorded_for_slis() {
+        let health = health_with_bad();
+        get(&health, "/readyz").await;
+        get(&health, "/readyz?exclude=bad").await;
+        get(&health, "/livez").await;
+        // A single check's path is not recorded, as in component-base.
+        get(&health, "/readyz/ping").await;
+        let text = health.slis();
+        assert!(
+            text.starts_with("# HELP kubernetes_healthcheck [STABLE]"),
+            "{text}"
+        );
+        for line in [
+            "kubernetes_healthcheck{name=\"bad\",type=\"readyz\"} 0",
+            "kubernetes_healthcheck{name=\"ping\",type=\"livez\"} 1",
+            "kubernetes_healthcheck{name=\"ping\",type=\"readyz\"} 1",
+            "kubernetes_healthchecks_total{name=\"bad\",status=\"error\",type=\"readyz\"} 1",
+            "kubernetes_healthchecks_total{name=\"ping\",status=\"success\",type=\"readyz\"} 2",
+            "kubernetes_healthchecks_total{name=\"ping\",status=\"success\",type=\"livez\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+        assert!(!text.contains("type=\"healthz\""), "{text}");
     }
 
     async fn get(health: &Health, target: &str) -> (u16, String) {

@@ -51,10 +51,12 @@ impl Telemetry {
         }
     }
 
-    /// `GET /metrics`, `/healthz`, `/livez`, `/readyz` and each check under them.
+    /// `GET /metrics`, `/metrics/slis`, `/healthz`, `/livez`, `/readyz` and each check under
+    /// them.
     pub fn router(&self) -> axum::Router {
         axum::Router::new()
             .route("/metrics", get(metrics))
+            .route("/metrics/slis", get(slis))
             .fallback(health)
             .with_state(self.clone())
     }
@@ -97,6 +99,11 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServeError> {
 
 async fn metrics(State(telemetry): State<Telemetry>) -> Response {
     let body = telemetry.metrics.encode();
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
+}
+
+async fn slis(State(telemetry): State<Telemetry>) -> Response {
+    let body = telemetry.health.slis();
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response()
 }
 

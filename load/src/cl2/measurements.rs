@@ -4,8 +4,9 @@
 //! clusterloader2 reads informers: [`super::informer`]), WaitForBoundPVCs, and the `Sleep` and
 //! `Timer` helpers; API responsiveness from every API server's `/metrics`; and, where the cluster's
 //! processes are known ([`ClusterView`]), ResourceUsageSummary, EtcdMetrics and
-//! SchedulingMetrics (their drivers in [`super::component_measurements`]), and the TestMetrics
-//! bundle of those and others ([`super::test_metrics`]). Every other
+//! SchedulingMetrics (their drivers in [`super::component_measurements`]); MetricsForE2E
+//! ([`super::metrics_for_e2e`]); and the TestMetrics bundle of those and others
+//! ([`super::test_metrics`]). Every other
 //! clusterloader2 method is known by name and reported as not computed — never as a pass.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -421,6 +422,7 @@ impl Measurements {
                 | "APIResponsivenessPrometheusSimple",
                 "gather",
             ) => self.gather_responsiveness(&key, params, &mut result).await,
+            ("MetricsForE2E", _) => self.metrics_for_e2e(params, &mut result).await,
             ("TestMetrics", action) => {
                 self.test_metrics(identifier, action, params, &mut result)
                     .await

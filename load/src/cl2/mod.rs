@@ -11,8 +11,8 @@
 //! - [`measurements`]: the measurements kemu computes, and the ones it reports as not computed;
 //!   [`api_responsiveness`] from the API servers' `/metrics` ([`prometheus`] reads the text
 //!   exposition); [`component_measurements`] from the cluster's processes ([`processes`]):
-//!   [`resource_usage`], [`etcd_metrics`] and [`scheduling_metrics`], bundled with others by
-//!   [`test_metrics`].
+//!   [`resource_usage`], [`etcd_metrics`] and [`scheduling_metrics`]; [`metrics_for_e2e`]; all
+//!   bundled by [`test_metrics`].
 //! - [`report`]: clusterloader2's result files and kemu's `cl2-report.json`/`.html`;
 //!   [`junit`]: clusterloader2's `junit.xml`.
 
@@ -24,6 +24,7 @@ pub mod gotmpl;
 pub mod informer;
 pub mod junit;
 pub mod measurements;
+pub mod metrics_for_e2e;
 pub mod objects;
 pub mod processes;
 pub mod prometheus;
