@@ -397,18 +397,38 @@ fn index_path(group: &str, version: &str) -> String {
 /// the schemas don't know. Object metadata is found in any kind.
 pub fn list_field(kind: &str, path: &[String]) -> Option<&'static ListField> {
     if let Some(r) = RESOURCES.iter().find(|r| r.kind == kind) {
-        let document = v3_group_version(r.group, r.version, &[], &no_custom_schemas)?;
-        let schemas = document.schemas()?;
-        let gvk = json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
-        let (root, _) = schemas
-            .iter()
-            .find(|(_, s)| s.get("x-kubernetes-group-version-kind") == Some(&gvk))?;
-        return walk(schemas, root, path);
+        let (document, root) = kind_root(r)?;
+        return walk(document.schemas()?, &root, path);
     }
     // Another kind: only its metadata is known.
     let at = path.iter().rposition(|s| s == "metadata")?;
-    let document = v3_group_version("", "v1", &[], &no_custom_schemas)?;
-    walk(document.schemas()?, OBJECT_META, &path[at + 1..])
+    static CORE: OnceLock<Option<Arc<Document>>> = OnceLock::new();
+    let document = CORE.get_or_init(|| v3_group_version("", "v1", &[], &no_custom_schemas));
+    walk(document.as_ref()?.schemas()?, OBJECT_META, &path[at + 1..])
+}
+
+/// The built-in kind's OpenAPI v3 document and the name of its root definition, found once per
+/// kind: patches ask for list fields on every request, and finding the root means comparing the
+/// group-version-kind of every definition in the document.
+fn kind_root(resource: &'static ResourceInfo) -> Option<(Arc<Document>, Arc<str>)> {
+    type Roots = HashMap<&'static str, Option<(Arc<Document>, Arc<str>)>>;
+    static ROOTS: LazyLock<Mutex<Roots>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+    if let Some(found) = ROOTS.lock().get(resource.kind) {
+        return found.clone();
+    }
+    let found = (|| {
+        let document = v3_group_version(resource.group, resource.version, &[], &no_custom_schemas)?;
+        let gvk =
+            json!([{"group": resource.group, "version": resource.version, "kind": resource.kind}]);
+        let (root, _) = document
+            .schemas()?
+            .iter()
+            .find(|(_, s)| s.get("x-kubernetes-group-version-kind") == Some(&gvk))?;
+        let root: Arc<str> = root.as_str().into();
+        Some((document, root))
+    })();
+    ROOTS.lock().insert(resource.kind, found.clone());
+    found
 }
 
 /// Follows `path` from the definition `root`, returning the list entry of its last field.
