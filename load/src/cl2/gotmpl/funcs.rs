@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::path::Path;
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 
 use super::exec::{missing, print};
 use super::printf::sprintf;
@@ -28,6 +28,7 @@ pub const CL2: &[&str] = &[
     "AddFloat",
     "AddInt",
     "Ceil",
+    "Concat",
     "DefaultParam",
     "DivideFloat",
     "DivideInt",
@@ -45,6 +46,7 @@ pub const CL2: &[&str] = &[
     "MultiplyFloat",
     "MultiplyInt",
     "RandData",
+    "RandDataWithSeed",
     "RandInt",
     "RandIntRange",
     "Seq",
@@ -109,6 +111,21 @@ fn string<'v>(v: &'v Value, what: &str) -> Result<&'v str, String> {
             other.type_name()
         )),
     }
+}
+
+/// `n` characters drawn from letters and digits.
+fn random_data(n: usize, rng: &mut impl Rng) -> String {
+    const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    (0..n)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// FNV-1a: a seed from a string that is the same in every build and on every machine.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// Calls function `name` (known to [`exists`]) on `args`.
@@ -293,15 +310,25 @@ fn cl2(name: &str, args: &[Value], context: &Context) -> Result<Value, String> {
         }
         "RandData" => {
             arity(args, 1)?;
-            const ALPHABET: &[u8] =
-                b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
             let n = number(&args[0])?.max(0.0) as usize;
-            let mut rng = rand::thread_rng();
-            Ok(Value::Str(
-                (0..n)
-                    .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
-                    .collect(),
-            ))
+            Ok(Value::Str(random_data(n, &mut rand::thread_rng())))
+        }
+        // The same data for the same seed (an object's name), so that re-rendering a template
+        // for an update leaves the object's payload as it was.
+        "RandDataWithSeed" => {
+            arity(args, 2)?;
+            let n = number(&args[0])?.max(0.0) as usize;
+            let mut seed = String::new();
+            print(&args[1], &mut seed);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(fnv1a(seed.as_bytes()));
+            Ok(Value::Str(random_data(n, &mut rng)))
+        }
+        "Concat" => {
+            let mut joined = String::new();
+            for arg in args {
+                joined.push_str(string(arg, name)?);
+            }
+            Ok(Value::Str(joined))
         }
         "Seq" | "SliceOfZeros" => {
             arity(args, 1)?;

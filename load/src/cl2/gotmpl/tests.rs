@@ -180,6 +180,22 @@ fn cl2_functions() {
     let r: i64 = ok("{{RandInt 3}}", "{}").parse().unwrap();
     assert!((0..=3).contains(&r));
     assert_eq!(ok("{{len (RandData 12)}}", "{}"), "12");
+    // Seeded data: the same for the same seed, of the asked length, empty for 0.
+    let a = ok("{{RandDataWithSeed 16 .Name}}", "Name: deployment-0");
+    let b = ok("{{RandDataWithSeed 16 .Name}}", "Name: deployment-0");
+    let c = ok("{{RandDataWithSeed 16 .Name}}", "Name: deployment-1");
+    assert_eq!(a.len(), 16);
+    assert!(a.chars().all(|ch| ch.is_ascii_alphanumeric()), "{a}");
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_eq!(ok("{{RandDataWithSeed 0 .Name}}", "Name: x"), "");
+    assert_eq!(
+        ok("{{Concat .R \"/pause:3.9\"}}", "R: registry.k8s.io"),
+        "registry.k8s.io/pause:3.9"
+    );
+    assert_eq!(ok("{{Concat \"a\" \"b\" \"c\"}}{{Concat}}", "{}"), "abc");
+    let e = render("{{Concat \"a\" 1}}", "{}").unwrap_err();
+    assert!(e.contains("want: string"), "{e}");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("inc.txt"), "included").unwrap();
     let t = Template::parse("t", "{{IncludeEmbedFile \"inc.txt\"}}", dir.path()).unwrap();
