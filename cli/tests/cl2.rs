@@ -320,8 +320,9 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
         .collect();
     // 3 pods in each of 2 namespaces; 2 ConfigMaps each, created then updated; 2 pods each
     // deleted; the ConfigMaps deleted. A StatefulSet and an object rendering to nothing in
-    // each, both deleted; the sets' 2 claims each deleted as the phase's unknown objects.
-    assert_eq!(ops, [6, 4, 4, 0, 4, 4, 4, 0, 4, 4, 0, 0], "{steps:?}");
+    // each, both deleted; the sets' 2 claims each deleted as the phase's unknown objects. One
+    // OOM event.
+    assert_eq!(ops, [6, 4, 4, 0, 4, 4, 4, 0, 4, 4, 0, 1, 0], "{steps:?}");
     assert!(steps.iter().all(|s| s["errors"] == 0), "{steps:?}");
     let measurements = report["measurements"].as_array().context("measurements")?;
     let verdict = |id: &str| {
@@ -359,6 +360,8 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
         "SchedulingMetrics",
         "MetricsForE2E",
         "ResourceUsageSummary",
+        "SystemPodMetrics",
+        "ClusterOOMsTracker",
     ] {
         let verdict = parts
             .iter()
@@ -378,6 +381,16 @@ async fn a_measurement_kemu_cannot_compute_fails_the_run() -> anyhow::Result<()>
     );
     result_file(&dir.join("report"), &files, "EtcdMetrics_features_")?;
     result_file(&dir.join("report"), &files, "SchedulingMetrics_features_")?;
+    // kube-system holds no pods in a kemu cluster: an empty list, in CL2's shape.
+    let system_pods = result_file(&dir.join("report"), &files, "SystemPodMetrics_features_")?;
+    assert_eq!(system_pods, json!({"pods": []}));
+    // The OOM event the run created was seen, read and set aside as its process is ignored.
+    let ooms = result_file(&dir.join("report"), &files, "ClusterOOMsTracker_features_")?;
+    assert_eq!(
+        ooms,
+        json!({"failures": [], "past": [], "ignored": [{"node": "oom-node-0", "process": "stress",
+            "memory": "2048kB", "pid": "4242", "time": "2099-01-01T00:00:00Z"}]})
+    );
     // Every component's metrics, the API server's SLIs among them.
     let e2e = result_file(&dir.join("report"), &files, "MetricsForE2E_features_")?;
     for (component, metric) in [

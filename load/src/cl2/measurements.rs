@@ -162,6 +162,19 @@ pub(super) fn param_duration(
     }
 }
 
+/// A param by its key, matched as clusterloader2 matches keys (case-insensitively).
+pub(super) fn param<'a>(params: &'a Params, key: &str) -> Option<&'a Json> {
+    params
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(key))
+        .map(|(_, v)| v)
+}
+
+/// Whether a boolean param is set to true (the boolean, or the string `true`).
+pub(super) fn param_true(params: &Params, key: &str) -> bool {
+    param_str(params, key).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
 fn param_u64(params: &Params, key: &str) -> Option<u64> {
     param_str(params, key).and_then(|s| s.parse::<f64>().ok().map(|f| f as u64))
 }
@@ -244,6 +257,9 @@ pub(super) enum Running {
     Etcd(super::component_measurements::EtcdRun),
     /// The schedulers' histograms at `start`.
     Scheduling(super::scheduling_metrics::Scrape),
+    /// kube-system's restart counts at `start`.
+    SystemPods(Vec<super::system_pod_metrics::PodRestarts>),
+    Ooms(super::ooms_tracker::OomsRun),
 }
 
 /// What the measurements know beyond the kubeconfig's API server.
@@ -423,6 +439,14 @@ impl Measurements {
                 "gather",
             ) => self.gather_responsiveness(&key, params, &mut result).await,
             ("MetricsForE2E", _) => self.metrics_for_e2e(params, &mut result).await,
+            ("SystemPodMetrics", action) => {
+                self.system_pod_metrics(key, action, params, &mut result)
+                    .await
+            }
+            ("ClusterOOMsTracker", action) => {
+                self.cluster_ooms_tracker(key, action, params, &mut result)
+                    .await
+            }
             ("TestMetrics", action) => {
                 self.test_metrics(identifier, action, params, &mut result)
                     .await
@@ -497,7 +521,7 @@ impl Measurements {
             "violations": violations,
         });
         // As in clusterloader2, violations fail the run only with enableViolations.
-        let enforce = param_str(params, "enableViolations").is_some_and(|v| v == "true");
+        let enforce = param_true(params, "enableViolations");
         if enforce && !violations.is_empty() {
             result.verdict = Verdict::Failed(violations.join("; "));
         }
@@ -894,7 +918,9 @@ impl Measurements {
                     run.stop().await;
                 }
                 Running::Etcd(run) => run.stop().await,
+                Running::Ooms(run) => run.stop().await,
                 Running::Timer(_)
+                | Running::SystemPods(_)
                 | Running::Started(_)
                 | Running::Responsiveness(_)
                 | Running::Scheduling(_) => continue,

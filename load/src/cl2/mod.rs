@@ -11,8 +11,8 @@
 //! - [`measurements`]: the measurements kemu computes, and the ones it reports as not computed;
 //!   [`api_responsiveness`] from the API servers' `/metrics` ([`prometheus`] reads the text
 //!   exposition); [`component_measurements`] from the cluster's processes ([`processes`]):
-//!   [`resource_usage`], [`etcd_metrics`] and [`scheduling_metrics`]; [`metrics_for_e2e`]; all
-//!   bundled by [`test_metrics`].
+//!   [`resource_usage`], [`etcd_metrics`] and [`scheduling_metrics`]; [`metrics_for_e2e`];
+//!   [`system_pod_metrics`] and [`ooms_tracker`] from the API; all bundled by [`test_metrics`].
 //! - [`report`]: clusterloader2's result files and kemu's `cl2-report.json`/`.html`;
 //!   [`junit`]: clusterloader2's `junit.xml`.
 
@@ -26,12 +26,14 @@ pub mod junit;
 pub mod measurements;
 pub mod metrics_for_e2e;
 pub mod objects;
+pub mod ooms_tracker;
 pub mod processes;
 pub mod prometheus;
 pub mod report;
 pub mod resource_usage;
 pub mod runner;
 pub mod scheduling_metrics;
+pub mod system_pod_metrics;
 pub mod test_metrics;
 pub mod tuning;
 

@@ -48,6 +48,28 @@ impl Resource {
 /// What discovery found per (apiVersion, kind); `None` for a kind the server does not serve.
 type DiscoveryCache = HashMap<(String, String), Option<Resource>>;
 
+/// Which objects a list or watch asks for: a label selector and a field selector, each empty
+/// for all.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Selectors<'a> {
+    pub labels: &'a str,
+    pub fields: &'a str,
+}
+
+impl Selectors<'_> {
+    /// The selectors as query parameters, each with its leading `&`.
+    fn query(&self) -> String {
+        let mut out = String::new();
+        if !self.labels.is_empty() {
+            out.push_str(&format!("&labelSelector={}", encode(self.labels)));
+        }
+        if !self.fields.is_empty() {
+            out.push_str(&format!("&fieldSelector={}", encode(self.fields)));
+        }
+        out
+    }
+}
+
 /// The API client with a discovery cache.
 #[derive(Clone)]
 pub struct Objects {
@@ -128,7 +150,11 @@ impl Objects {
         resource: &Resource,
         selector: &str,
     ) -> Option<(Vec<Json>, String)> {
-        self.list_pages(resource, "", selector).await
+        let selectors = Selectors {
+            labels: selector,
+            fields: "",
+        };
+        self.list_pages(resource, "", selectors).await
     }
 
     /// Every object of `resource` in `namespace` matching `selector`.
@@ -138,7 +164,11 @@ impl Objects {
         namespace: &str,
         selector: &str,
     ) -> Option<Vec<Json>> {
-        self.list_pages(resource, namespace, selector)
+        let selectors = Selectors {
+            labels: selector,
+            fields: "",
+        };
+        self.list_pages(resource, namespace, selectors)
             .await
             .map(|(items, _)| items)
     }
@@ -147,16 +177,14 @@ impl Objects {
         &self,
         resource: &Resource,
         namespace: &str,
-        selector: &str,
+        selectors: Selectors<'_>,
     ) -> Option<(Vec<Json>, String)> {
         let mut items = Vec::new();
         let mut token = String::new();
         let mut version = None;
         loop {
             let mut path = format!("{}?limit=500", resource.collection(namespace));
-            if !selector.is_empty() {
-                path.push_str(&format!("&labelSelector={}", encode(selector)));
-            }
+            path.push_str(&selectors.query());
             if !token.is_empty() {
                 path.push_str(&format!("&continue={}", encode(&token)));
             }
@@ -191,6 +219,22 @@ impl Objects {
         &self,
         resource: &Resource,
         selector: &str,
+        stop: watch::Receiver<bool>,
+        on: impl FnMut(Seen),
+    ) {
+        let selectors = Selectors {
+            labels: selector,
+            fields: "",
+        };
+        self.list_and_watch_selected(resource, selectors, stop, on)
+            .await
+    }
+
+    /// [`list_and_watch`](Self::list_and_watch) of the objects both `selectors` match.
+    pub async fn list_and_watch_selected(
+        &self,
+        resource: &Resource,
+        selectors: Selectors<'_>,
         mut stop: watch::Receiver<bool>,
         mut on: impl FnMut(Seen),
     ) {
@@ -199,7 +243,7 @@ impl Objects {
             let listed = tokio::select! {
                 biased;
                 _ = stop.wait_for(|s| *s) => return,
-                listed = self.list_with_version(resource, selector) => listed,
+                listed = self.list_pages(resource, "", selectors) => listed,
             };
             let Some((items, mut rv)) = listed else {
                 tokio::select! {
@@ -215,9 +259,7 @@ impl Objects {
                     resource.collection(""),
                     encode(&rv)
                 );
-                if !selector.is_empty() {
-                    path.push_str(&format!("&labelSelector={}", encode(selector)));
-                }
+                path.push_str(&selectors.query());
                 let opened = tokio::select! {
                     biased;
                     _ = stop.wait_for(|s| *s) => return,

@@ -13,14 +13,17 @@
 //! | ClusterOOMsTracker (`clusterOOMsTrackerEnabled`) | the call's action | the call's action |
 //!
 //! The parts kemu computes write their own summaries (`EtcdMetrics_…`, `SchedulingMetrics_…`,
-//! `ResourceUsageSummary_…`, `MetricsForE2E_…`), as they do in clusterloader2's report
+//! `ResourceUsageSummary_…`, `MetricsForE2E_…`, `SystemPodMetrics_…`, `ClusterOOMsTracker_…`),
+//! as they do in clusterloader2's report
 //! directory. The bundle's
 //! verdict is the worst of its parts': a part that failed fails it, and a part kemu does not
 //! compute makes it not computed, naming the part — never a pass.
 
 use serde_json::{json, Value as Json};
 
-use super::measurements::{param_str, MeasurementResult, Measurements, Params, Verdict};
+use super::measurements::{
+    param_str, param_true, MeasurementResult, Measurements, Params, Verdict,
+};
 
 /// The components clusterloader2 profiles, by its names.
 const PROFILED: &[&str] = &[
@@ -39,10 +42,6 @@ struct Part {
     method: &'static str,
     params: Params,
     not_computed: Option<String>,
-}
-
-fn enabled(params: &Params, key: &str) -> bool {
-    param_str(params, key).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// The bundle's parts for `action`, in clusterloader2's order.
@@ -83,19 +82,11 @@ fn parts(action: &str, params: &Params) -> Result<Vec<Part>, String> {
         }
     }
     // Both are no-ops in clusterloader2 unless enabled.
-    if enabled(params, "systemPodMetricsEnabled") {
-        out.push(Part {
-            method: "SystemPodMetrics",
-            params: params.clone(),
-            not_computed: Some("kemu does not compute SystemPodMetrics yet".into()),
-        });
+    if param_true(params, "systemPodMetricsEnabled") {
+        out.push(computed("SystemPodMetrics", with(&[("action", action)])));
     }
-    if enabled(params, "clusterOOMsTrackerEnabled") {
-        out.push(Part {
-            method: "ClusterOOMsTracker",
-            params: params.clone(),
-            not_computed: Some("kemu does not compute ClusterOOMsTracker yet".into()),
-        });
+    if param_true(params, "clusterOOMsTrackerEnabled") {
+        out.push(computed("ClusterOOMsTracker", with(&[("action", action)])));
     }
     Ok(out)
 }
@@ -227,6 +218,18 @@ mod tests {
         assert_eq!(n.len(), 16);
         assert!(gather[..4].iter().all(|p| p.not_computed.is_none()));
         assert!(gather[4..].iter().all(|p| p.not_computed.is_some()));
+        // Enabled, both are computed.
+        let both = params(&[
+            ("systemPodMetricsEnabled", json!(true)),
+            ("clusterOOMsTrackerEnabled", json!(true)),
+        ]);
+        let gather = parts("gather", &both).unwrap();
+        let n = names(&gather);
+        assert_eq!(
+            n[16..],
+            ["SystemPodMetrics gather", "ClusterOOMsTracker gather"]
+        );
+        assert!(gather[16..].iter().all(|p| p.not_computed.is_none()));
 
         let err = parts("stop", &p).err().unwrap();
         assert_eq!(err, "unknown action \"stop\"");
