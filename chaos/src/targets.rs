@@ -20,7 +20,7 @@ use cluster::api_access::{ApiAccess, ApiCredentials};
 use cluster::layout::{Kind, Layout};
 use cluster::netns;
 use cluster::process::LocalStore;
-use cluster::state::{pid_is_ours, ClusterState};
+use cluster::state::ClusterState;
 
 /// A cluster chaos can act on.
 pub trait ChaosCluster: Send + Sync {
@@ -83,19 +83,7 @@ impl ClusterDirTarget {
 
     /// The pid of component `name` now (it changes with every restart), if it is ours.
     fn pid(&self, name: &str) -> anyhow::Result<u32> {
-        let state = ClusterState::read(&self.dir)?.context("the state file is gone")?;
-        let component = state
-            .components
-            .iter()
-            .find(|c| c.name == name)
-            .with_context(|| format!("no component {name}"))?;
-        let pid = component
-            .pid
-            .with_context(|| format!("{name} is not running"))?;
-        if !pid_is_ours(pid, &self.dir.display().to_string()) {
-            bail!("pid {pid} of {name} is not a process of this cluster");
-        }
-        Ok(pid)
+        cluster::state::live_pid(&self.dir, name)
     }
 }
 

@@ -94,6 +94,24 @@ impl ClusterState {
     }
 }
 
+/// The pid of component `name` of the cluster in `dir` now (it changes with every restart),
+/// checked to be a live process of that cluster.
+pub fn live_pid(dir: &Path, name: &str) -> anyhow::Result<u32> {
+    let state = ClusterState::read(dir)?.context("the state file is gone")?;
+    let component = state
+        .components
+        .iter()
+        .find(|c| c.name == name)
+        .with_context(|| format!("no component {name}"))?;
+    let pid = component
+        .pid
+        .with_context(|| format!("{name} is not running"))?;
+    if !pid_is_ours(pid, &dir.display().to_string()) {
+        anyhow::bail!("pid {pid} of {name} is not a process of this cluster");
+    }
+    Ok(pid)
+}
+
 /// Whether `pid` is a live process running a command line that mentions `needle` (the cluster
 /// directory): a pid recycled by an unrelated process does not count.
 pub fn pid_is_ours(pid: u32, needle: &str) -> bool {

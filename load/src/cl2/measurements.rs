@@ -443,6 +443,7 @@ impl Measurements {
                 self.system_pod_metrics(key, action, params, &mut result)
                     .await
             }
+            ("RestartApiserver", _) => self.restart_apiserver(params, &mut result).await,
             ("ClusterOOMsTracker", action) => {
                 self.cluster_ooms_tracker(key, action, params, &mut result)
                     .await

@@ -12,7 +12,8 @@
 //!   [`api_responsiveness`] from the API servers' `/metrics` ([`prometheus`] reads the text
 //!   exposition); [`component_measurements`] from the cluster's processes ([`processes`]):
 //!   [`resource_usage`], [`etcd_metrics`] and [`scheduling_metrics`]; [`metrics_for_e2e`];
-//!   [`system_pod_metrics`] and [`ooms_tracker`] from the API; all bundled by [`test_metrics`].
+//!   [`system_pod_metrics`] and [`ooms_tracker`] from the API; all bundled by [`test_metrics`];
+//!   [`restart_apiserver`] through the cluster's processes.
 //! - [`report`]: clusterloader2's result files and kemu's `cl2-report.json`/`.html`;
 //!   [`junit`]: clusterloader2's `junit.xml`.
 
@@ -31,6 +32,7 @@ pub mod processes;
 pub mod prometheus;
 pub mod report;
 pub mod resource_usage;
+pub mod restart_apiserver;
 pub mod runner;
 pub mod scheduling_metrics;
 pub mod system_pod_metrics;

@@ -5,7 +5,7 @@
 //! has none, and the measurements that need it are reported as not computed.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cluster::layout::{Kind, Layout};
@@ -45,6 +45,8 @@ pub struct ClusterView {
     pub other_api_servers: Vec<String>,
     /// netns mode: the way into the hosts' network, where the components' `/metrics` are.
     pub net: Option<Arc<NetAccess>>,
+    /// The cluster directory (its state file has each process's pid now).
+    pub dir: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for ClusterView {
@@ -103,6 +105,7 @@ impl ClusterView {
             components,
             other_api_servers,
             net,
+            dir: Some(dir.to_path_buf()),
         }))
     }
 

@@ -4,6 +4,8 @@
 //! "lastRestartReason"}]}]}`). With `enableRestartCountCheck` a container that restarted more
 //! often than its threshold fails it: `restartCountThresholdOverrides` (a YAML map of container
 //! name to restarts, the key `default` for the rest) gives the thresholds, 0 where none does.
+//! `pause` does nothing and `unpause` reads the counts again as if starting then (TestMetrics'
+//! `pauseSystemPodMetrics` and `unpauseSystemPodMetrics`, around an API server restart).
 //! Without `systemPodMetricsEnabled` it does nothing, as in clusterloader2.
 
 use std::collections::BTreeMap;
@@ -188,6 +190,14 @@ impl Measurements {
                 let broken = violations(&pods, &limits);
                 if param_true(params, "enableRestartCountCheck") && !broken.is_empty() {
                     return Err(format!("restart counts violation: {}", broken.join("; ")));
+                }
+                Ok(())
+            }
+            // Around an API server restart: the restarts before `unpause` are not counted.
+            "pause" => Ok(()),
+            "unpause" => {
+                if let Some(Running::SystemPods(start)) = self.running.lock().get_mut(&key) {
+                    *start = now;
                 }
                 Ok(())
             }

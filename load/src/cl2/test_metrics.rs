@@ -12,6 +12,9 @@
 //! | SystemPodMetrics (`systemPodMetricsEnabled`) | the call's action | the call's action |
 //! | ClusterOOMsTracker (`clusterOOMsTrackerEnabled`) | the call's action | the call's action |
 //!
+//! `pauseSystemPodMetrics` and `unpauseSystemPodMetrics` pause and unpause SystemPodMetrics
+//! alone (where enabled).
+//!
 //! The parts kemu computes write their own summaries (`EtcdMetrics_…`, `SchedulingMetrics_…`,
 //! `ResourceUsageSummary_…`, `MetricsForE2E_…`, `SystemPodMetrics_…`, `ClusterOOMsTracker_…`),
 //! as they do in clusterloader2's report
@@ -70,6 +73,21 @@ fn parts(action: &str, params: &Params) -> Result<Vec<Part>, String> {
             computed("MetricsForE2E", params.clone()),
             computed("ResourceUsageSummary", with(&[("action", "gather")])),
         ],
+        // Only SystemPodMetrics pauses, around an API server restart.
+        "pauseSystemPodMetrics" | "unpauseSystemPodMetrics" => {
+            let action = if action == "pauseSystemPodMetrics" {
+                "pause"
+            } else {
+                "unpause"
+            };
+            if !param_true(params, "systemPodMetricsEnabled") {
+                return Ok(Vec::new());
+            }
+            return Ok(vec![computed(
+                "SystemPodMetrics",
+                with(&[("action", action)]),
+            )]);
+        }
         other => return Err(format!("unknown action {other:?}")),
     };
     for component in PROFILED {
@@ -230,6 +248,11 @@ mod tests {
             ["SystemPodMetrics gather", "ClusterOOMsTracker gather"]
         );
         assert!(gather[16..].iter().all(|p| p.not_computed.is_none()));
+
+        // Pausing reaches SystemPodMetrics alone, and only where enabled.
+        let paused = parts("unpauseSystemPodMetrics", &both).unwrap();
+        assert_eq!(names(&paused), ["SystemPodMetrics unpause"]);
+        assert!(parts("pauseSystemPodMetrics", &p).unwrap().is_empty());
 
         let err = parts("stop", &p).err().unwrap();
         assert_eq!(err, "unknown action \"stop\"");
