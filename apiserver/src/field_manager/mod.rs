@@ -253,7 +253,21 @@ pub fn record_update(writer: &Writer, live: &Value, new: &mut Value, now: &str) 
     } else {
         provided
     };
-    let comparison = compare(writer.kind, live, new, &mut Vec::new());
+    // A status write owns nothing outside status ([`Writer::strip`]): only status is compared.
+    let comparison = match writer.subresource {
+        Some("status") => {
+            let below = compare(
+                writer.kind,
+                &live["status"],
+                &new["status"],
+                &mut vec!["status".to_string()],
+            );
+            let mut top = Comparison::default();
+            top.nest("f:status".into(), below);
+            top
+        }
+        _ => compare(writer.kind, live, new, &mut Vec::new()),
+    };
     let mut changed = comparison.changed();
     writer.strip(&mut changed);
     let mut removed = comparison.removed;

@@ -242,7 +242,7 @@ impl Comparison {
         self.added.union(&self.modified)
     }
 
-    fn nest(&mut self, element: String, below: Comparison) {
+    pub(crate) fn nest(&mut self, element: String, below: Comparison) {
         self.added.insert_child(element.clone(), below.added);
         self.modified.insert_child(element.clone(), below.modified);
         self.removed.insert_child(element, below.removed);
@@ -250,10 +250,10 @@ impl Comparison {
 }
 
 /// Compares two versions of the value at `path` in an object of `kind` (`null` is absent).
-pub fn compare(
+pub fn compare<'a>(
     kind: ObjectType<'_>,
-    old: &Value,
-    new: &Value,
+    old: &'a Value,
+    new: &'a Value,
     path: &mut Vec<String>,
 ) -> Comparison {
     let mut out = Comparison::default();
@@ -264,6 +264,10 @@ pub fn compare(
         (Value::Object(a), Value::Object(b)) => {
             for (field, new_child) in b {
                 let old_child = a.get(field).unwrap_or(&Value::Null);
+                // Most of a write leaves most of the object as it was.
+                if old_child == new_child {
+                    continue;
+                }
                 path.push(field.clone());
                 let below = compare(kind, old_child, new_child, path);
                 path.pop();
@@ -292,15 +296,18 @@ pub fn compare(
                 }
             }
             ListStrategy::MergeByKey(key) => {
-                let keyed = |items: &Vec<Value>| -> BTreeMap<String, Value> {
+                let keyed = |items: &'a Vec<Value>| -> BTreeMap<String, &'a Value> {
                     items
                         .iter()
-                        .filter_map(|item| Some((element_id(kind, path, key, item)?, item.clone())))
+                        .filter_map(|item| Some((element_id(kind, path, key, item)?, item)))
                         .collect()
                 };
                 let (old_items, new_items) = (keyed(a), keyed(b));
                 for (element, item) in &new_items {
-                    let previous = old_items.get(element).unwrap_or(&Value::Null);
+                    let previous = old_items.get(element).copied().unwrap_or(&Value::Null);
+                    if previous == *item {
+                        continue;
+                    }
                     let mut below = compare(kind, previous, item, path);
                     if previous.is_null() {
                         below.added.member = true;
