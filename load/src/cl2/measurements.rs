@@ -175,6 +175,16 @@ pub(super) fn param_true(params: &Params, key: &str) -> bool {
     param_str(params, key).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
+/// Whether a measurement CL2 runs only when switched on by `key` is on; when off, the call's
+/// details say it was skipped.
+pub(super) fn switched_on(params: &Params, key: &str, result: &mut MeasurementResult) -> bool {
+    let on = param_true(params, key);
+    if !on {
+        result.details = json!({ "skipped": format!("{key} is not true") });
+    }
+    on
+}
+
 fn param_u64(params: &Params, key: &str) -> Option<u64> {
     param_str(params, key).and_then(|s| s.parse::<f64>().ok().map(|f| f as u64))
 }

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::measurements::{
-    param_str, param_true, MeasurementResult, Measurements, Params, Running,
+    param_str, switched_on, MeasurementResult, Measurements, Params, Running,
 };
 use super::objects::{Resource, Seen, Selectors};
 
@@ -151,8 +151,7 @@ impl Measurements {
         params: &Params,
         result: &mut MeasurementResult,
     ) -> Result<(), String> {
-        if !param_true(params, "clusterOOMsTrackerEnabled") {
-            result.details = json!({"skipped": "clusterOOMsTrackerEnabled is not true"});
+        if !switched_on(params, "clusterOOMsTrackerEnabled", result) {
             return Ok(());
         }
         match action {

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Value as Json};
 
-use super::measurements::{param, param_true, MeasurementResult, Measurements, Params, Running};
+use super::measurements::{
+    param, param_true, switched_on, MeasurementResult, Measurements, Params, Running,
+};
 use super::objects::Resource;
 
 /// One container's restarts.
@@ -152,8 +154,7 @@ impl Measurements {
         params: &Params,
         result: &mut MeasurementResult,
     ) -> Result<(), String> {
-        if !param_true(params, "systemPodMetricsEnabled") {
-            result.details = json!({"skipped": "systemPodMetricsEnabled is not true"});
+        if !switched_on(params, "systemPodMetricsEnabled", result) {
             return Ok(());
         }
         let resource = Resource {
