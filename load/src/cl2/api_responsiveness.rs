@@ -22,10 +22,26 @@ pub type Histograms = BTreeMap<CallKey, Vec<(f64, f64)>>;
 /// Subresources clusterloader2 leaves out of the SLO (long-running or streamed).
 const EXCLUDED_SUBRESOURCES: &[&str] = &["log", "exec", "portforward", "attach", "proxy"];
 
-/// The request-duration histograms in a Prometheus text exposition.
+/// Where [`parse`] keeps the server process's start time (`process_start_time_seconds`), by
+/// which [`growth`] tells a restarted server (its counters begun again) from the same one.
+fn start_key() -> CallKey {
+    (
+        String::new(),
+        "process_start_time_seconds".into(),
+        String::new(),
+        String::new(),
+    )
+}
+
+/// The request-duration histograms in a Prometheus text exposition, and the process's start
+/// time under [`start_key`].
 pub fn parse(text: &str) -> Histograms {
     let mut out: Histograms = BTreeMap::new();
     for sample in prometheus::parse(text) {
+        if sample.name == "process_start_time_seconds" {
+            out.insert(start_key(), vec![(f64::INFINITY, sample.value)]);
+            continue;
+        }
         if sample.name != BUCKET {
             continue;
         }
@@ -54,10 +70,26 @@ pub fn parse(text: &str) -> Histograms {
     out
 }
 
-/// `later - earlier`, bucket by bucket.
+/// `later - earlier`, bucket by bucket; all of `later` when the server restarted in between
+/// (another process start time, or a count that went down), as Prometheus' `increase` takes a
+/// counter that began again.
 pub fn growth(earlier: &Histograms, later: &Histograms) -> Histograms {
+    let start = start_key();
+    let total = |b: &[(f64, f64)]| b.last().map_or(0.0, |&(_, c)| c);
+    let restarted = earlier.get(&start) != later.get(&start)
+        || later.iter().any(|(key, buckets)| {
+            earlier
+                .get(key)
+                .is_some_and(|before| total(buckets) < total(before))
+        });
+    if restarted {
+        let mut all = later.clone();
+        all.remove(&start);
+        return all;
+    }
     later
         .iter()
+        .filter(|(key, _)| **key != start)
         .map(|(key, buckets)| {
             let before = earlier.get(key);
             let grown = buckets
@@ -201,6 +233,28 @@ mod tests {
         assert_eq!(items[0]["labels"]["SlowCount"], "0");
         assert_eq!(items[0]["labels"]["Scope"], "resource");
         assert!((items[0]["data"]["Perc90"].as_f64().unwrap() - 820.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_restarted_server_counts_from_its_start() {
+        let started = |at: u64, text: &str| format!("process_start_time_seconds {at}\n{text}");
+        // The same process: the growth, and the start time is no call.
+        let grown = growth(&parse(&started(100, BEFORE)), &parse(&started(100, AFTER)));
+        assert_eq!(grown[&key("POST", "pods", "", "resource")][2].1, 100.0);
+        assert_eq!(
+            summarize(&grown, 0).0["dataItems"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        // Another process since: everything it counted, even where counts went up.
+        let grown = growth(&parse(&started(100, BEFORE)), &parse(&started(200, AFTER)));
+        assert_eq!(grown.len(), 2, "{grown:?}");
+        assert_eq!(grown[&key("POST", "pods", "", "resource")][2].1, 101.0);
+        // A count that went down is a restart too (a server without the start time).
+        let grown = growth(&parse(AFTER), &parse(BEFORE));
+        assert_eq!(grown[&key("POST", "pods", "", "resource")][2].1, 1.0);
     }
 
     #[test]
