@@ -42,11 +42,6 @@ pub trait ChaosCluster: Send + Sync {
     }
 }
 
-fn send(pid: u32, signal: Signal) -> anyhow::Result<()> {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
-        .with_context(|| format!("sending {signal} to pid {pid}"))
-}
-
 pub(crate) fn client(
     endpoints: Vec<Endpoint>,
     certs: &Path,
@@ -113,7 +108,9 @@ impl ChaosCluster for ClusterDirTarget {
     }
 
     fn signal<'a>(&'a self, name: &'a str, signal: Signal) -> BoxFuture<'a, anyhow::Result<()>> {
-        let sent = self.pid(name).and_then(|pid| send(pid, signal));
+        let sent = self
+            .pid(name)
+            .and_then(|pid| cluster::process::signal_pid(pid, signal));
         Box::pin(std::future::ready(sent))
     }
 
@@ -220,7 +217,8 @@ impl ChaosCluster for LocalStoreTarget {
             self.store.kill(name);
             Ok(())
         } else {
-            self.pid(name).and_then(|pid| send(pid, signal))
+            self.pid(name)
+                .and_then(|pid| cluster::process::signal_pid(pid, signal))
         };
         Box::pin(std::future::ready(sent))
     }

@@ -19,6 +19,12 @@ pub fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
         .ok_or_else(|| anyhow::anyhow!("no {n} free loopback ports in 10000..32000"))
 }
 
+/// Sends `signal` to process `pid`; the error names both.
+pub fn signal_pid(pid: u32, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
+        .with_context(|| format!("sending {signal} to pid {pid}"))
+}
+
 /// Sends a signal to a child process.
 pub fn signal(child: &Child, sig: nix::sys::signal::Signal) {
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);

@@ -41,8 +41,19 @@ async fn ready(client: &ApiClient) -> bool {
 }
 
 fn send(pid: u32, signal: Signal) -> Result<(), String> {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal)
-        .map_err(|e| format!("sending {signal} to pid {pid}: {e}"))
+    cluster::process::signal_pid(pid, signal).map_err(|e| format!("{e:#}"))
+}
+
+/// A stopped server resumed if the call ends before it is killed (the run interrupted while
+/// the server is down), so that it stops like the rest of the cluster.
+struct Stopped(Option<u32>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = send(pid, Signal::SIGCONT);
+        }
+    }
 }
 
 impl Measurements {
@@ -79,9 +90,11 @@ impl Measurements {
         let pid = cluster::state::live_pid(dir, name).map_err(|e| format!("{e:#}"))?;
         tracing::info!(server = name, pid, down, "stopping an API server");
         send(pid, Signal::SIGSTOP)?;
+        let mut stopped = Stopped(Some(pid));
         tokio::time::sleep(Duration::from_secs(down)).await;
         // Killed, the stopped process goes; the supervisor starts its successor.
         send(pid, Signal::SIGKILL)?;
+        stopped.0 = None;
         let started = Instant::now();
         // Every API server this run reaches, the restarted one among them, answers /readyz.
         let clients: Vec<&ApiClient> = std::iter::once(&self.objects.client)
