@@ -642,7 +642,10 @@ async fn custom_external_and_container_metrics_drive_autoscalers() -> anyhow::Re
         })
         .await
         .map_err(|e| anyhow::anyhow!("{e}: {:?}", condition_of(&c, name, "ScalingActive")))?;
-        assert!(!events_about(&c, "HorizontalPodAutoscaler", reason).is_empty());
+        wait_until("its event", Duration::from_secs(10), || async {
+            !events_about(&c, "HorizontalPodAutoscaler", reason).is_empty()
+        })
+        .await?;
     }
     Ok(())
 }

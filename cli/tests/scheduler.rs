@@ -212,10 +212,18 @@ async fn schedules_explains_and_handles_conflicts() -> anyhow::Result<()> {
         let pod = get_pod(&c, "big").await;
         anyhow::bail!("{e}\npod: {pod}\nlog:\n{}", s.log());
     }
-    assert!(events_of(&c, "big")
-        .await
-        .iter()
-        .any(|(reason, message)| reason == "FailedScheduling" && message == want));
+    // Events are recorded apart from the pod's condition, as client-go's broadcaster does.
+    wait_until(
+        "the FailedScheduling event is recorded",
+        Duration::from_secs(10),
+        || async {
+            events_of(&c, "big")
+                .await
+                .iter()
+                .any(|(reason, message)| reason == "FailedScheduling" && message == want)
+        },
+    )
+    .await?;
 
     // A fitting node arrives: the pod is scheduled there.
     create(
@@ -484,10 +492,17 @@ async fn preemption_evicts_nominates_and_binds() -> anyhow::Result<()> {
         let peer = get_pod(&c, "peer").await;
         anyhow::bail!("{e}\npeer: {peer}\nlog:\n{}", s.log());
     }
-    assert!(events_of(&c, "peer")
-        .await
-        .iter()
-        .any(|(reason, message)| reason == "FailedScheduling" && message == want));
+    wait_until(
+        "peer's FailedScheduling event is recorded",
+        Duration::from_secs(10),
+        || async {
+            events_of(&c, "peer")
+                .await
+                .iter()
+                .any(|(reason, message)| reason == "FailedScheduling" && message == want)
+        },
+    )
+    .await?;
 
     // The high-priority pod fits nowhere, and preempts the victim on n1.
     create(

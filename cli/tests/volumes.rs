@@ -46,6 +46,30 @@ fn reasons(c: &Cluster, namespace: &str, kind: &str, name: &str) -> Vec<(String,
         .collect()
 }
 
+/// Waits until claim `data` in `default` has an event with each of `wanted`'s reasons (events are
+/// recorded apart from the writes they describe, as client-go's broadcaster records them), and
+/// returns the claim's events.
+async fn claim_events_recorded(
+    c: &Cluster,
+    wanted: &[&str],
+) -> anyhow::Result<Vec<(String, String)>> {
+    let all_there = || {
+        let events = reasons(c, "default", "PersistentVolumeClaim", "data");
+        wanted
+            .iter()
+            .all(|want| events.iter().any(|(r, _)| r == want))
+    };
+    wait_until("the claim's events", Duration::from_secs(10), || async {
+        all_there()
+    })
+    .await
+    .map_err(|e| {
+        let events = reasons(c, "default", "PersistentVolumeClaim", "data");
+        anyhow::anyhow!("{e}: want {wanted:?}, have {events:?}")
+    })?;
+    Ok(reasons(c, "default", "PersistentVolumeClaim", "data"))
+}
+
 const CLASSES: &str = "apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
@@ -149,14 +173,15 @@ async fn claims_are_provisioned_bound_protected_expanded_and_reclaimed() -> anyh
         cells[..6],
         ["data", "Bound", volume.as_str(), "1Gi", "RWO", "standard"]
     );
-    let events = reasons(&c, "default", "PersistentVolumeClaim", "data");
-    for want in [
-        "ExternalProvisioning",
-        "Provisioning",
-        "ProvisioningSucceeded",
-    ] {
-        assert!(events.iter().any(|(r, _)| r == want), "{want}: {events:?}");
-    }
+    let events = claim_events_recorded(
+        &c,
+        &[
+            "ExternalProvisioning",
+            "Provisioning",
+            "ProvisioningSucceeded",
+        ],
+    )
+    .await?;
     assert!(
         events.contains(&(
             "ProvisioningSucceeded".into(),
@@ -283,14 +308,15 @@ spec:
         json(&c, &["get", "pv", &volume])["spec"]["capacity"]["storage"],
         "3Gi"
     );
-    let events = reasons(&c, "default", "PersistentVolumeClaim", "data");
-    for want in [
-        "Resizing",
-        "FileSystemResizeRequired",
-        "FileSystemResizeSuccessful",
-    ] {
-        assert!(events.iter().any(|(r, _)| r == want), "{want}: {events:?}");
-    }
+    claim_events_recorded(
+        &c,
+        &[
+            "Resizing",
+            "FileSystemResizeRequired",
+            "FileSystemResizeSuccessful",
+        ],
+    )
+    .await?;
     let shrink = c.fails(&[
         "patch",
         "pvc",
