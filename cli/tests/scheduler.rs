@@ -424,6 +424,58 @@ async fn leader_failover_resumes_scheduling() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A leader whose lease another candidate takes over exits, as kube-scheduler does ("leader
+/// election lost"), rather than stay up as a standby; its supervisor starts it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_loses_its_lease_exits() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let mut s = start_scheduler(&c, "s1")?;
+    const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler";
+    wait_until("s1 holds the lease", Duration::from_secs(20), || async {
+        let (_, lease) = c
+            .http("GET", LEASE, None, b"")
+            .await
+            .unwrap_or((0, Value::Null));
+        lease["spec"]["holderIdentity"] == "s1"
+    })
+    .await?;
+    assert!(s.child.try_wait()?.is_none(), "s1 exited while leading");
+
+    let now = chrono::Utc::now()
+        .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+        .to_string();
+    let takeover = json!({"spec": {"holderIdentity": "intruder", "renewTime": now,
+                                   "leaseDurationSeconds": 60}});
+    let (code, body) = c
+        .http(
+            "PATCH",
+            LEASE,
+            Some("application/merge-patch+json"),
+            takeover.to_string().as_bytes(),
+        )
+        .await?;
+    anyhow::ensure!(code == 200, "PATCH lease answered {code}: {body}");
+
+    let mut status = None;
+    for _ in 0..150 {
+        status = s.child.try_wait()?;
+        if status.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let Some(status) = status else {
+        anyhow::bail!(
+            "s1 still runs 15 s after losing its lease\nlog:\n{}",
+            s.log()
+        );
+    };
+    assert!(!status.success(), "{status}\n{}", s.log());
+    let log = s.log();
+    assert!(log.contains("leader election lost"), "{log}");
+    Ok(())
+}
+
 async fn delete(c: &Cluster, path: &str, body: &Value) -> anyhow::Result<u16> {
     let (code, _) = c
         .http(

@@ -19,6 +19,10 @@ pub enum SchedulerError {
     Metrics(#[source] telemetry::ServeError),
     #[error("the actor system thread: {0}")]
     Actors(String),
+    /// The lease this scheduler held went to another (or expired): like kube-scheduler, it
+    /// exits rather than risk scheduling beside the new leader; its supervisor starts it again.
+    #[error("leader election lost")]
+    LostLeadership,
 }
 
 #[derive(Clone, Debug)]

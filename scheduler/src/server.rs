@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::RwLock;
 use telemetry::{Condition, Telemetry};
 use tokio::sync::{mpsc, watch};
-use tracing::{info, info_span, Instrument};
+use tracing::{info, info_span, warn, Instrument};
 
 use crate::actors::{
     Binder, ClusterChanged, PodGone, PodPending, QueueActor, SetLeading, Synced, Worker,
@@ -29,7 +29,8 @@ use crate::metrics::Metrics;
 use crate::pod_info::CachedPod;
 use crate::volumes::{CapacityInfo, ClassInfo};
 
-/// Runs the scheduler until `shutdown` resolves.
+/// Runs the scheduler until `shutdown` resolves, or until it loses the lease it held (then it
+/// returns [`SchedulerError::LostLeadership`], as kube-scheduler exits).
 pub async fn run(
     config: SchedulerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -190,6 +191,7 @@ pub async fn run(
     tasks.spawn(election.run(stopped()));
     let forward_queue = queue.clone();
     let forward_stop = stopped();
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
     tasks.spawn(async move {
         tokio::pin!(forward_stop);
         let mut was_leading = false;
@@ -200,23 +202,39 @@ pub async fn run(
                 changed = leadership.changed() => {
                     if changed.is_err() { break; }
                     let leading = leadership.borrow_and_update().leading;
-                    if leading != was_leading {
-                        was_leading = leading;
-                        forward_queue.do_send(SetLeading(leading));
+                    if leading == was_leading {
+                        continue;
                     }
+                    forward_queue.do_send(SetLeading(leading));
+                    if was_leading {
+                        // Stepping down for good: the process exits.
+                        let _ = lost_tx.send(());
+                        break;
+                    }
+                    was_leading = leading;
                 }
             }
         }
     });
 
     info!(name = %config.scheduler_name, workers = config.workers, identity = %config.holder_identity, "scheduler running");
-    shutdown.await;
-    info!("stopping");
+    let lost = tokio::select! {
+        () = shutdown => false,
+        Ok(()) = lost_rx => true,
+    };
+    if lost {
+        warn!("stepping down: leadership lost");
+    } else {
+        info!("stopping");
+    }
     stop_tx.send_replace(true);
     // The election releases the lease on its way out; give the tasks a moment.
     let drain = async { while tasks.join_next().await.is_some() {} };
     let _ = tokio::time::timeout(std::time::Duration::from_secs(3), drain).await;
     actors.stop().await;
+    if lost {
+        return Err(SchedulerError::LostLeadership);
+    }
     Ok(())
 }
 
