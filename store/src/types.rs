@@ -548,8 +548,8 @@ pub mod shared_values {
 ///
 /// Kubernetes values are JSON objects of a few shapes repeated many times (a cluster's pods differ
 /// in names, uids, addresses and times), so each value is compressed with LZ4 against a fixed
-/// dictionary of typical objects ([`DICTIONARY`]): a Running pod of ~2.1 KB becomes ~0.2–0.4 KB,
-/// an Event of ~0.7 KB ~0.25 KB. The proposing member encodes the command's put values
+/// dictionary of typical objects ([`DICTIONARY_2`]): a Running pod of ~3.5 KB becomes ~0.4 KB,
+/// an Event of ~0.7 KB ~0.2 KB. The proposing member encodes the command's put values
 /// ([`encode_command`]) before the command becomes a raft entry, so the entry, the WAL, the peer
 /// traffic, the MVCC state and snapshots all carry the compressed form, and every member holds
 /// the same bytes (hashes compare them). Values leave the store decoded ([`decode`]): reads,
@@ -572,27 +572,33 @@ pub mod stored_values {
     /// `MAGIC`, `RAW`, then the value as written.
     pub const RAW: u8 = 0;
     /// `MAGIC`, `LZ4_DICT_1`, the value's length (u32, little endian), then an LZ4 block
-    /// compressed against [`DICTIONARY`]. The dictionary is part of this format: changing it
-    /// needs a new format byte, or stored values stop decoding.
+    /// compressed against [`DICTIONARY_1`]. Read, no longer written.
     pub const LZ4_DICT_1: u8 = 1;
+    /// As [`LZ4_DICT_1`], against [`DICTIONARY_2`]: what values are written in. A dictionary is
+    /// part of its format: changing one needs a new format byte, or stored values stop decoding.
+    pub const LZ4_DICT_2: u8 = 2;
     const LZ4_HEADER: usize = MAGIC.len() + 1 + 4;
     /// Values shorter than this are not worth a compression attempt.
     const MIN_COMPRESS: usize = 96;
     /// A declared length beyond this is corrupt (requests are limited far below it).
     const MAX_DECODED: usize = 256 << 20;
 
-    /// Typical kemu objects (a Running pod, its Events, a Lease and a Node), with made-up names
-    /// and ids: what values are compressed against.
-    pub static DICTIONARY: &[u8] = include_bytes!("value_dictionary_1.json");
+    /// The first dictionary: a Running pod, its Events, a Lease and a Node as kemu wrote them
+    /// before pods carried their service account's token volume and managed fields.
+    pub static DICTIONARY_1: &[u8] = include_bytes!("value_dictionary_1.json");
+    /// Typical objects as the API server stores them now, with made-up names and ids: a Node,
+    /// its Lease, a pod's four Events and the Running pod of a ReplicaSet (token volume,
+    /// default tolerations, managed fields). Values are compressed against this one.
+    pub static DICTIONARY_2: &[u8] = include_bytes!("value_dictionary_2.json");
 
     /// The stored form of `value` (see the module docs).
     pub fn encode(value: &Bytes) -> Bytes {
         if value.len() >= MIN_COMPRESS {
-            let compressed = lz4_flex::block::compress_with_dict(value, DICTIONARY);
+            let compressed = lz4_flex::block::compress_with_dict(value, DICTIONARY_2);
             if compressed.len() + LZ4_HEADER < value.len() {
                 let mut out = Vec::with_capacity(LZ4_HEADER + compressed.len());
                 out.extend_from_slice(&MAGIC);
-                out.push(LZ4_DICT_1);
+                out.push(LZ4_DICT_2);
                 out.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 out.extend_from_slice(&compressed);
                 return Bytes::from(out);
@@ -616,28 +622,27 @@ pub mod stored_values {
         let corrupt = |what: &str| StoreError::InvalidRequest {
             reason: format!("stored value is corrupt: {what}"),
         };
-        match stored.get(MAGIC.len()) {
-            Some(&RAW) => Ok(stored.slice(MAGIC.len() + 1..)),
-            Some(&LZ4_DICT_1) => {
-                let len = stored
-                    .get(MAGIC.len() + 1..LZ4_HEADER)
-                    .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                    .map(|b| u32::from_le_bytes(b) as usize)
-                    .ok_or_else(|| corrupt("short header"))?;
-                if len > MAX_DECODED {
-                    return Err(corrupt("declared length too large"));
-                }
-                let out =
-                    lz4_flex::block::decompress_with_dict(&stored[LZ4_HEADER..], len, DICTIONARY)
-                        .map_err(|e| corrupt(&e.to_string()))?;
-                if out.len() != len {
-                    return Err(corrupt("length differs from its header"));
-                }
-                Ok(Bytes::from(out))
-            }
-            Some(other) => Err(corrupt(&format!("unknown format {other}"))),
-            None => Err(corrupt("no format byte")),
+        let dictionary = match stored.get(MAGIC.len()) {
+            Some(&RAW) => return Ok(stored.slice(MAGIC.len() + 1..)),
+            Some(&LZ4_DICT_1) => DICTIONARY_1,
+            Some(&LZ4_DICT_2) => DICTIONARY_2,
+            Some(other) => return Err(corrupt(&format!("unknown format {other}"))),
+            None => return Err(corrupt("no format byte")),
+        };
+        let len = stored
+            .get(MAGIC.len() + 1..LZ4_HEADER)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(|b| u32::from_le_bytes(b) as usize)
+            .ok_or_else(|| corrupt("short header"))?;
+        if len > MAX_DECODED {
+            return Err(corrupt("declared length too large"));
         }
+        let out = lz4_flex::block::decompress_with_dict(&stored[LZ4_HEADER..], len, dictionary)
+            .map_err(|e| corrupt(&e.to_string()))?;
+        if out.len() != len {
+            return Err(corrupt("length differs from its header"));
+        }
+        Ok(Bytes::from(out))
     }
 
     /// `cmd` with every put value (nested transactions included) in its stored form; borrowed
@@ -813,6 +818,29 @@ mod tests {
         );
         assert_eq!(stored_values::decode(&stored).expect("decodes"), pod);
 
+        // A Running pod as the API server stores it now (token volume, default tolerations,
+        // managed fields): about an eighth.
+        let running = Bytes::from_static(RUNNING_POD);
+        let stored = stored_values::encode(&running);
+        assert_eq!(stored[2], stored_values::LZ4_DICT_2);
+        assert!(
+            stored.len() * 6 < running.len(),
+            "a Running pod compresses to under a sixth: {} of {}",
+            stored.len(),
+            running.len()
+        );
+        assert_eq!(stored_values::decode(&stored).expect("decodes"), running);
+
+        // Values written against the first dictionary still read.
+        let compressed = lz4_flex::block::compress_with_dict(&running, stored_values::DICTIONARY_1);
+        let mut old = vec![0xC1, b'K', stored_values::LZ4_DICT_1];
+        old.extend_from_slice(&(running.len() as u32).to_le_bytes());
+        old.extend_from_slice(&compressed);
+        assert_eq!(
+            stored_values::decode(&Bytes::from(old)).expect("decodes"),
+            running
+        );
+
         // Short and incompressible values are stored as they are.
         let short = Bytes::from_static(b"{}");
         assert_eq!(stored_values::encode(&short), short);
@@ -847,11 +875,16 @@ mod tests {
             vec![0xC1, b'K'],
             vec![0xC1, b'K', 7, 1, 2],
             vec![0xC1, b'K', 1, 0xff, 0xff, 0xff, 0xff, 0],
+            vec![0xC1, b'K', 2, 0xff, 0xff, 0xff, 0xff, 0],
+            vec![0xC1, b'K', 2, 10, 0, 0, 0, 0x40, b'x'],
         ] {
             let err = stored_values::decode(&Bytes::from(bad)).expect_err("corrupt");
             assert!(err.to_string().contains("stored value is corrupt"), "{err}");
         }
     }
+
+    /// A Running pod as the API server stores it.
+    const RUNNING_POD: &[u8] = br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"load-91c2e7aa-0","namespace":"kemu-load-0","uid":"5b0e9f3c-2d41-4a8e-b7c6-19f0d2a3e845","generation":1,"creationTimestamp":"2026-11-29T04:24:35Z","labels":{"app":"kemu-load","kemu.dev/load-run":"91c2e7aa"},"managedFields":[{"manager":"kemu-load","operation":"Update","apiVersion":"v1","time":"2026-11-29T04:24:35Z","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:app":{},"f:kemu.dev/load-run":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"pause\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{},"f:resources":{".":{},"f:requests":{".":{},"f:cpu":{},"f:memory":{}}},"f:terminationMessagePath":{},"f:terminationMessagePolicy":{},"f:volumeMounts":{"k:{\"mountPath\":\"/var/run/secrets/kubernetes.io/serviceaccount\"}":{".":{},"f:mountPath":{},"f:name":{},"f:readOnly":{}}}}},"f:dnsPolicy":{},"f:enableServiceLinks":{},"f:preemptionPolicy":{},"f:priority":{},"f:restartPolicy":{},"f:schedulerName":{},"f:securityContext":{},"f:serviceAccount":{},"f:serviceAccountName":{},"f:terminationGracePeriodSeconds":{},"f:tolerations":{},"f:volumes":{"k:{\"name\":\"kube-api-access-m9q4t\"}":{".":{},"f:name":{},"f:projected":{".":{},"f:defaultMode":{},"f:sources":{}}}}}}}]},"spec":{"volumes":[{"name":"kube-api-access-m9q4t","projected":{"sources":[{"serviceAccountToken":{"expirationSeconds":3607,"path":"token"}},{"configMap":{"name":"kube-root-ca.crt","items":[{"key":"ca.crt","path":"ca.crt"}]}},{"downwardAPI":{"items":[{"path":"namespace","fieldRef":{"apiVersion":"v1","fieldPath":"metadata.namespace"}}]}}],"defaultMode":420}}],"containers":[{"name":"pause","image":"registry.k8s.io/pause:3.10","resources":{"requests":{"cpu":"10m","memory":"16Mi"}},"volumeMounts":[{"name":"kube-api-access-m9q4t","readOnly":true,"mountPath":"/var/run/secrets/kubernetes.io/serviceaccount"}],"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"IfNotPresent"}],"restartPolicy":"Always","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","serviceAccountName":"default","serviceAccount":"default","nodeName":"node-633","securityContext":{},"schedulerName":"default-scheduler","tolerations":[{"key":"node.kubernetes.io/not-ready","operator":"Exists","effect":"NoExecute","tolerationSeconds":300},{"key":"node.kubernetes.io/unreachable","operator":"Exists","effect":"NoExecute","tolerationSeconds":300}],"priority":0,"enableServiceLinks":true,"preemptionPolicy":"PreemptLowerPriority"},"status":{"phase":"Running","conditions":[{"type":"PodScheduled","status":"True","lastTransitionTime":"2026-11-29T04:24:35Z"},{"type":"PodReadyToStartContainers","status":"True","lastTransitionTime":"2026-11-29T04:24:35Z"},{"type":"Initialized","status":"True","lastTransitionTime":"2026-11-29T04:24:35Z"},{"type":"ContainersReady","status":"True","lastTransitionTime":"2026-11-29T04:24:35Z"},{"type":"Ready","status":"True","lastTransitionTime":"2026-11-29T04:24:35Z"}],"hostIP":"100.64.2.122","hostIPs":[{"ip":"100.64.2.122"}],"podIP":"10.130.121.2","podIPs":[{"ip":"10.130.121.2"}],"startTime":"2026-11-29T04:24:35Z","containerStatuses":[{"name":"pause","state":{"running":{"startedAt":"2026-11-29T04:24:35Z"}},"lastState":{},"ready":true,"restartCount":0,"image":"registry.k8s.io/pause:3.10","imageID":"registry.k8s.io/pause@sha256:f13da7ed800849f5aaab42cd6248a8727eeabb371492dcdedeca440cfae86a75","containerID":"containerd://4c1f9a0e7b2d6c835e1a0f9b7d3c2e6a8f01b4d7c9e2a5f3b6d8c0e1a7f4b92d","started":true}],"qosClass":"Burstable"}}"#;
 
     #[test]
     fn encode_command_reaches_nested_puts_only() {
