@@ -168,6 +168,27 @@ async fn events_of(c: &Cluster, pod: &str) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// Waits until `pod` has an event with `reason` and `message`. Events are recorded apart from
+/// the writes they describe, as client-go's broadcaster records them, so an event can land after
+/// the pod's condition.
+async fn event_recorded(c: &Cluster, pod: &str, reason: &str, message: &str) -> anyhow::Result<()> {
+    let recorded = wait_until(
+        &format!("{pod}'s {reason} event"),
+        Duration::from_secs(10),
+        || async {
+            events_of(c, pod)
+                .await
+                .iter()
+                .any(|(r, m)| r == reason && m == message)
+        },
+    )
+    .await;
+    if let Err(e) = recorded {
+        anyhow::bail!("{e}; the events: {:?}", events_of(c, pod).await);
+    }
+    Ok(())
+}
+
 const NODES: &str = "/api/v1/nodes";
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
@@ -212,18 +233,7 @@ async fn schedules_explains_and_handles_conflicts() -> anyhow::Result<()> {
         let pod = get_pod(&c, "big").await;
         anyhow::bail!("{e}\npod: {pod}\nlog:\n{}", s.log());
     }
-    // Events are recorded apart from the pod's condition, as client-go's broadcaster does.
-    wait_until(
-        "the FailedScheduling event is recorded",
-        Duration::from_secs(10),
-        || async {
-            events_of(&c, "big")
-                .await
-                .iter()
-                .any(|(reason, message)| reason == "FailedScheduling" && message == want)
-        },
-    )
-    .await?;
+    event_recorded(&c, "big", "FailedScheduling", want).await?;
 
     // A fitting node arrives: the pod is scheduled there.
     create(
@@ -236,16 +246,8 @@ async fn schedules_explains_and_handles_conflicts() -> anyhow::Result<()> {
         wait_bound(&c, "big", Duration::from_secs(30)).await?,
         "ssd-big"
     );
-    wait_until(
-        "the Scheduled event is recorded",
-        Duration::from_secs(10),
-        || async {
-            events_of(&c, "big").await.iter().any(|(reason, message)| {
-                reason == "Scheduled" && message == "Successfully assigned default/big to ssd-big"
-            })
-        },
-    )
-    .await?;
+    let scheduled = "Successfully assigned default/big to ssd-big";
+    event_recorded(&c, "big", "Scheduled", scheduled).await?;
 
     // Taints and tolerations.
     create(
@@ -544,17 +546,7 @@ async fn preemption_evicts_nominates_and_binds() -> anyhow::Result<()> {
         let peer = get_pod(&c, "peer").await;
         anyhow::bail!("{e}\npeer: {peer}\nlog:\n{}", s.log());
     }
-    wait_until(
-        "peer's FailedScheduling event is recorded",
-        Duration::from_secs(10),
-        || async {
-            events_of(&c, "peer")
-                .await
-                .iter()
-                .any(|(reason, message)| reason == "FailedScheduling" && message == want)
-        },
-    )
-    .await?;
+    event_recorded(&c, "peer", "FailedScheduling", want).await?;
 
     // The high-priority pod fits nowhere, and preempts the victim on n1.
     create(
@@ -597,17 +589,7 @@ async fn preemption_evicts_nominates_and_binds() -> anyhow::Result<()> {
         "default-scheduler: preempting to accommodate a higher priority pod"
     );
     let preempted = format!("Preempted by pod {vip_uid} on node n1");
-    wait_until(
-        "the victim's Preempted event",
-        Duration::from_secs(10),
-        || async {
-            events_of(&c, "victim")
-                .await
-                .iter()
-                .any(|(reason, message)| reason == "Preempted" && *message == preempted)
-        },
-    )
-    .await?;
+    event_recorded(&c, "victim", "Preempted", &preempted).await?;
     // Preemption found a node, so vip's message has no preemption part.
     wait_until(
         "vip is reported unschedulable",
@@ -646,14 +628,11 @@ async fn preemption_evicts_nominates_and_binds() -> anyhow::Result<()> {
             .with_context(|| format!("log:\n{}", s.log()))?,
         "n1"
     );
-    wait_until(
-        "the Scheduled event of vip",
-        Duration::from_secs(10),
-        || async {
-            events_of(&c, "vip").await.iter().any(|(reason, message)| {
-                reason == "Scheduled" && message == "Successfully assigned default/vip to n1"
-            })
-        },
+    event_recorded(
+        &c,
+        "vip",
+        "Scheduled",
+        "Successfully assigned default/vip to n1",
     )
     .await?;
     // The lower-priority pods stay pending: the room was vip's.
