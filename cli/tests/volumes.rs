@@ -53,21 +53,17 @@ async fn claim_events_recorded(
     c: &Cluster,
     wanted: &[&str],
 ) -> anyhow::Result<Vec<(String, String)>> {
-    let all_there = || {
-        let events = reasons(c, "default", "PersistentVolumeClaim", "data");
+    let events = || reasons(c, "default", "PersistentVolumeClaim", "data");
+    let recorded = wait_until("the claim's events", Duration::from_secs(10), || async {
+        let have = events();
         wanted
             .iter()
-            .all(|want| events.iter().any(|(r, _)| r == want))
-    };
-    wait_until("the claim's events", Duration::from_secs(10), || async {
-        all_there()
+            .all(|want| have.iter().any(|(r, _)| r == want))
     })
-    .await
-    .map_err(|e| {
-        let events = reasons(c, "default", "PersistentVolumeClaim", "data");
-        anyhow::anyhow!("{e}: want {wanted:?}, have {events:?}")
-    })?;
-    Ok(reasons(c, "default", "PersistentVolumeClaim", "data"))
+    .await;
+    let have = events();
+    recorded.map_err(|e| anyhow::anyhow!("{e}: want {wanted:?}, have {have:?}"))?;
+    Ok(have)
 }
 
 const CLASSES: &str = "apiVersion: storage.k8s.io/v1
