@@ -1152,17 +1152,3 @@ async fn bad_requests_get_etcds_errors_and_the_member_serves_on() {
     let status = client.status().await.expect("status");
     assert!(status.leader() != 0);
 }
-
-/// `etcdctl check perf` (its smallest load: 50 clients, 150 writes/s for 60 s) passes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn etcdctl_check_perf_passes() {
-    let cluster = Cluster::start(3, |_| {});
-    cluster.leader().await;
-    let out = run_ok(
-        cluster
-            .etcdctl(ADMIN, &cluster.endpoints())
-            .args(["check", "perf", "--load=s"]),
-    );
-    assert!(out.contains("PASS: Throughput"), "{out}");
-    assert!(!out.contains("FAIL"), "{out}");
-}
