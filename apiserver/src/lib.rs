@@ -37,6 +37,7 @@
 //! - [`strategy`]: per-resource create/update behaviour (server-owned fields, defaults, status).
 //! - [`storage`]: Kubernetes' conditional writes on the store.
 //! - [`watch_cache`]: all objects in memory, fed by one store watch; lists and watches come from it.
+//!   Consistent reads from it share their store revision reads ([`shared_read`]).
 //! - [`uncached`]: lists and watches of events, which the cache leaves out, from the store.
 //! - [`event_view`]: core/v1 ⇄ events.k8s.io/v1 events.
 //! - [`go_json`]: JSON as kube-apiserver writes it (Go field order, Go escaping).
@@ -84,6 +85,7 @@ pub mod reviews;
 pub mod scale;
 pub mod server;
 pub mod service_account_tokens;
+pub mod shared_read;
 pub mod storage;
 pub mod stored;
 pub mod strategy;

@@ -227,6 +227,18 @@ pub async fn run(
             .map(|c| (c.storage.to_string(), c.watcher_count(), c.object_count()))
             .collect()
     });
+    let reads = cache.clone();
+    telemetry.metrics.counter_fn(
+        "kemu_apiserver_store_revision_reads_total",
+        "Linearizable reads of the store's revision made for consistent reads from the cache.",
+        move || reads.store_revision_reads().0,
+    );
+    let asked = cache.clone();
+    telemetry.metrics.counter_fn(
+        "kemu_apiserver_store_revision_requests_total",
+        "Requests that needed the store's current revision (each shares a read made after it asked).",
+        move || asked.store_revision_reads().1,
+    );
     add_health_checks(&telemetry.health, &cache);
     info!(plugins = ?config.admission.enabled(), "admission");
     ensure_namespaces(&registry).await?;

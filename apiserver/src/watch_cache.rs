@@ -31,6 +31,7 @@ use tracing::{info, warn};
 
 use crate::errors::ApiError;
 use crate::meta;
+use crate::shared_read::SharedRead;
 use crate::stored;
 
 /// Fields kept per object for field selectors, by storage segment.
@@ -755,6 +756,8 @@ pub struct WatchCache {
     caches: Vec<Arc<ResourceCache>>,
     revision: watch::Sender<i64>,
     client: Client,
+    /// The store's current revision, one read shared by the requests that wait for it.
+    store_revision: SharedRead<Result<i64, ApiError>>,
 }
 
 /// How many events each resource keeps for watches that start in the past.
@@ -776,10 +779,22 @@ impl WatchCache {
             .map(|s| Arc::new(ResourceCache::new(s, window)))
             .collect();
         let (revision, _) = watch::channel(0);
+        let reader = client.clone();
+        let store_revision = SharedRead::new(move || {
+            let client = reader.clone();
+            async move {
+                let request = RangeRequest {
+                    range: KeyRange::single("/registry/"),
+                    ..Default::default()
+                };
+                Ok(client.range(request).await?.header.revision)
+            }
+        });
         let cache = Arc::new(WatchCache {
             caches,
             revision,
             client,
+            store_revision,
         });
         let start = cache.relist().await?;
         let runner = cache.clone();
@@ -935,12 +950,20 @@ impl WatchCache {
     }
 
     /// The store's current revision (a linearizable read), for consistent reads from the cache.
+    /// Requests that ask at the same time share one read that started after each of them
+    /// asked (see [`SharedRead`]).
     pub async fn current_store_revision(&self) -> Result<i64, ApiError> {
-        let request = RangeRequest {
-            range: KeyRange::single("/registry/"),
-            ..Default::default()
-        };
-        Ok(self.client.range(request).await?.header.revision)
+        self.store_revision.get().await.unwrap_or_else(|| {
+            Err(ApiError::Unavailable {
+                message: "storage unavailable: the revision read failed".into(),
+            })
+        })
+    }
+
+    /// How many revision reads the consistent reads have made of the store, and how many
+    /// requests asked for one.
+    pub fn store_revision_reads(&self) -> (u64, u64) {
+        (self.store_revision.reads(), self.store_revision.asked())
     }
 
     pub fn watcher_count(&self) -> usize {
