@@ -143,9 +143,15 @@ impl Machine {
                 };
                 self.watch(resource_version, after)
             }
-            // The version is too old: start over at once, nothing is wrong with the server.
+            // The version is too old: start over. At once from a healthy watch, since nothing
+            // is wrong with the server. After the backoff when the informer is coming back
+            // from failures: a restarted server answers every resumed watch with 410, and
+            // client-go's reflector waits out its backoff before that relist, which spreads
+            // the relists of thousands of informers that lost the server together.
             (State::Listed { .. } | State::Watching { .. }, Input::WatchFailed { gone: true }) => {
-                self.list(false)
+                let after = self.backoff();
+                self.state = State::Listing;
+                Command::List { after }
             }
             (State::Listed { .. } | State::Watching { .. }, Input::WatchFailed { gone: false }) => {
                 self.list(true)
@@ -539,7 +545,7 @@ where
                 match &command {
                     Command::List { after } => {
                         stream = None;
-                        tokio::time::sleep(*after).await;
+                        tokio::time::sleep(jittered(*after)).await;
                         self.relist().await
                     }
                     Command::Watch {
@@ -547,7 +553,7 @@ where
                         after,
                     } => {
                         stream = None;
-                        tokio::time::sleep(*after).await;
+                        tokio::time::sleep(jittered(*after)).await;
                         match self.open_watch(resource_version).await {
                             Ok(opened) => {
                                 stream = Some(opened);
@@ -695,6 +701,17 @@ where
             let _ = subscriber.send(event.clone()).await;
         }
     }
+}
+
+/// A retry's pause as client-go's reflector takes it: the backoff stretched by a random factor
+/// in [1, 2) (its jitter factor of 1.0). Informers that lost a server together would otherwise
+/// retry in step, every one of them at the same instants, and meet a restarted server all at
+/// once.
+fn jittered(after: Duration) -> Duration {
+    if after.is_zero() {
+        return after;
+    }
+    after.mul_f64(1.0 + rand::random::<f64>())
 }
 
 /// The machine's input for a watch that failed with `error`: an answer from the server, or a
@@ -948,7 +965,19 @@ mod tests {
                 after: Duration::from_millis(200)
             }
         );
-        // The server it reaches no longer has that version: list.
+        // The server it reaches no longer has that version (a restarted one): list, but only
+        // after the backoff, as client-go's reflector does.
+        m.step(Input::WatchOpened);
+        assert_eq!(
+            m.step(Input::WatchFailed { gone: true }),
+            Command::List {
+                after: Duration::from_millis(200)
+            }
+        );
+        // A good list ends the failures: the next 410 relists at once.
+        m.step(Input::ListDone {
+            resource_version: rv("40"),
+        });
         m.step(Input::WatchOpened);
         assert_eq!(
             m.step(Input::WatchFailed { gone: true }),
@@ -956,6 +985,17 @@ mod tests {
                 after: Duration::ZERO
             }
         );
+    }
+
+    #[test]
+    fn retry_pauses_are_stretched_by_up_to_twice() {
+        assert_eq!(jittered(Duration::ZERO), Duration::ZERO);
+        let base = Duration::from_millis(400);
+        let pauses: Vec<Duration> = (0..200).map(|_| jittered(base)).collect();
+        assert!(pauses.iter().all(|p| *p >= base && *p < base * 2));
+        // Spread, not one value: at least a quarter of the range between the extremes.
+        let spread = *pauses.iter().max().unwrap() - *pauses.iter().min().unwrap();
+        assert!(spread > base / 4, "{pauses:?}");
     }
 
     #[test]

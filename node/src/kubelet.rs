@@ -152,7 +152,7 @@ impl Kubelet {
                     Ok(uid) => return uid,
                     Err(e) => {
                         warn!(node = %node.name, error = %e, "cannot register the node; retrying");
-                        tokio::time::sleep(backoff).await;
+                        tokio::time::sleep(rewatch_pause(backoff)).await;
                         backoff = (backoff * 2).min(REWATCH_MAX);
                     }
                 }
@@ -337,7 +337,7 @@ impl Kubelet {
                         Ok(s) => s,
                         Err(e) => {
                             debug!(error = %e, "cannot open the pod watch");
-                            tokio::time::sleep(backoff).await;
+                            tokio::time::sleep(rewatch_pause(backoff)).await;
                             backoff = (backoff * 2).min(REWATCH_MAX);
                             continue;
                         }
@@ -403,7 +403,7 @@ impl Kubelet {
                             pod: Box::new(pod),
                         });
                     }
-                    tokio::time::sleep(backoff).await;
+                    tokio::time::sleep(rewatch_pause(backoff)).await;
                     backoff = (backoff * 2).min(REWATCH_MAX);
                 }
             }
@@ -849,6 +849,14 @@ fn retriable(e: &ClientError) -> bool {
         Some(code) => code == 429 || code >= 500,
         None => matches!(e, ClientError::Transport(_) | ClientError::Timeout { .. }),
     }
+}
+
+/// The pause before registering or watching again: the backoff stretched by a random factor in
+/// [1, 2), as client-go's reflector stretches its own. The nodes of a host lose a restarted API
+/// server at the same instant; without it they would retry in step and meet the new server all
+/// at once.
+fn rewatch_pause(backoff: Duration) -> Duration {
+    backoff.mul_f64(1.0 + rand::random::<f64>())
 }
 
 /// The pause before retrying after `failures` (≥ 1) status writes of a pod failed in a row.
