@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{Cluster, ADMIN};
 
 /// The verdict lines of a `check perf` run: its output without the progress bar.
@@ -27,9 +29,9 @@ async fn terms(cluster: &Cluster) -> Vec<u64> {
 
 struct Attempt {
     ok: bool,
-    /// Only the latency verdicts failed (the slowest request, the spread), not the throughput
-    /// or the command itself.
-    latency_only: bool,
+    /// Only the latency verdicts failed (the slowest request, the spread), or a leader election
+    /// happened during the run: what a paused machine causes, worth one more run.
+    retryable: bool,
     report: String,
 }
 
@@ -56,6 +58,9 @@ async fn check_perf(cluster: &Cluster) -> Attempt {
                 || l.starts_with("Stddev too high:")
                 || l == "FAIL"
         });
+    // A leader election during the run fails requests and stalls others for an election
+    // timeout: the machine's pause, which the store then rides out.
+    let election = before != after;
     let report = format!(
         "exit {}; raft terms before {before:?}, after {after:?}\n{verdicts}\nstderr: {}",
         out.status,
@@ -63,28 +68,46 @@ async fn check_perf(cluster: &Cluster) -> Attempt {
     );
     Attempt {
         ok,
-        latency_only,
+        retryable: latency_only || election,
         report,
     }
 }
 
 /// `etcdctl check perf` at its smallest load (50 clients, 150 writes/s for 60 s) completes with
-/// every verdict passing. Its latency verdicts (slowest request under 0.5 s, spread under 0.1 s)
-/// time a shared machine as much as the store, so a run that fails only those is repeated once;
-/// the second run must pass everything.
+/// every verdict passing, on members with etcd's default timing (100 ms heartbeat, 1 s election
+/// timeout), which the check's thresholds were set for. Its latency verdicts (slowest request
+/// under 0.5 s, spread under 0.1 s) time a shared machine as much as the store, and a machine
+/// paused past an election timeout makes the members elect a leader mid-run; a run that fails
+/// only those verdicts, or that saw an election, is repeated once, and the second run must pass
+/// everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcdctl_check_perf_passes() {
-    let cluster = Cluster::start(3, |_| {});
+    let cluster = Cluster::start(3, |config| {
+        config.tick = Duration::from_millis(100);
+        config.election_ticks = 10;
+    });
     cluster.leader().await;
     let first = check_perf(&cluster).await;
     if first.ok {
         return;
     }
-    assert!(first.latency_only, "check perf failed:\n{}", first.report);
+    assert!(first.retryable, "check perf failed:\n{}", first.report);
     eprintln!(
-        "check perf failed only its latency verdicts; running it again:\n{}",
+        "check perf failed its latency verdicts or met an election; running it again:\n{}",
         first.report
     );
+    // etcdctl deletes its keys after every run, but a run that failed may have left some, and
+    // check perf refuses a prefix that has keys.
+    let mut client = cluster
+        .client(ADMIN, &[cluster.members[0].endpoint()])
+        .await;
+    client
+        .delete(
+            "/etcdctl-check-perf/",
+            Some(etcd_client::DeleteOptions::new().with_prefix()),
+        )
+        .await
+        .expect("the first run's keys deleted");
     let second = check_perf(&cluster).await;
     assert!(
         second.ok,
