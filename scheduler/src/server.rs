@@ -250,6 +250,8 @@ fn resource(group: &str, plural: &str) -> &'static api::ResourceInfo {
 }
 
 const STORAGE_GROUP: &str = "storage.k8s.io";
+/// How often the informer bridge looks whether every cache has synced, until they have.
+const SYNC_RECHECK: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// A change VolumeBinding cares about, from one of its informers.
 enum VolumeEvent {
@@ -398,10 +400,16 @@ impl InformerBridge {
         let (mut nodes, mut pods, mut classes, mut volumes) = channels;
         tokio::pin!(shutdown);
         let mut announced = false;
+        // An informer whose list is empty syncs without an event, possibly after the last
+        // event of the others was handled: until the caches are announced, look again now
+        // and then, not only after an event.
+        let mut recheck = tokio::time::interval(SYNC_RECHECK);
+        recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 biased;
                 () = &mut shutdown => return,
+                _ = recheck.tick(), if !announced => {}
                 // Classes before pods, so priorities resolve; nodes before pods, so bound pods
                 // find their nodes.
                 Some(event) = classes.recv() => self.on_class(event),
