@@ -707,7 +707,7 @@ where
 /// in [1, 2) (its jitter factor of 1.0). Informers that lost a server together would otherwise
 /// retry in step, every one of them at the same instants, and meet a restarted server all at
 /// once.
-fn jittered(after: Duration) -> Duration {
+pub fn jittered(after: Duration) -> Duration {
     if after.is_zero() {
         return after;
     }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use api::client::{Client, ClientError, DeleteParams, ListParams, Patch};
 use api::event_sink::EventSink;
+use api::informer::jittered;
 use api::protocol::WatchEventKind;
 use api::resources;
 use chrono::Utc;
@@ -34,7 +35,9 @@ use crate::volume_sources::VolumeSources;
 
 /// How often static pod manifests are re-read and missing mirror pods re-created.
 const STATIC_POD_RESYNC: Duration = Duration::from_secs(20);
-/// Pause before a broken pod watch is opened again (doubling to 5 s).
+/// Pause before a broken pod watch is opened again, or a failed registration retried (doubling
+/// to 5 s, each pause stretched by [1, 2) as informers' are: a host's nodes lose a restarted API
+/// server at the same instant and must not all come back to it at once).
 const REWATCH_MIN: Duration = Duration::from_millis(200);
 const REWATCH_MAX: Duration = Duration::from_secs(5);
 /// Retry of a failed lease renewal: 500 ms doubling to 7 s, as the kubelet's lease controller
@@ -152,7 +155,7 @@ impl Kubelet {
                     Ok(uid) => return uid,
                     Err(e) => {
                         warn!(node = %node.name, error = %e, "cannot register the node; retrying");
-                        tokio::time::sleep(rewatch_pause(backoff)).await;
+                        tokio::time::sleep(jittered(backoff)).await;
                         backoff = (backoff * 2).min(REWATCH_MAX);
                     }
                 }
@@ -337,7 +340,7 @@ impl Kubelet {
                         Ok(s) => s,
                         Err(e) => {
                             debug!(error = %e, "cannot open the pod watch");
-                            tokio::time::sleep(rewatch_pause(backoff)).await;
+                            tokio::time::sleep(jittered(backoff)).await;
                             backoff = (backoff * 2).min(REWATCH_MAX);
                             continue;
                         }
@@ -403,7 +406,7 @@ impl Kubelet {
                             pod: Box::new(pod),
                         });
                     }
-                    tokio::time::sleep(rewatch_pause(backoff)).await;
+                    tokio::time::sleep(jittered(backoff)).await;
                     backoff = (backoff * 2).min(REWATCH_MAX);
                 }
             }
@@ -849,14 +852,6 @@ fn retriable(e: &ClientError) -> bool {
         Some(code) => code == 429 || code >= 500,
         None => matches!(e, ClientError::Transport(_) | ClientError::Timeout { .. }),
     }
-}
-
-/// The pause before registering or watching again: the backoff stretched by a random factor in
-/// [1, 2), as client-go's reflector stretches its own. The nodes of a host lose a restarted API
-/// server at the same instant; without it they would retry in step and meet the new server all
-/// at once.
-fn rewatch_pause(backoff: Duration) -> Duration {
-    backoff.mul_f64(1.0 + rand::random::<f64>())
 }
 
 /// The pause before retrying after `failures` (≥ 1) status writes of a pod failed in a row.
