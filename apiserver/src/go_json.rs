@@ -208,18 +208,24 @@ impl Ordered<'_> {
         map: &Map<String, Value>,
         ty: &'static Ty,
     ) -> Result<S::Ok, S::Error> {
-        let mut out = serializer.serialize_map(None)?;
-        for field in ty.0 {
-            if let Some(value) = map.get(field.name) {
-                if self.keeps(field.name) {
-                    out.serialize_entry(field.name, &self.child(field.name, value, field.ty))?;
-                }
+        // One pass over the members: each takes its field's place in the type, and members
+        // the type does not know follow in the map's order. (A map lookup for every field the
+        // type has cost more: most types have many more fields than an object sets.)
+        let mut members: Vec<(usize, &str, &Value, Option<&'static Ty>)> =
+            Vec::with_capacity(map.len());
+        for (key, value) in map {
+            if !self.keeps(key) {
+                continue;
+            }
+            match ty.0.iter().position(|f| f.name == key) {
+                Some(at) => members.push((at, key, value, ty.0[at].ty)),
+                None => members.push((usize::MAX, key, value, None)),
             }
         }
-        for (key, value) in map {
-            if ty.field(key).is_none() && self.keeps(key) {
-                out.serialize_entry(key, &self.child(key, value, None))?;
-            }
+        members.sort_by_key(|m| m.0);
+        let mut out = serializer.serialize_map(None)?;
+        for (_, key, value, field_ty) in members {
+            out.serialize_entry(key, &self.child(key, value, field_ty))?;
         }
         out.end()
     }

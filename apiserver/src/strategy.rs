@@ -395,14 +395,19 @@ pub fn prepare_update(
                 .get_mut("metadata")
                 .and_then(Value::as_object_mut)
                 .and_then(|m| m.remove("resourceVersion"));
-            let mut merged = old.clone();
-            match status {
-                Some(s) => merged["status"] = s,
-                None => {
-                    if let Some(m) = merged.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
+            // The stored object but for its status, which is not copied only to be dropped.
+            let mut merged = match old.as_object() {
+                Some(members) => Value::Object(
+                    members
+                        .iter()
+                        .filter(|(k, _)| k.as_str() != "status")
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ),
+                None => old.clone(),
+            };
+            if let (Some(s), Some(m)) = (status, merged.as_object_mut()) {
+                m.insert("status".into(), s);
             }
             // A status writer's resourceVersion precondition is honoured by the caller.
             if let Some(rv) = rv {
@@ -624,5 +629,13 @@ mod tests {
         assert_eq!(status["spec"]["replicas"], 1);
         assert_eq!(status["status"]["replicas"], 2);
         assert_eq!(status["metadata"]["generation"], 1);
+        // A status write without a status clears it; its resourceVersion precondition stays.
+        let mut cleared =
+            json!({"metadata": {"name": "d", "resourceVersion": "5"}, "spec": {"replicas": 7}});
+        prepare_update(deploy, &old, &mut cleared, Some("status"));
+        assert!(cleared.get("status").is_none());
+        assert_eq!(cleared["metadata"]["resourceVersion"], "5");
+        assert_eq!(cleared["spec"]["replicas"], 1);
+        assert_eq!(cleared["metadata"]["uid"], "u");
     }
 }

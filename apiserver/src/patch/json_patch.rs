@@ -17,31 +17,37 @@ use super::error::{malformed, PatchError};
 const APPLIED: [&str; 5] = ["add", "remove", "replace", "move", "copy"];
 
 /// Applies an RFC 6902 JSON patch (an array of operations) to a copy of `target`. Either every
-/// operation applies or the error of the first failing one is returned.
-pub fn json_patch(target: &Value, ops: &Value) -> Result<Value, PatchError> {
+/// operation applies or the error of the first failing one is returned. The operations are
+/// consumed: each one's value moves into the document rather than being copied.
+pub fn json_patch(target: &Value, ops: Value) -> Result<Value, PatchError> {
     let Value::Array(ops) = ops else {
         return Err(malformed("a JSON patch must be an array of operations"));
     };
     let mut doc = target.clone();
-    for (index, op) in ops.iter().enumerate() {
+    for (index, op) in ops.into_iter().enumerate() {
         apply_operation(&mut doc, index, op)?;
     }
     Ok(doc)
 }
 
-fn apply_operation(doc: &mut Value, index: usize, op: &Value) -> Result<(), PatchError> {
+fn apply_operation(doc: &mut Value, index: usize, op: Value) -> Result<(), PatchError> {
     let invalid = |reason: String| PatchError::InvalidOperation { index, reason };
-    let Value::Object(fields) = op else {
+    let Value::Object(fields) = &op else {
         return Err(invalid("an operation must be a JSON object".into()));
     };
     let text = |member: &str| fields.get(member).and_then(Value::as_str);
-    let name = text("op").ok_or_else(|| invalid("missing string member \"op\"".into()))?;
-    let path = text("path").ok_or_else(|| invalid("missing string member \"path\"".into()))?;
+    let name = text("op")
+        .ok_or_else(|| invalid("missing string member \"op\"".into()))?
+        .to_string();
+    let path = text("path")
+        .ok_or_else(|| invalid("missing string member \"path\"".into()))?
+        .to_string();
+    let from = text("from").map(str::to_string);
     if name == "test" {
         let expected = fields
             .get("value")
             .ok_or_else(|| invalid("missing member \"value\"".into()))?;
-        let tokens = pointer_tokens(path).ok_or_else(|| invalid(bad_pointer(path)))?;
+        let tokens = pointer_tokens(&path).ok_or_else(|| invalid(bad_pointer(&path)))?;
         // As kube-apiserver's library: a member missing from an existing parent tests
         // equal to null (kube-rs adds the first finalizer after testing for it so).
         let parent_exists = tokens
@@ -55,24 +61,44 @@ fn apply_operation(doc: &mut Value, index: usize, op: &Value) -> Result<(), Patc
             }),
         };
     }
-    if !APPLIED.contains(&name) {
+    if !APPLIED.contains(&name.as_str()) {
         return Err(invalid(format!("Unexpected kind: {name}")));
     }
-    if pointer_tokens(path).is_none() {
-        return Err(invalid(bad_pointer(path)));
+    if pointer_tokens(&path).is_none() {
+        return Err(invalid(bad_pointer(&path)));
     }
-    if let Some(from) = text("from") {
+    if let Some(from) = &from {
         if pointer_tokens(from).is_none() {
             return Err(invalid(bad_pointer(from)));
         }
     }
+    let mut op = op;
+    if name == "replace" || name == "add" {
+        // The common case done in place, moving the operation's value into the document (the
+        // crate copies it and keeps the value replaced for undoing).
+        let value = match &mut op {
+            Value::Object(fields) => fields.remove("value"),
+            _ => None,
+        };
+        if let Some(value) = value {
+            let tokens = pointer_tokens(&path).unwrap_or_default();
+            match in_place(doc, &name, &tokens, value) {
+                Ok(()) => return Ok(()),
+                Err(value) => {
+                    if let Value::Object(fields) = &mut op {
+                        fields.insert("value".into(), value);
+                    }
+                }
+            }
+        }
+    }
     let operation: PatchOperation =
-        serde_json::from_value(op.clone()).map_err(|e| invalid(e.to_string()))?;
+        serde_json::from_value(op).map_err(|e| invalid(e.to_string()))?;
     json_patch::patch(doc, std::slice::from_ref(&operation)).map_err(|e| {
         let message = match e.kind {
             PatchErrorKind::InvalidFromPointer => {
-                let from = text("from").unwrap_or_default();
-                match name {
+                let from = from.as_deref().unwrap_or_default();
+                match name.as_str() {
                     "copy" => format!(
                         "copy operation does not apply: doc is missing from path: \"{from}\": missing value"
                     ),
@@ -84,9 +110,45 @@ fn apply_operation(doc: &mut Value, index: usize, op: &Value) -> Result<(), Patc
             PatchErrorKind::CannotMoveInsideItself => {
                 format!("move operation does not apply: cannot move {path} into one of its own children")
             }
-            _ => missing(doc, name, path),
+            _ => missing(doc, &name, &path),
         };
         PatchError::JsonPatch { message }
+    })
+}
+
+/// A `replace` of a member or element that exists, or an `add` of an object member, applied
+/// in place. Anything else (a root pointer, an array insertion, a missing target) gives the
+/// value back for the crate to apply or to report.
+fn in_place(doc: &mut Value, name: &str, tokens: &[String], value: Value) -> Result<(), Value> {
+    let Some((last, parent)) = tokens.split_last() else {
+        return Err(value);
+    };
+    let Some(parent) = resolve_mut(doc, parent) else {
+        return Err(value);
+    };
+    let slot = match (name, parent) {
+        ("add", Value::Object(map)) => {
+            map.insert(last.clone(), value);
+            return Ok(());
+        }
+        ("replace", Value::Object(map)) => map.get_mut(last.as_str()),
+        ("replace", Value::Array(items)) => array_index(last).and_then(|at| items.get_mut(at)),
+        _ => None,
+    };
+    match slot {
+        Some(slot) => {
+            *slot = value;
+            Ok(())
+        }
+        None => Err(value),
+    }
+}
+
+fn resolve_mut<'v>(doc: &'v mut Value, tokens: &[String]) -> Option<&'v mut Value> {
+    tokens.iter().try_fold(doc, |cur, token| match cur {
+        Value::Object(map) => map.get_mut(token.as_str()),
+        Value::Array(items) => items.get_mut(array_index(token)?),
+        _ => None,
     })
 }
 
@@ -188,7 +250,7 @@ mod tests {
     use serde_json::json;
 
     fn patched(doc: Value, ops: Value) -> Result<Value, PatchError> {
-        json_patch(&doc, &ops)
+        json_patch(&doc, ops)
     }
 
     /// RFC 6902 appendix A.
@@ -334,6 +396,46 @@ mod tests {
         assert!(err.to_string().starts_with("testing value /~01 failed"));
     }
 
+    /// The operations applied in place give what the crate gives for them.
+    #[test]
+    fn in_place_operations_match_the_crate() {
+        let doc = json!({
+            "metadata": {"name": "p", "labels": {"a": "1"}},
+            "spec": {"containers": [{"name": "c"}, {"name": "d"}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "Ready"}]}
+        });
+        let cases = [
+            json!([{"op":"replace","path":"/status","value":{"phase":"Running"}}]),
+            json!([{"op":"replace","path":"/spec/containers/1","value":{"name":"e"}}]),
+            json!([{"op":"replace","path":"/metadata/labels/a","value":null}]),
+            json!([{"op":"add","path":"/metadata/labels/a","value":"2"}]),
+            json!([{"op":"add","path":"/metadata/labels/b~1c","value":"3"}]),
+            json!([{"op":"add","path":"/spec/containers/1","value":{"name":"x"}}]),
+            json!([{"op":"add","path":"/spec/containers/-","value":{"name":"y"}}]),
+            json!([{"op":"replace","path":"","value":{"kind":"Pod"}}]),
+        ];
+        for ops in cases {
+            let operations: Vec<PatchOperation> = serde_json::from_value(ops.clone()).unwrap();
+            let mut expected = doc.clone();
+            json_patch::patch(&mut expected, &operations).unwrap();
+            assert_eq!(
+                patched(doc.clone(), ops.clone()).unwrap(),
+                expected,
+                "{ops}"
+            );
+        }
+        // A failed replace leaves the error words and nothing applied.
+        let err = patched(
+            doc.clone(),
+            json!([{"op":"replace","path":"/spec/containers/2","value":{}}]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "replace operation does not apply: doc is missing key: /spec/containers/2: missing value"
+        );
+    }
+
     #[test]
     fn json_patch_errors() {
         let doc = json!({"foo":["a","b"]});
@@ -358,7 +460,7 @@ mod tests {
             (json!(["add"]), "op"),
         ];
         for (ops, what) in cases {
-            let err = json_patch(&doc, &ops).unwrap_err();
+            let err = json_patch(&doc, ops.clone()).unwrap_err();
             let ok = match what {
                 "pointer" => err.to_string().contains("invalid JSON pointer"),
                 "missing" => err.to_string().contains("missing value"),
@@ -368,7 +470,7 @@ mod tests {
             assert!(ok, "{ops}: {err:?}");
             assert_eq!(err.http_code(), 422);
         }
-        let words = |ops: Value| json_patch(&doc, &ops).unwrap_err().to_string();
+        let words = |ops: Value| json_patch(&doc, ops).unwrap_err().to_string();
         assert_eq!(
             words(json!([{"op":"replace","path":"/nope","value":1}])),
             "replace operation does not apply: doc is missing key: /nope: missing value"
@@ -388,7 +490,7 @@ mod tests {
         assert!(words(json!([{"op":"jump","path":"/foo"}])).contains("Unexpected kind: jump"));
         // A failing later operation leaves no partial result behind: the input is untouched.
         let ops = json!([{"op":"add","path":"/x","value":1},{"op":"test","path":"/x","value":2}]);
-        assert!(json_patch(&doc, &ops).is_err());
+        assert!(json_patch(&doc, ops).is_err());
         assert_eq!(doc, json!({"foo":["a","b"]}));
     }
 }

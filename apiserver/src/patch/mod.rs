@@ -109,7 +109,7 @@ pub fn apply_at<'k>(
 ) -> Result<Value, PatchError> {
     let kind = kind.into();
     match patch_type {
-        PatchType::Json => json_patch(original, &parse_json(body)?),
+        PatchType::Json => json_patch(original, parse_json(body)?),
         PatchType::Merge => {
             let patch = parse_json(body)?;
             if !patch.is_object() {
