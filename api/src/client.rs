@@ -257,6 +257,13 @@ impl DeleteParams {
     }
 }
 
+/// A `PartialObjectMetadata` answer: only the metadata is read.
+#[derive(Deserialize)]
+struct PartialObject {
+    #[serde(default)]
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+}
+
 /// A patch and its type.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Patch {
@@ -572,6 +579,22 @@ impl Client {
             .await
     }
 
+    /// [`Self::patch_status`] answered with the patched object's metadata only (a
+    /// `PartialObjectMetadata`), for a writer that does not read the object back: the server
+    /// neither encodes nor sends the rest.
+    pub async fn patch_status_metadata(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, ClientError> {
+        let partial: PartialObject = self
+            .patch_request(resource, namespace, name, Some("status"), patch, true)
+            .await?;
+        Ok(partial.metadata)
+    }
+
     /// Patches the object's Scale (PATCH `/scale`), as `kubectl scale` and the autoscaler do.
     pub async fn patch_scale<T: DeserializeOwned>(
         &self,
@@ -592,6 +615,19 @@ impl Client {
         subresource: Option<&str>,
         patch: &Patch,
     ) -> Result<T, ClientError> {
+        self.patch_request(resource, namespace, name, subresource, patch, false)
+            .await
+    }
+
+    async fn patch_request<T: DeserializeOwned>(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        patch: &Patch,
+        metadata_only: bool,
+    ) -> Result<T, ClientError> {
         let (field_manager, force) = match patch {
             Patch::Apply {
                 field_manager,
@@ -609,6 +645,7 @@ impl Client {
             patch: encode(patch.body())?,
             field_manager,
             force,
+            metadata_only,
         };
         self.object(&request).await
     }

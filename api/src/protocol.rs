@@ -123,6 +123,9 @@ pub enum ApiRequest {
         field_manager: Option<String>,
         /// Server-side apply: take ownership of conflicting fields.
         force: bool,
+        /// Answer with the patched object's `PartialObjectMetadata` instead of the whole
+        /// object, as kube-apiserver answers a client that accepts `as=PartialObjectMetadata`.
+        metadata_only: bool,
     },
     /// Answered with the deleted object (gone) or the object marked for deletion (graceful pod
     /// termination, finalizers).
@@ -292,6 +295,7 @@ mod tests {
             patch: Bytes::from_static(b"{\"status\":{}}"),
             field_manager: None,
             force: false,
+            metadata_only: true,
         };
         assert_eq!(round_trip(&patch), patch);
         let frame = ApiResponse::Watch(WatchFrame {

@@ -34,7 +34,7 @@ use crate::watch_cache::CachedObject;
 
 mod documents;
 mod field_warnings;
-mod negotiate;
+pub(crate) mod negotiate;
 mod watch;
 
 use negotiate::Form;

@@ -502,6 +502,7 @@ impl ComponentFront {
                 patch,
                 field_manager,
                 force,
+                metadata_only,
             } => {
                 let resource = self.resolve(&resource).await?;
                 let ns = named_scope(resource, namespace.as_deref())?;
@@ -529,6 +530,9 @@ impl ComponentFront {
                 let patched = registry
                     .patch(resource, ns, &name, sub, patch_type, &patch, force, &write)
                     .await?;
+                if metadata_only {
+                    return object(&crate::http::negotiate::partial(&patched));
+                }
                 object(&patched)
             }
             ApiRequest::Delete {

@@ -296,6 +296,59 @@ async fn verbs_behave_as_over_http() -> TestResult {
     let phase = updated.status.as_ref().and_then(|s| s.phase.as_deref());
     assert_eq!(phase, Some("Running"));
 
+    // A status patch answered with the pod's metadata only, as PartialObjectMetadata.
+    let replace =
+        Patch::Json(json!([{"op": "replace", "path": "/status/phase", "value": "Succeeded"}]));
+    let meta = client
+        .patch_status_metadata(pods(), ns, "web", &replace)
+        .await?;
+    assert_eq!(meta.name.as_deref(), Some("web"));
+    let written: i64 = meta
+        .resource_version
+        .as_deref()
+        .unwrap_or_default()
+        .parse()?;
+    assert!(
+        written
+            > updated
+                .metadata
+                .resource_version
+                .as_deref()
+                .unwrap_or_default()
+                .parse::<i64>()?
+    );
+    let answer = client
+        .call(&api::protocol::ApiRequest::Patch {
+            resource: api::protocol::ResourceRef::from_info(pods()),
+            namespace: Some("default".into()),
+            name: "web".into(),
+            subresource: Some("status".into()),
+            patch_type: api::protocol::MERGE_PATCH.into(),
+            patch: bytes::Bytes::from_static(b"{\"status\":{\"message\":\"done\"}}"),
+            field_manager: None,
+            force: false,
+            metadata_only: true,
+        })
+        .await?;
+    let api::protocol::ApiResponse::Object(json) = answer else {
+        panic!("not an object: {answer:?}");
+    };
+    let partial: serde_json::Value = serde_json::from_slice(&json)?;
+    assert_eq!(partial["kind"], "PartialObjectMetadata");
+    assert_eq!(partial["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(partial["metadata"]["name"], "web");
+    assert!(partial.get("spec").is_none() && partial.get("status").is_none());
+    let stored: Pod = client.get(pods(), ns, "web").await?;
+    let status = stored.status.unwrap_or_default();
+    assert_eq!(status.phase.as_deref(), Some("Succeeded"));
+    assert_eq!(status.message.as_deref(), Some("done"));
+    assert_eq!(
+        stored.metadata.resource_version,
+        partial["metadata"]["resourceVersion"]
+            .as_str()
+            .map(str::to_string)
+    );
+
     let unsupported = client
         .call(&api::protocol::ApiRequest::Patch {
             resource: api::protocol::ResourceRef::from_info(pods()),
@@ -306,6 +359,7 @@ async fn verbs_behave_as_over_http() -> TestResult {
             patch: bytes::Bytes::from_static(b"{}"),
             field_manager: None,
             force: false,
+            metadata_only: false,
         })
         .await
         .expect_err("unknown patch type");

@@ -292,7 +292,7 @@ impl Kubelet {
         let work = async move {
             let patch = Patch::Merge(json!({"status": status}));
             match client
-                .patch_status::<Value>(
+                .patch_status_metadata(
                     resources::find("", "v1", "nodes").expect("nodes"),
                     None,
                     &name,
@@ -697,7 +697,7 @@ impl Kubelet {
             };
             let patch = Patch::Merge(json!({"status": {"volumesInUse": value}}));
             let written = client
-                .patch_status::<IgnoredAny>(
+                .patch_status_metadata(
                     resources::find("", "v1", "nodes").expect("nodes"),
                     None,
                     &name,
@@ -742,9 +742,9 @@ impl Kubelet {
             // stale fields behind, as a merge patch of container states would.
             let patch =
                 Patch::Json(json!([{"op": "replace", "path": "/status", "value": &status}]));
-            // The answer (the whole pod) is checked as JSON but not built: nothing here reads it.
+            // Nothing here reads the pod back: the answer is its metadata only.
             let result = client
-                .patch_status::<IgnoredAny>(resources::pods(), Some(&ns), &name, &patch)
+                .patch_status_metadata(resources::pods(), Some(&ns), &name, &patch)
                 .await;
             metrics.status_writes.fetch_add(1, Ordering::Relaxed);
             match result {
