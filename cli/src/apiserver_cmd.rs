@@ -33,6 +33,10 @@ pub struct ApiServerArgs {
     /// How long events live, in seconds.
     #[arg(long, default_value_t = 3600)]
     event_ttl_secs: u64,
+    /// Microseconds a store write that finds none of this server's batch calls out waits for
+    /// other writes to join it (one call and one raft entry for all); 0 sends it at once.
+    #[arg(long, default_value_t = apiserver::server::DEFAULT_STORE_BATCH_LINGER.as_micros() as u64)]
+    store_batch_linger_us: u64,
     /// Seconds between compactions of the store's history; 0 never compacts (a chaos run
     /// keeps the whole history of the run to check the watches against).
     #[arg(long, default_value_t = 300)]
@@ -73,6 +77,7 @@ pub async fn run(args: ApiServerArgs) -> anyhow::Result<ExitCode> {
     config.identity = args.identity;
     config.listen_quic = args.listen_quic;
     config.event_ttl = Duration::from_secs(args.event_ttl_secs);
+    config.store_batch_linger = Duration::from_micros(args.store_batch_linger_us);
     config.compaction_interval = Duration::from_secs(args.compaction_interval_secs);
     config.admission = AdmissionConfig::from_flags(
         &args.enable_admission_plugins,

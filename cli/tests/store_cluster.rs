@@ -900,6 +900,65 @@ async fn a_write_costs_each_member_one_log_fsync() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// With a linger, writes that arrive apart while the client has no call out share one call and
+/// one raft entry; without one, each goes alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_linger_gathers_writes_that_arrive_apart() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cluster = LocalStore::start_with(kemu_exe(), dir.path(), 3, &[]).await?;
+    let leader = cluster.wait_for_leader(Duration::from_secs(10)).await?;
+    let endpoint = cluster.endpoint(&leader).context("no such member")?;
+    // Three writes 30 ms apart: the raft entries they took, with a 300 ms linger and without.
+    let mut entries = Vec::new();
+    for (round, linger) in [Duration::from_millis(300), Duration::ZERO]
+        .into_iter()
+        .enumerate()
+    {
+        let client = Client::new(
+            ClientConfig {
+                batch_linger: linger,
+                ..ClientConfig::new(vec![endpoint])
+            },
+            &cluster.certs_dir(),
+            store::config::STORE_ADMIN,
+        )?;
+        let start = client.status_of(endpoint).await?;
+        let mut writes = Vec::new();
+        for i in 0..3 {
+            let client = client.clone();
+            let txn = TxnRequest {
+                compare: vec![],
+                success: vec![RequestOp::Put(PutRequest {
+                    key: Bytes::from(format!("linger/{round}/{i}")),
+                    value: Bytes::from("v"),
+                    ..Default::default()
+                })],
+                failure: vec![],
+            };
+            writes.push(tokio::spawn(async move { client.txn_batched(txn).await }));
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        let mut revisions = Vec::new();
+        for write in writes {
+            let response = write.await??;
+            assert!(response.succeeded);
+            revisions.push(response.header.revision);
+        }
+        revisions.sort();
+        revisions.dedup();
+        assert_eq!(revisions.len(), 3, "each write has a revision of its own");
+        let end = client.status_of(endpoint).await?;
+        entries.push(end.raft_index - start.raft_index);
+    }
+    assert_eq!(
+        entries,
+        [1, 3],
+        "raft entries taken with a linger, then without"
+    );
+    cluster.stop().await;
+    Ok(())
+}
+
 /// Transactions a busy client sends together (`Client::txn_batched`, what the API server's
 /// writes use) travel as one call and one raft entry, yet each is judged alone and applied at a
 /// revision of its own, and a watcher sees them one revision per response, as if they had come

@@ -154,6 +154,9 @@ pub struct ApiServerSection {
     /// keeps every version written since, so at a high write rate a shorter interval bounds
     /// its memory.
     pub compaction_interval_seconds: u64,
+    /// How long a store write that finds none of its API server's batch calls out waits for
+    /// others to join it (microseconds; 0 sends it at once).
+    pub store_batch_linger_us: u64,
     /// Never compact, whatever the interval (not a key of the file): set by tools that read the
     /// store's whole history afterwards — a chaos plan's checks compare every watch with it.
     #[serde(skip)]
@@ -165,6 +168,7 @@ impl Default for ApiServerSection {
         ApiServerSection {
             replicas: 1,
             compaction_interval_seconds: 300,
+            store_batch_linger_us: 2000,
             keep_history: false,
         }
     }
@@ -567,6 +571,12 @@ impl ClusterConfig {
                 "must be at least 1 (history would grow without bound)",
             );
         }
+        if self.apiserver.store_batch_linger_us > 100_000 {
+            return bad(
+                "apiserver.store_batch_linger_us",
+                "must be at most 100000 (100 ms): every write that finds the store idle waits this long",
+            );
+        }
         if self.scheduler.replicas > 0 && self.scheduler.workers == 0 {
             return bad("scheduler.workers", "must be at least 1");
         }
@@ -958,6 +968,17 @@ components = ["s1", "apiserver-1"]
         assert_eq!(c.runtime, RuntimeProfile::Realistic);
         assert_eq!(c.nodes.taints[0].effect, TaintEffect::NoSchedule);
         assert_eq!(c.hosts.hosts[0].components.len(), 2);
+    }
+
+    #[test]
+    fn store_batch_linger_is_bounded() {
+        let c = parse("[apiserver]\nstore_batch_linger_us = 2000\n").unwrap();
+        assert_eq!(c.apiserver.store_batch_linger_us, 2000);
+        assert_eq!(parse("").unwrap().apiserver.store_batch_linger_us, 2000);
+        let e = parse("[apiserver]\nstore_batch_linger_us = 100001\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("apiserver.store_batch_linger_us"), "{e}");
     }
 
     #[test]

@@ -403,6 +403,12 @@ impl Layout {
                     config.apiserver.compaction_interval_seconds.to_string(),
                 ]);
             }
+            if kind == Kind::Apiserver {
+                args.extend([
+                    s("--store-batch-linger-us"),
+                    config.apiserver.store_batch_linger_us.to_string(),
+                ]);
+            }
             components.push(ComponentSpec {
                 name: name.clone(),
                 kind,

@@ -888,6 +888,8 @@ impl Renderer<'_> {
             format!("{TOKENS_DIR}/{TOKEN_FILE}"),
             s("--compaction-interval-secs"),
             compaction.to_string(),
+            s("--store-batch-linger-us"),
+            self.config.apiserver.store_batch_linger_us.to_string(),
         ];
         let container = self.container(
             "apiserver",

@@ -76,6 +76,8 @@ const BATCH_CALLS: usize = 4;
 struct Batcher {
     queue: Vec<Queued>,
     calls: usize,
+    /// A call is waiting out [`ClientConfig::batch_linger`]: what arrives meanwhile joins it.
+    lingering: bool,
 }
 
 struct Queued {
@@ -130,6 +132,10 @@ pub struct ClientConfig {
     pub attempt_timeout: Duration,
     /// How long a call may keep retrying in all.
     pub call_timeout: Duration,
+    /// How long a transaction of [`Client::txn_batched`] that finds no batch call out waits
+    /// for others to join it. Zero (the default) sends it at once. A client with calls out
+    /// batches on its own and never waits for this.
+    pub batch_linger: Duration,
 }
 
 impl ClientConfig {
@@ -138,6 +144,7 @@ impl ClientConfig {
             endpoints: endpoints.into_iter().map(Into::into).collect(),
             attempt_timeout: Duration::from_secs(6),
             call_timeout: Duration::from_secs(15),
+            batch_linger: Duration::ZERO,
         }
     }
 }
@@ -317,8 +324,9 @@ impl Client {
     /// waiting at that moment: one QUIC call and one raft entry for all of them, each still
     /// applied at its own revision and judged on its own (`ClientRequest::Batch`). At most
     /// [`BATCH_CALLS`] batches are out at once, so a transaction waits only when the store is
-    /// already busy with this client's earlier ones. An ambiguous answer to the batch is an
-    /// ambiguous answer to each of its transactions.
+    /// already busy with this client's earlier ones, or, with a [`ClientConfig::batch_linger`],
+    /// when it finds no call out. An ambiguous answer to the batch is an ambiguous answer to each
+    /// of its transactions.
     pub async fn txn_batched(&self, request: TxnRequest) -> Result<TxnResponse, ClientError> {
         let bytes = txn_bytes(&request);
         if bytes > BATCH_MAX_BYTES {
@@ -332,22 +340,30 @@ impl Client {
                 bytes,
                 reply,
             });
-            let start = batcher.calls < BATCH_CALLS;
-            if start {
+            let linger = self.inner.config.batch_linger;
+            if batcher.lingering {
+                None
+            } else if batcher.calls == 0 && !linger.is_zero() {
                 batcher.calls += 1;
+                batcher.lingering = true;
+                Some(linger)
+            } else if batcher.calls < BATCH_CALLS {
+                batcher.calls += 1;
+                Some(Duration::ZERO)
+            } else {
+                None
             }
-            start
         };
-        if start {
+        if let Some(linger) = start {
             let client = self.clone();
-            tokio::spawn(async move { client.send_batches().await });
+            tokio::spawn(async move { client.send_batches(linger).await });
         }
         // The sender is only dropped unanswered if the sending task died with the call out.
         answer.await.unwrap_or(Err(ClientError::Ambiguous))
     }
 
     /// Sends batches from the queue until it is empty, holding one of the [`BATCH_CALLS`] slots.
-    async fn send_batches(&self) {
+    async fn send_batches(&self, linger: Duration) {
         // Gives the slot back if this task ends early (a panic, or the runtime shutting down).
         // The normal end gives it back under the same lock that saw the queue empty: given back
         // after that lock, a transaction queued in between would find every slot still taken
@@ -356,11 +372,18 @@ impl Client {
         impl Drop for CallSlot<'_> {
             fn drop(&mut self) {
                 if let Some(batcher) = self.0 {
-                    batcher.lock().calls -= 1;
+                    let mut batcher = batcher.lock();
+                    batcher.calls -= 1;
+                    // Only a lingering call can be out while one lingers: this is it.
+                    batcher.lingering = false;
                 }
             }
         }
         let mut slot = CallSlot(Some(&self.inner.batcher));
+        if !linger.is_zero() {
+            tokio::time::sleep(linger).await;
+            self.inner.batcher.lock().lingering = false;
+        }
         loop {
             let batch = {
                 let mut batcher = self.inner.batcher.lock();
