@@ -428,6 +428,26 @@ pub fn prepare_update(
             }
         }
     }
+    finish_update(resource, old, new, subresource);
+}
+
+/// [`prepare_update`] of a status write whose object already equals `old` but for its status
+/// and `metadata.resourceVersion` (what the status write's fast path checked): the object is
+/// kept rather than rebuilt from a copy of `old`, with the same result.
+pub fn prepare_status_update_in_place(resource: &ResourceInfo, old: &Value, new: &mut Value) {
+    // As the rebuild does: the writer's resourceVersion if it gave one, else the stored one.
+    if let Some(rv) = old.pointer("/metadata/resourceVersion") {
+        let metadata = meta::metadata_mut(new);
+        if !metadata.contains_key("resourceVersion") {
+            metadata.insert("resourceVersion".into(), rv.clone());
+        }
+    }
+    finish_update(resource, old, new, Some("status"));
+}
+
+/// The part of [`prepare_update`] every subresource shares: server-owned metadata kept,
+/// generation following spec changes, and the kinds' own steps.
+fn finish_update(resource: &ResourceInfo, old: &Value, new: &mut Value, subresource: Option<&str>) {
     if resource.group.is_empty() && resource.kind == "PersistentVolume" {
         stamp_phase_transition(old, new);
     }
@@ -637,5 +657,41 @@ mod tests {
         assert_eq!(cleared["metadata"]["resourceVersion"], "5");
         assert_eq!(cleared["spec"]["replicas"], 1);
         assert_eq!(cleared["metadata"]["uid"], "u");
+    }
+
+    #[test]
+    fn a_status_write_kept_in_place_is_the_rebuilt_one() {
+        let pods = api::resources::pods();
+        let old = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "7",
+                         "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"app": "a"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Pending"}
+        });
+        let mut written = old.clone();
+        written["status"] = json!({"phase": "Running", "podIP": "10.0.0.1"});
+        // With the writer's resourceVersion, without one, and with one the store moved past.
+        let without_rv = {
+            let mut w = written.clone();
+            meta::metadata_mut(&mut w).remove("resourceVersion");
+            w
+        };
+        let mut other_rv = written.clone();
+        other_rv["metadata"]["resourceVersion"] = json!("5");
+        for new in [written, without_rv, other_rv] {
+            let mut rebuilt = new.clone();
+            prepare_update(pods, &old, &mut rebuilt, Some("status"));
+            let mut in_place = new;
+            prepare_status_update_in_place(pods, &old, &mut in_place);
+            assert_eq!(in_place, rebuilt);
+        }
+        // A status write that leaves no status.
+        let mut cleared = old.clone();
+        cleared.as_object_mut().expect("object").remove("status");
+        let mut rebuilt = cleared.clone();
+        prepare_update(pods, &old, &mut rebuilt, Some("status"));
+        prepare_status_update_in_place(pods, &old, &mut cleared);
+        assert_eq!(cleared, rebuilt);
     }
 }

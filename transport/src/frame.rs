@@ -26,12 +26,18 @@ fn decode_config() -> impl bincode::config::Config {
 }
 
 /// Encodes `v` into a complete frame (length prefix included), ready for a single write.
+///
+/// The body is measured first and then written into a buffer of exactly its size. Growing the
+/// buffer as bytes come instead copies a large frame (a batch of store writes) a dozen times,
+/// and each of the larger steps is fresh memory the kernel must zero.
 pub fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, TransportError> {
-    let mut buf = vec![0u8; PREFIX_BYTES];
-    let body_len = bincode::serde::encode_into_std_write(v, &mut buf, bincode::config::standard())
-        .map_err(|e| TransportError::Encode {
-            message: e.to_string(),
-        })?;
+    let encode_error = |e: bincode::error::EncodeError| TransportError::Encode {
+        message: e.to_string(),
+    };
+    let mut size = bincode::enc::write::SizeWriter::default();
+    bincode::serde::encode_into_writer(v, &mut size, bincode::config::standard())
+        .map_err(encode_error)?;
+    let body_len = size.bytes_written;
     if body_len > MAX_FRAME_BYTES {
         return Err(TransportError::FrameTooLarge {
             size: body_len as u64,
@@ -43,8 +49,31 @@ pub fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, TransportError> {
         size: body_len as u64,
         limit: MAX_FRAME_BYTES,
     })?;
-    buf[..PREFIX_BYTES].copy_from_slice(&prefix.to_be_bytes());
+    let mut buf = Vec::with_capacity(PREFIX_BYTES + body_len);
+    buf.extend_from_slice(&prefix.to_be_bytes());
+    bincode::serde::encode_into_writer(v, Append(&mut buf), bincode::config::standard())
+        .map_err(encode_error)?;
+    if buf.len() != PREFIX_BYTES + body_len {
+        // A value whose encoding changes between two passes (a `Serialize` with side effects).
+        return Err(TransportError::Encode {
+            message: format!(
+                "the value encoded to {} bytes after measuring {body_len}",
+                buf.len() - PREFIX_BYTES
+            ),
+        });
+    }
     Ok(buf)
+}
+
+/// A bincode writer that appends to a `Vec` sized beforehand.
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl bincode::enc::write::Writer for Append<'_> {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) -> Result<(), bincode::error::EncodeError> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
 }
 
 /// Decodes one complete frame (length prefix included), as produced by [`encode`]. The slice
@@ -252,6 +281,8 @@ mod tests {
         let frame = encode(&msg).expect("encode");
         let body_len = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]) as usize;
         assert_eq!(body_len, frame.len() - 4);
+        // Measured first, so the frame is one allocation of its exact size.
+        assert_eq!(frame.capacity(), frame.len());
         assert_eq!(decode::<Msg>(&frame).expect("decode"), msg);
         assert_eq!(
             decode::<Msg>(&encode(&Msg::Delete(7)).expect("encode")).expect("decode"),

@@ -23,11 +23,43 @@ pub fn json_patch(target: &Value, ops: Value) -> Result<Value, PatchError> {
     let Value::Array(ops) = ops else {
         return Err(malformed("a JSON patch must be an array of operations"));
     };
-    let mut doc = target.clone();
+    let mut doc = copy_for(target, ops.first());
     for (index, op) in ops.into_iter().enumerate() {
         apply_operation(&mut doc, index, op)?;
     }
     Ok(doc)
+}
+
+/// The copy of `target` the operations apply to. A top-level member the first operation
+/// replaces whole (a status writer's `replace /status`) is not copied only to be dropped: a
+/// null stands in for it, which that replace overwrites, so the patched document and every
+/// error are the same as with a full copy.
+fn copy_for(target: &Value, first: Option<&Value>) -> Value {
+    let replaced = first.and_then(|op| {
+        if op.get("op").and_then(Value::as_str) != Some("replace") || op.get("value").is_none() {
+            return None;
+        }
+        let mut tokens = pointer_tokens(op.get("path")?.as_str()?)?;
+        (tokens.len() == 1).then(|| tokens.remove(0))
+    });
+    match (target, replaced) {
+        (Value::Object(members), Some(replaced)) if members.contains_key(&replaced) => {
+            Value::Object(
+                members
+                    .iter()
+                    .map(|(k, v)| {
+                        let v = if *k == replaced {
+                            Value::Null
+                        } else {
+                            v.clone()
+                        };
+                        (k.clone(), v)
+                    })
+                    .collect(),
+            )
+        }
+        _ => target.clone(),
+    }
 }
 
 fn apply_operation(doc: &mut Value, index: usize, op: Value) -> Result<(), PatchError> {
@@ -413,6 +445,11 @@ mod tests {
             json!([{"op":"add","path":"/spec/containers/1","value":{"name":"x"}}]),
             json!([{"op":"add","path":"/spec/containers/-","value":{"name":"y"}}]),
             json!([{"op":"replace","path":"","value":{"kind":"Pod"}}]),
+            // A replaced member is not copied; what follows may still read the new value.
+            json!([{"op":"replace","path":"/status","value":{"phase":"Running"}},
+                   {"op":"copy","from":"/status/phase","path":"/metadata/labels/phase"}]),
+            json!([{"op":"replace","path":"/metadata","value":{"name":"q"}},
+                   {"op":"test","path":"/metadata/name","value":"q"}]),
         ];
         for ops in cases {
             let operations: Vec<PatchOperation> = serde_json::from_value(ops.clone()).unwrap();
@@ -424,6 +461,16 @@ mod tests {
                 "{ops}"
             );
         }
+        // A replace of a member that is not there fails as it does on a full copy.
+        let err = patched(
+            doc.clone(),
+            json!([{"op":"replace","path":"/absent","value":{}}]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "replace operation does not apply: doc is missing key: /absent: missing value"
+        );
         // A failed replace leaves the error words and nothing applied.
         let err = patched(
             doc.clone(),

@@ -1,6 +1,7 @@
 //! The writing verbs: create, update (PUT), patch and the pod binding, with their admission,
 //! and the read-modify-write loop behind every update (Kubernetes' GuaranteedUpdate).
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -406,16 +407,21 @@ impl Registry {
                 }
                 return Err(ApiError::stale(resource, name));
             }
-            let admitted = if subresource == Some("status")
+            let status_only = subresource == Some("status")
                 && options.field_validation != FieldValidation::Strict
-                && same_but_status(&shown, &patched)
-            {
+                && same_but_status(&shown, &patched);
+            let admitted = if status_only {
                 self.admit_status(resource, patched)?
             } else {
                 self.admit(resource, patched, options)?
             };
             let mut next = self.stored_form(resource, admitted);
-            strategy::prepare_update(resource, current, &mut next, subresource);
+            if status_only && matches!(shown, Cow::Borrowed(_)) && custom.is_none() {
+                // Shown and stored as it is stored: `next` is `current` but for its status.
+                strategy::prepare_status_update_in_place(resource, current, &mut next);
+            } else {
+                strategy::prepare_update(resource, current, &mut next, subresource);
+            }
             self.restrict_node_update(resource, name, current, &next, options)?;
             admission_time.time(|| self.mutate_update(resource, current, &mut next, subresource));
             if patch_type != PatchType::Apply {
