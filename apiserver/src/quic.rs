@@ -887,13 +887,30 @@ fn object_json(resource: &ResourceInfo, object: &CachedObject) -> Result<Bytes, 
 }
 
 /// Write options naming the requester where it matters (RBAC's escalation check), so other
-/// writes do not copy the user.
+/// writes do not copy the user, and the component's field manager.
 fn as_requester(user: &UserInfo, resource: &ResourceInfo) -> WriteOptions {
     WriteOptions {
         requester: (resource.group == crate::authz::escalation::RBAC_GROUP)
             .then(|| Arc::new(user.clone())),
         node_host: user.in_group(crate::authn::NODES),
+        agent_manager: component_manager(user).map(str::to_string),
         ..Default::default()
+    }
+}
+
+/// The field manager of a component's writes without `fieldManager`: what kube-apiserver takes
+/// from the User-Agent of the component kemu stands in for (`kubelet/v1.37.0 (linux/amd64) …`
+/// names `kubelet`). The component front has no User-Agent, so the identity's group names it.
+/// Other identities (an administrator's certificate) record no manager, as before.
+fn component_manager(user: &UserInfo) -> Option<&'static str> {
+    if user.in_group(crate::authn::NODES) {
+        Some("kubelet")
+    } else if user.in_group("system:kube-scheduler") {
+        Some("kube-scheduler")
+    } else if user.in_group("system:kube-controller-manager") {
+        Some("kube-controller-manager")
+    } else {
+        None
     }
 }
 

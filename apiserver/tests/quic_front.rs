@@ -26,6 +26,8 @@ type TestResult = Result<(), Box<dyn Error + Send + Sync>>;
 const NODE_HOST: &str = "nodehost-1";
 const OTHER_HOST: &str = "nodehost-2";
 const ADMIN: &str = "admin";
+const SCHEDULER: &str = "scheduler";
+const CONTROLLERS: &str = "controllers";
 
 /// Polls `condition` until it holds, failing with `why` after `timeout`.
 async fn wait_until<F, Fut>(why: &str, timeout: Duration, mut condition: F)
@@ -158,6 +160,8 @@ impl Cluster {
             (NODE_HOST, "system:nodes"),
             (OTHER_HOST, "system:nodes"),
             (ADMIN, "system:masters"),
+            (SCHEDULER, "system:kube-scheduler"),
+            (CONTROLLERS, "system:kube-controller-manager"),
         ] {
             let spec = CertSpec {
                 name: name.into(),
@@ -856,6 +860,82 @@ async fn node_hosts_write_only_what_their_nodes_own() -> TestResult {
         .await
         .expect_err("an unbound pod");
     assert!(refused.code() == Some(403), "{refused}");
+    if let Some(apiserver) = cluster.apiserver {
+        apiserver.stop().await;
+    }
+    Ok(())
+}
+
+/// The managers of the objects' fields, given by `metadata.managedFields`: in kube-apiserver
+/// the User-Agent of the kubelet, the scheduler or the controller manager names it; on the
+/// component front the identity does. An administrator's writes record none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn components_write_as_their_kubernetes_managers() -> TestResult {
+    let cluster = Cluster::start().await;
+    let admin = cluster.client();
+    let kubelet = cluster.client_as(cluster.quic(), NODE_HOST);
+    let scheduler = cluster.client_as(cluster.quic(), SCHEDULER);
+    let controllers = cluster.client_as(cluster.quic(), CONTROLLERS);
+    let nodes = api::resources::find("", "v1", "nodes").expect("nodes");
+    let managers = |object: &Value| -> Vec<(String, String, Option<String>)> {
+        object["metadata"]["managedFields"]
+            .as_array()
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["manager"].as_str().unwrap_or_default().to_string(),
+                            e["operation"].as_str().unwrap_or_default().to_string(),
+                            e["subresource"].as_str().map(str::to_string),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let entry =
+        |m: &str, sub: Option<&str>| (m.to_string(), "Update".to_string(), sub.map(str::to_string));
+
+    let node: Value = kubelet.create(nodes, None, &node_manifest("n1")).await?;
+    assert_eq!(managers(&node), vec![entry("kubelet", None)]);
+
+    let ns = Some("default");
+    let by_admin: Value = admin
+        .create(pods(), ns, &pod_manifest("by-admin", Some("n1")))
+        .await?;
+    assert!(managers(&by_admin).is_empty(), "{by_admin}");
+    let by_controllers: Value = controllers
+        .create(pods(), ns, &pod_manifest("by-controllers", Some("n1")))
+        .await?;
+    assert_eq!(
+        managers(&by_controllers),
+        vec![entry("kube-controller-manager", None)]
+    );
+
+    let running = Patch::Merge(json!({"status": {"phase": "Running", "podIP": "10.128.0.5"}}));
+    kubelet
+        .patch_status_metadata(pods(), ns, "by-admin", &running)
+        .await?;
+    let pod: Value = admin.get(pods(), ns, "by-admin").await?;
+    assert_eq!(managers(&pod), vec![entry("kubelet", Some("status"))]);
+    let fields = &pod["metadata"]["managedFields"][0]["fieldsV1"];
+    assert_eq!(fields["f:status"]["f:podIP"], json!({}), "{fields}");
+    assert!(fields.get("f:spec").is_none(), "{fields}");
+
+    let unschedulable = Patch::Merge(json!({"status": {"conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}));
+    scheduler
+        .patch_status::<Value>(pods(), ns, "by-controllers", &unschedulable)
+        .await?;
+    let pod: Value = admin.get(pods(), ns, "by-controllers").await?;
+    assert_eq!(
+        managers(&pod),
+        vec![
+            entry("kube-controller-manager", None),
+            entry("kube-scheduler", Some("status")),
+        ]
+    );
     if let Some(apiserver) = cluster.apiserver {
         apiserver.stop().await;
     }
