@@ -548,8 +548,8 @@ pub mod shared_values {
 ///
 /// Kubernetes values are JSON objects of a few shapes repeated many times (a cluster's pods differ
 /// in names, uids, addresses and times), so each value is compressed with LZ4 against a fixed
-/// dictionary of typical objects ([`DICTIONARY_2`]): a Running pod of ~3.5 KB becomes ~0.4 KB,
-/// an Event of ~0.7 KB ~0.2 KB. The proposing member encodes the command's put values
+/// dictionary of typical objects ([`DICTIONARY_3`]): a Running pod of ~4.3 KB becomes ~0.5 KB,
+/// an Event of ~1.1 KB ~0.25 KB. The proposing member encodes the command's put values
 /// ([`encode_command`]) before the command becomes a raft entry, so the entry, the WAL, the peer
 /// traffic, the MVCC state and snapshots all carry the compressed form, and every member holds
 /// the same bytes (hashes compare them). Values leave the store decoded ([`decode`]): reads,
@@ -574,9 +574,11 @@ pub mod stored_values {
     /// `MAGIC`, `LZ4_DICT_1`, the value's length (u32, little endian), then an LZ4 block
     /// compressed against [`DICTIONARY_1`]. Read, no longer written.
     pub const LZ4_DICT_1: u8 = 1;
-    /// As [`LZ4_DICT_1`], against [`DICTIONARY_2`]: what values are written in. A dictionary is
-    /// part of its format: changing one needs a new format byte, or stored values stop decoding.
+    /// As [`LZ4_DICT_1`], against [`DICTIONARY_2`]. Read, no longer written.
     pub const LZ4_DICT_2: u8 = 2;
+    /// As [`LZ4_DICT_1`], against [`DICTIONARY_3`]: what values are written in. A dictionary is
+    /// part of its format: changing one needs a new format byte, or stored values stop decoding.
+    pub const LZ4_DICT_3: u8 = 3;
     const LZ4_HEADER: usize = MAGIC.len() + 1 + 4;
     /// Values shorter than this are not worth a compression attempt.
     const MIN_COMPRESS: usize = 96;
@@ -586,19 +588,26 @@ pub mod stored_values {
     /// The first dictionary: a Running pod, its Events, a Lease and a Node as kemu wrote them
     /// before pods carried their service account's token volume and managed fields.
     pub static DICTIONARY_1: &[u8] = include_bytes!("value_dictionary_1.json");
-    /// Typical objects as the API server stores them now, with made-up names and ids: a Node,
-    /// its Lease, a pod's four Events and the Running pod of a ReplicaSet (token volume,
-    /// default tolerations, managed fields). Values are compressed against this one.
+    /// The second: a Node, its Lease, a pod's four Events and the Running pod of a ReplicaSet
+    /// with its token volume, default tolerations and the creator's managed fields, before the
+    /// components' writes recorded their own field managers.
     pub static DICTIONARY_2: &[u8] = include_bytes!("value_dictionary_2.json");
+    /// Typical objects as the API server stores them now, with made-up ids and times: a Node
+    /// and its Lease with kubelet's managed fields, a pod's four Events with their reporter's,
+    /// the Running pod of a ReplicaSet and a bare one as `kemu load` creates it, each with
+    /// kubelet's status entry. Values are compressed against this one. The order matters: LZ4
+    /// keeps one dictionary position per hash, the later one, so the most written shapes (pods)
+    /// come last.
+    pub static DICTIONARY_3: &[u8] = include_bytes!("value_dictionary_3.json");
 
     /// The stored form of `value` (see the module docs).
     pub fn encode(value: &Bytes) -> Bytes {
         if value.len() >= MIN_COMPRESS {
-            let compressed = lz4_flex::block::compress_with_dict(value, DICTIONARY_2);
+            let compressed = lz4_flex::block::compress_with_dict(value, DICTIONARY_3);
             if compressed.len() + LZ4_HEADER < value.len() {
                 let mut out = Vec::with_capacity(LZ4_HEADER + compressed.len());
                 out.extend_from_slice(&MAGIC);
-                out.push(LZ4_DICT_2);
+                out.push(LZ4_DICT_3);
                 out.extend_from_slice(&(value.len() as u32).to_le_bytes());
                 out.extend_from_slice(&compressed);
                 return Bytes::from(out);
@@ -626,6 +635,7 @@ pub mod stored_values {
             Some(&RAW) => return Ok(stored.slice(MAGIC.len() + 1..)),
             Some(&LZ4_DICT_1) => DICTIONARY_1,
             Some(&LZ4_DICT_2) => DICTIONARY_2,
+            Some(&LZ4_DICT_3) => DICTIONARY_3,
             Some(other) => return Err(corrupt(&format!("unknown format {other}"))),
             None => return Err(corrupt("no format byte")),
         };
@@ -822,7 +832,7 @@ mod tests {
         // managed fields): about an eighth.
         let running = Bytes::from_static(RUNNING_POD);
         let stored = stored_values::encode(&running);
-        assert_eq!(stored[2], stored_values::LZ4_DICT_2);
+        assert_eq!(stored[2], stored_values::LZ4_DICT_3);
         assert!(
             stored.len() * 6 < running.len(),
             "a Running pod compresses to under a sixth: {} of {}",
@@ -831,15 +841,20 @@ mod tests {
         );
         assert_eq!(stored_values::decode(&stored).expect("decodes"), running);
 
-        // Values written against the first dictionary still read.
-        let compressed = lz4_flex::block::compress_with_dict(&running, stored_values::DICTIONARY_1);
-        let mut old = vec![0xC1, b'K', stored_values::LZ4_DICT_1];
-        old.extend_from_slice(&(running.len() as u32).to_le_bytes());
-        old.extend_from_slice(&compressed);
-        assert_eq!(
-            stored_values::decode(&Bytes::from(old)).expect("decodes"),
-            running
-        );
+        // Values written against the earlier dictionaries still read.
+        for (format, dictionary) in [
+            (stored_values::LZ4_DICT_1, stored_values::DICTIONARY_1),
+            (stored_values::LZ4_DICT_2, stored_values::DICTIONARY_2),
+        ] {
+            let compressed = lz4_flex::block::compress_with_dict(&running, dictionary);
+            let mut old = vec![0xC1, b'K', format];
+            old.extend_from_slice(&(running.len() as u32).to_le_bytes());
+            old.extend_from_slice(&compressed);
+            assert_eq!(
+                stored_values::decode(&Bytes::from(old)).expect("decodes"),
+                running
+            );
+        }
 
         // Short and incompressible values are stored as they are.
         let short = Bytes::from_static(b"{}");
@@ -876,6 +891,7 @@ mod tests {
             vec![0xC1, b'K', 7, 1, 2],
             vec![0xC1, b'K', 1, 0xff, 0xff, 0xff, 0xff, 0],
             vec![0xC1, b'K', 2, 0xff, 0xff, 0xff, 0xff, 0],
+            vec![0xC1, b'K', 3, 0xff, 0xff, 0xff, 0xff, 0],
             vec![0xC1, b'K', 2, 10, 0, 0, 0, 0x40, b'x'],
         ] {
             let err = stored_values::decode(&Bytes::from(bad)).expect_err("corrupt");
