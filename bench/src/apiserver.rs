@@ -5,6 +5,8 @@
 //!   its next create when the last is answered) or open-loop at `--rate` creates/s (then latency
 //!   counts from each request's scheduled start, so a stalled server is not hidden by the
 //!   generator waiting for it). Reports creates/s and p50/p90/p99/max.
+//! - **status**: pod status writes over the QUIC component front as a node host sends them,
+//!   and the API server's CPU per write ([`status`]).
 //! - **watch**: `--watchers` node-scoped pod watches (`fieldSelector=spec.nodeName=node-i`) over
 //!   the QUIC component front, `--watches-per-connection` of them multiplexed on each connection
 //!   as node hosts do. Pods are then created and bound round-robin across the nodes at
@@ -35,11 +37,14 @@ use cluster::process::{LocalApiServer, LocalStore};
 
 use crate::store::Percentiles;
 
+mod status;
+
 /// Which measurements `kemu bench apiserver` runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Part {
     Creates,
     Watch,
+    Status,
     All,
 }
 
@@ -84,6 +89,13 @@ pub struct ApiBench {
     pub watch_pods: u64,
     /// Pods per second created and bound in the watch part.
     pub watch_rate: f64,
+    /// Pods whose status the status part writes (twice each).
+    pub status_pods: u64,
+    /// Nodes the status part registers and binds its pods to, round-robin.
+    pub status_nodes: usize,
+    /// Which certificate in `--certs` the status part writes as (a node host's, in
+    /// `system:nodes`); with `--spawn` it is issued for the run.
+    pub node_host_identity: String,
     /// Print the results as JSON.
     pub json: bool,
     /// Keep the spawned cluster's directory here instead of a temporary one.
@@ -166,6 +178,7 @@ pub struct ApiBenchReport {
     /// pipeline first.
     pub comparison: Vec<VariantRuns>,
     pub watch: Option<WatchResult>,
+    pub status: Option<status::StatusResult>,
 }
 
 /// Runs the parts `args` asks for and prints the results.
@@ -357,9 +370,28 @@ pub async fn run(args: ApiBench) -> anyhow::Result<()> {
     }
     if matches!(args.part, Part::Watch | Part::All) {
         let quic = quic.context("the watch part needs --quic (or --spawn)")?;
-        let certs = certs.context("the watch part needs --certs (or --spawn)")?;
+        let certs = certs
+            .clone()
+            .context("the watch part needs --certs (or --spawn)")?;
         let config = ClientConfig::new(vec![quic], &certs, &args.identity);
         report.watch = Some(watch_fan_out(&args, &http, config).await?);
+    }
+    if matches!(args.part, Part::Status | Part::All) {
+        let quic = quic.context("the status part needs --quic (or --spawn)")?;
+        let certs = certs.context("the status part needs --certs (or --spawn)")?;
+        if args.spawn {
+            transport::pki::issue(
+                &certs,
+                &transport::pki::CertSpec {
+                    name: args.node_host_identity.clone(),
+                    organizations: vec!["system:nodes".into()],
+                    sans: vec![],
+                },
+            )?;
+        }
+        let admin_quic = ClientConfig::new(vec![quic], &certs, &args.identity);
+        let node_host = ClientConfig::new(vec![quic], &certs, &args.node_host_identity);
+        report.status = Some(status::status_writes(&args, &http, admin_quic, node_host).await?);
     }
     if let Some(bare) = bare {
         bare.stop().await;
@@ -411,6 +443,26 @@ fn print_report(report: &ApiBenchReport) {
             v.median_creates_per_sec,
             v.median_p50_ms,
             v.median_p99_ms
+        );
+    }
+    if let Some(s) = &report.status {
+        let cpu = s
+            .apiserver_cpu_us_per_write
+            .map(|us| format!("; API server CPU {us:.1} µs per write"))
+            .unwrap_or_default();
+        println!(
+            "pod status writes (as a node host, over QUIC, {} nodes): {} writes, {} errors, {:.1} s, {:.0} writes/s; latency ms p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}{cpu}; {} of {} pods read back Running",
+            s.nodes,
+            s.writes,
+            s.errors,
+            s.seconds,
+            s.writes_per_sec,
+            s.latency_ms.p50,
+            s.latency_ms.p90,
+            s.latency_ms.p99,
+            s.latency_ms.max,
+            s.running,
+            s.pods
         );
     }
     if let Some(w) = &report.watch {

@@ -52,6 +52,7 @@ impl From<Workload> for bench::store::Workload {
 pub enum Part {
     Creates,
     Watch,
+    Status,
     All,
 }
 
@@ -60,6 +61,7 @@ impl From<Part> for bench::apiserver::Part {
         match p {
             Part::Creates => bench::apiserver::Part::Creates,
             Part::Watch => bench::apiserver::Part::Watch,
+            Part::Status => bench::apiserver::Part::Status,
             Part::All => bench::apiserver::Part::All,
         }
     }
@@ -224,9 +226,20 @@ pub struct ApiBenchArgs {
     /// Certificates directory (ca.crt and `--identity`'s certificate) for `--quic`.
     #[arg(long)]
     certs: Option<PathBuf>,
-    /// Which certificate in `--certs` the watch part presents.
+    /// Which certificate in `--certs` the watch part presents (and the status part creates
+    /// and binds its pods with).
     #[arg(long, default_value = "admin")]
     identity: String,
+    /// Pods whose status the status part writes, twice each, as a kubelet starting them.
+    #[arg(long, default_value_t = 10_000)]
+    status_pods: u64,
+    /// Nodes the status part registers as the node host and binds its pods to.
+    #[arg(long, default_value_t = 100)]
+    status_nodes: usize,
+    /// Which certificate in `--certs` the status part writes as: a node host's, in
+    /// `system:nodes` (with `--spawn`, issued for the run).
+    #[arg(long, default_value = "nodehost-bench")]
+    node_host_identity: String,
     /// Which measurement(s) to run.
     #[arg(long, value_enum, default_value_t = Part::All)]
     part: Part,
@@ -298,6 +311,9 @@ impl From<ApiBenchArgs> for bench::apiserver::ApiBench {
             watches_per_connection: args.watches_per_connection,
             watch_pods: args.watch_pods,
             watch_rate: args.watch_rate,
+            status_pods: args.status_pods,
+            status_nodes: args.status_nodes,
+            node_host_identity: args.node_host_identity,
             json: args.json,
             work_dir: args.work_dir,
             compare_admission: args.compare_admission,

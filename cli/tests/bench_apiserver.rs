@@ -1,12 +1,13 @@
-//! `kemu bench apiserver` end to end at a small scale: both parts run against a spawned
-//! three-member store and API server, and every create and every watch event is accounted for.
+//! `kemu bench apiserver` end to end at a small scale: every part runs against a spawned
+//! three-member store and API server, and every create, watch event and status write is
+//! accounted for.
 
 use crate::common;
 
 use common::kemu_json;
 
 #[test]
-fn bench_measures_creates_and_watch_fan_out() {
+fn bench_measures_creates_watch_fan_out_and_status_writes() {
     let report = kemu_json(&[
         "bench",
         "apiserver",
@@ -23,6 +24,10 @@ fn bench_measures_creates_and_watch_fan_out() {
         "120",
         "--watch-rate",
         "200",
+        "--status-pods",
+        "400",
+        "--status-nodes",
+        "7",
         "--json",
     ]);
     let creates = &report["creates"];
@@ -50,5 +55,17 @@ fn bench_measures_creates_and_watch_fan_out() {
             .as_f64()
             .unwrap_or(0.0)
             > 0.0
+    );
+    let status = &report["status"];
+    assert_eq!(status["nodes"], 7, "{status}");
+    assert_eq!(status["writes"], 800, "two status writes per pod: {status}");
+    assert_eq!(status["errors"], 0, "{status}");
+    assert_eq!(
+        status["running"], 400,
+        "every pod reads back Running with kubelet's status entry: {status}"
+    );
+    assert!(
+        status["apiserver_cpu_us_per_write"].as_f64().unwrap_or(0.0) > 0.0,
+        "the API server's CPU was scraped around the writes: {status}"
     );
 }
