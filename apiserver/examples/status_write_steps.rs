@@ -2,11 +2,13 @@
 //! parsing the stored pod, the JSON patch that replaces its status, and the status strategy
 //! done by rebuilding the object from the stored one (`strategy::prepare_update`) against
 //! keeping the patched object as it is (`strategy::prepare_status_update_in_place`, what a
-//! write that changes only the status takes).
+//! write that changes only the status takes), then recording the write's managed fields as
+//! kubelet's (`field_manager::record_update`).
 //!
 //! `cargo run --release -p apiserver --example status_write_steps`
 use std::time::Instant;
 
+use apiserver::field_manager;
 use apiserver::patch::PatchType;
 use apiserver::strategy;
 use serde_json::{json, Value};
@@ -73,6 +75,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
     };
     let patched = patch()?;
+    let mut in_place = patched.clone();
+    strategy::prepare_status_update_in_place(pods, &current, &mut in_place);
+    let kubelet = field_manager::Writer {
+        manager: "kubelet",
+        kind: pods.kind.into(),
+        api_version: "v1",
+        subresource: Some("status"),
+        has_status: true,
+    };
     let n = 200_000;
     for round in 1..=3 {
         println!("round {round} of 3, {n} calls each");
@@ -92,6 +103,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         time("status strategy, kept in place", n, || {
             let mut next = patched.clone();
             strategy::prepare_status_update_in_place(pods, &current, &mut next);
+            next
+        });
+        time("kubelet's managed fields recorded", n, || {
+            let mut next = in_place.clone();
+            field_manager::record_update(&kubelet, &current, &mut next, "2026-11-29T15:00:01Z");
             next
         });
     }

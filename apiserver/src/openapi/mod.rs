@@ -395,7 +395,51 @@ fn index_path(group: &str, version: &str) -> String {
 /// elements and map values add no segment) in an object of the built-in `kind`, found by
 /// walking the kind's schema; `None` for a field the table leaves atomic, or a kind or field
 /// the schemas don't know. Object metadata is found in any kind.
+///
+/// The answer depends only on the built-in schemas, so each thread keeps the answers it found:
+/// a status write asks for every list it compares and every element of a keyed one, and the
+/// walk (a search of the resource table, a lock and a descent through the schema maps) cost
+/// about a quarter of recording a pod status write's managed fields.
 pub fn list_field(kind: &str, path: &[String]) -> Option<&'static ListField> {
+    /// Answers kept per thread before the memo starts over; far above the list fields of the
+    /// built-in kinds, so only paths through map keys (a CRD's metadata) can fill it.
+    const REMEMBERED: usize = 4096;
+    type Found = (Box<str>, Box<[String]>, Option<&'static ListField>);
+    thread_local! {
+        static FOUND: std::cell::RefCell<HashMap<u64, Vec<Found>>> =
+            std::cell::RefCell::new(HashMap::new());
+    }
+    let hash = path.iter().fold(fnv1a(kind.as_bytes()), |hash, segment| {
+        // A separator no segment contains keeps ["ab"] and ["a", "b"] apart.
+        fnv1a_continue(fnv1a_continue(hash, &[0xff]), segment.as_bytes())
+    });
+    let remembered = FOUND.with(|found| {
+        found.borrow().get(&hash).and_then(|same_hash| {
+            same_hash
+                .iter()
+                .find(|(k, p, _)| **k == *kind && **p == *path)
+                .map(|(_, _, field)| *field)
+        })
+    });
+    if let Some(field) = remembered {
+        return field;
+    }
+    let field = find_list_field(kind, path);
+    FOUND.with(|found| {
+        let mut found = found.borrow_mut();
+        if found.len() >= REMEMBERED {
+            found.clear();
+        }
+        found
+            .entry(hash)
+            .or_default()
+            .push((kind.into(), path.into(), field));
+    });
+    field
+}
+
+/// [`list_field`] without the memo.
+fn find_list_field(kind: &str, path: &[String]) -> Option<&'static ListField> {
     if let Some(r) = RESOURCES.iter().find(|r| r.kind == kind) {
         let (document, root) = kind_root(r)?;
         return walk(document.schemas()?, &root, path);
@@ -468,7 +512,12 @@ fn resolve<'a>(
 
 /// FNV-1a: stable across builds and platforms, unlike std's `DefaultHasher`.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+    fnv1a_continue(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+/// FNV-1a of `bytes` appended to what produced `hash`.
+fn fnv1a_continue(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, b| {
         (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
     })
 }

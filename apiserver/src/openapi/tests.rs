@@ -320,3 +320,38 @@ fn every_group_version_document_builds() {
     }
     println!("1000 lookups {:?}", started.elapsed());
 }
+
+/// The per-thread memo answers as the walk does, across kinds that share a path and paths that
+/// join to the same text.
+#[test]
+fn remembered_list_fields_match_the_walk() {
+    let path = |p: &str| -> Vec<String> { p.split('.').map(String::from).collect() };
+    let cases = [
+        ("Pod", path("spec.containers")),
+        ("Pod", path("spec.containers.ports")),
+        ("Pod", path("status.conditions")),
+        ("Pod", path("status.containerStatuses")),
+        ("Node", path("status.conditions")),
+        ("Node", path("status.addresses")),
+        ("Deployment", path("spec.template.spec.containers")),
+        ("Deployment", path("status.conditions")),
+        ("Pod", path("metadata.ownerReferences")),
+        ("", path("metadata.finalizers")),
+        ("Widget", path("spec.metadata.ownerReferences")),
+        ("Pod", vec!["spec".into(), "containersports".into()]),
+        ("Pod", path("spec.nothing")),
+        ("NoSuchKind", path("spec.containers")),
+    ];
+    let address = |f: Option<&'static list_fields::ListField>| f.map(|f| f as *const _);
+    for _ in 0..2 {
+        for (kind, path) in &cases {
+            assert_eq!(
+                address(crate::openapi::list_field(kind, path)),
+                address(super::find_list_field(kind, path)),
+                "{kind} {path:?}"
+            );
+        }
+    }
+    assert!(crate::openapi::list_field("Pod", &path("status.conditions")).is_some());
+    assert!(crate::openapi::list_field("Pod", &path("spec.nothing")).is_none());
+}
