@@ -244,15 +244,6 @@ impl Writer<'_> {
 /// in `new` (for the main resource) is the client's own and replaces `live`'s. Writes the
 /// result into `new`.
 pub fn record_update(writer: &Writer, live: &Value, new: &mut Value, now: &str) {
-    let provided = match writer.subresource {
-        None => decode(new),
-        Some(_) => Vec::new(),
-    };
-    let mut entries = if provided.is_empty() {
-        decode(live)
-    } else {
-        provided
-    };
     // A status write owns nothing outside status ([`Writer::strip`]): only status is compared.
     let comparison = match writer.subresource {
         Some("status") => {
@@ -272,38 +263,162 @@ pub fn record_update(writer: &Writer, live: &Value, new: &mut Value, now: &str) 
     writer.strip(&mut changed);
     let mut removed = comparison.removed;
     writer.strip(&mut removed);
-    let own = entries.iter().position(|e| {
-        e.is(
+    let provided = match writer.subresource {
+        None => decode(new),
+        Some(_) => Vec::new(),
+    };
+    let mut entries: Vec<Held> = if provided.is_empty() {
+        // The stored entries. An entry the write cannot touch (the creator's, when a kubelet
+        // writes a pod's status) is kept as stored rather than decoded and encoded again.
+        live.pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .map(|stored| {
+                stored
+                    .iter()
+                    .map(
+                        |raw| match keeps_as_stored(raw, writer, &changed, &removed) {
+                            true => Held::Kept(raw),
+                            false => Held::Decoded(Entry::from_json(raw)),
+                        },
+                    )
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        provided.into_iter().map(Held::Decoded).collect()
+    };
+    let own = entries.iter().position(|held| match held {
+        Held::Decoded(e) => e.is(
             writer.manager,
             "Update",
             writer.subresource(),
             writer.api_version,
-        )
+        ),
+        Held::Kept(_) => false,
     });
-    for (index, entry) in entries.iter_mut().enumerate() {
+    for (index, held) in entries.iter_mut().enumerate() {
+        let Held::Decoded(entry) = held else {
+            continue;
+        };
         entry.fields = entry.fields.difference(&removed);
         if Some(index) != own {
             entry.fields = entry.fields.difference(&changed);
         }
     }
     if !changed.is_empty() {
-        match own {
-            Some(index) => {
-                let entry = &mut entries[index];
+        match own.and_then(|index| entries.get_mut(index)) {
+            Some(Held::Decoded(entry)) => {
                 entry.fields = entry.fields.union(&changed);
                 entry.time = Some(now.to_string());
             }
-            None => entries.push(Entry {
+            _ => entries.push(Held::Decoded(Entry {
                 manager: writer.manager.to_string(),
                 operation: "Update".into(),
                 api_version: writer.api_version.to_string(),
                 time: Some(now.to_string()),
                 subresource: writer.subresource().to_string(),
                 fields: changed,
-            }),
+            })),
         }
     }
-    encode(new, entries);
+    encode_held(new, entries);
+}
+
+/// A managedFields entry during an update: decoded, or kept as stored.
+enum Held<'a> {
+    Decoded(Entry),
+    Kept(&'a Value),
+}
+
+impl Held<'_> {
+    /// What [`encode`] orders entries by.
+    fn order(&self) -> (&str, Option<&str>, &str, &str, &str) {
+        match self {
+            Held::Decoded(e) => (
+                &e.operation,
+                e.time.as_deref(),
+                &e.manager,
+                &e.api_version,
+                &e.subresource,
+            ),
+            Held::Kept(raw) => {
+                let text = |key: &str| raw.get(key).and_then(Value::as_str);
+                (
+                    text("operation").unwrap_or_default(),
+                    text("time"),
+                    text("manager").unwrap_or_default(),
+                    text("apiVersion").unwrap_or_default(),
+                    text("subresource").unwrap_or_default(),
+                )
+            }
+        }
+    }
+}
+
+/// [`encode`] for entries some of which are kept as stored.
+fn encode_held(object: &mut Value, mut entries: Vec<Held>) {
+    entries.retain(|held| match held {
+        Held::Decoded(e) => !e.fields.is_empty(),
+        // Only non-empty entries are kept (see `keeps_as_stored`).
+        Held::Kept(_) => true,
+    });
+    entries.sort_by(|a, b| a.order().cmp(&b.order()));
+    let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if entries.is_empty() {
+        metadata.remove("managedFields");
+    } else {
+        let list = entries
+            .iter()
+            .map(|held| match held {
+                Held::Decoded(e) => e.to_json(),
+                Held::Kept(raw) => (*raw).clone(),
+            })
+            .collect();
+        metadata.insert("managedFields".into(), Value::Array(list));
+    }
+}
+
+/// Whether the stored entry `raw` comes out of an update by `writer` exactly as it went in, so
+/// that it can be written back without decoding: it is not the writer's own entry, it owns
+/// nothing under a top-level field the write changed or removed, and it is in the form
+/// [`Entry::to_json`] writes (the fields [`Entry::from_json`] reads, and a FieldsV1 that
+/// decodes to a non-empty set and encodes back to itself). Decoding it, taking `changed` and
+/// `removed` from it and encoding it would give `raw` again.
+fn keeps_as_stored(raw: &Value, writer: &Writer, changed: &FieldSet, removed: &FieldSet) -> bool {
+    let Some(map) = raw.as_object() else {
+        return false;
+    };
+    let well_formed = map.iter().all(|(key, value)| match key.as_str() {
+        "manager" | "operation" | "apiVersion" | "time" => value.is_string(),
+        "fieldsType" => value == "FieldsV1",
+        "subresource" => value.as_str().is_some_and(|s| !s.is_empty()),
+        "fieldsV1" => true,
+        _ => false,
+    }) && ["manager", "operation", "apiVersion", "fieldsType"]
+        .iter()
+        .all(|key| map.contains_key(*key));
+    if !well_formed {
+        return false;
+    }
+    let text = |key: &str| map.get(key).and_then(Value::as_str).unwrap_or_default();
+    let own = text("manager") == writer.manager
+        && text("operation") == "Update"
+        && text("subresource") == writer.subresource()
+        && text("apiVersion") == writer.api_version;
+    if own || changed.is_member() || removed.is_member() {
+        return false;
+    }
+    let Some(fields) = map.get("fieldsV1").and_then(Value::as_object) else {
+        return false;
+    };
+    !fields.is_empty()
+        && set::is_canonical_fields_v1(fields)
+        && changed
+            .child_names()
+            .chain(removed.child_names())
+            .all(|name| !fields.contains_key(name))
 }
 
 /// A field an apply would take from another manager.

@@ -10,6 +10,29 @@ use serde_json::{Map, Value};
 
 use crate::patch::list_strategy::{element_id, list_strategy, ListStrategy, ObjectType};
 
+/// Whether a non-empty FieldsV1 object is exactly what [`FieldSet::to_fields_v1`] writes for the
+/// set it decodes to: every value an object, `"."` only as `{}` beside other elements, and each
+/// non-empty object below of the same form.
+pub fn is_canonical_fields_v1(map: &Map<String, Value>) -> bool {
+    let mut elements = 0;
+    for (element, child) in map {
+        let Some(child) = child.as_object() else {
+            return false;
+        };
+        if element == "." {
+            if !child.is_empty() {
+                return false;
+            }
+            continue;
+        }
+        elements += 1;
+        if !child.is_empty() && !is_canonical_fields_v1(child) {
+            return false;
+        }
+    }
+    elements > 0
+}
+
 /// A set of paths, as a tree: a node is in the set itself when `member` is true.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FieldSet {
@@ -63,6 +86,16 @@ impl FieldSet {
 
     pub fn is_empty(&self) -> bool {
         !self.member && self.children.is_empty()
+    }
+
+    /// Whether this node itself is in the set.
+    pub fn is_member(&self) -> bool {
+        self.member
+    }
+
+    /// The path elements right below this node.
+    pub fn child_names(&self) -> impl Iterator<Item = &str> {
+        self.children.keys().map(String::as_str)
     }
 
     /// The set below one path element, if any.

@@ -477,3 +477,69 @@ fn ports_of_one_number_and_two_protocols_are_owned_apart() {
     assert!(ports("b").child(tcp).is_none());
     assert!(ports("b").child(udp).unwrap().child("f:name").is_some());
 }
+
+/// A status write keeps the entries it cannot touch as they were stored, and decodes (and
+/// normalises) the others exactly as before: one that owns a status field it changes loses it,
+/// one not in the encoded form comes out encoded.
+#[test]
+fn status_writes_keep_untouched_entries_as_stored() {
+    let creator = json!({"manager": "kube-controller-manager", "operation": "Update",
+        "apiVersion": "v1", "time": "2025-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                     "f:spec": {"f:containers": {"k:{\"name\":\"main\"}": {".": {}, "f:image": {}}}}}});
+    let scheduler = json!({"manager": "kube-scheduler", "operation": "Update",
+        "apiVersion": "v1", "time": "2025-01-02T03:04:06Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:status": {"f:phase": {}}}, "subresource": "status"});
+    // `"."` alone and an unknown key: decoded, so written as `Entry::to_json` writes it.
+    let odd = json!({"manager": "tool", "operation": "Update", "apiVersion": "v1",
+        "time": "2025-01-02T03:04:07Z", "fieldsType": "FieldsV1", "extra": true,
+        "fieldsV1": {"f:metadata": {"f:annotations": {".": {}}}}});
+    let live = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "labels": {"app": "x"},
+                     "annotations": {"a": "b"},
+                     "managedFields": [creator.clone(), scheduler, odd]},
+        "spec": {"containers": [{"name": "main", "image": "pause"}]},
+        "status": {"phase": "Pending"}});
+    let mut next = live.clone();
+    next["status"] = json!({"phase": "Running", "podIP": "10.0.0.1"});
+    let kubelet = Writer {
+        subresource: Some("status"),
+        ..writer("kubelet", "Pod", "v1")
+    };
+    record_update(&kubelet, &live, &mut next, "2025-01-02T03:04:08Z");
+    assert_eq!(
+        next["metadata"]["managedFields"],
+        json!([
+            creator,
+            {"manager": "tool", "operation": "Update", "apiVersion": "v1",
+             "time": "2025-01-02T03:04:07Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:annotations": {}}}},
+            {"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+             "time": "2025-01-02T03:04:08Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:status": {"f:phase": {}, "f:podIP": {}}}, "subresource": "status"},
+        ])
+    );
+}
+
+#[test]
+fn canonical_fields_v1_is_what_encoding_writes() {
+    let samples = [
+        json!({"f:a": {}}),
+        json!({"f:a": {".": {}, "f:b": {}}}),
+        json!({".": {}, "f:a": {}}),
+        json!({"f:a": {"k:{\"name\":\"x\"}": {".": {}, "f:name": {}}}}),
+        json!({"f:a": {".": {}}}),
+        json!({"f:a": 1}),
+        json!({"f:a": {".": {"x": {}}, "f:b": {}}}),
+        json!({".": {}}),
+    ];
+    for sample in samples {
+        let map = sample.as_object().expect("an object");
+        let round_trip = FieldSet::from_fields_v1(&sample).to_fields_v1();
+        assert_eq!(
+            crate::field_manager::set::is_canonical_fields_v1(map),
+            round_trip == sample,
+            "{sample} encodes back as {round_trip}"
+        );
+    }
+}
