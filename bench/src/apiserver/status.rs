@@ -43,9 +43,13 @@ pub struct StatusResult {
     pub running: u64,
 }
 
-/// The two statuses a kubelet writes for a pod it starts: the container being created, then
-/// running (the shapes kemu's node hosts write).
-fn statuses(node_ip: &str, pod_ip: &str, started: &str) -> [Value; 2] {
+/// The two statuses a kubelet writes for the `index`th pod it starts: the container being
+/// created, then running (the shapes kemu's node hosts write), each pod with its own addresses
+/// and container id.
+fn statuses(index: u64, started: &str) -> [Value; 2] {
+    let node_ip = format!("100.64.{}.{}", (index / 250) % 250, index % 250 + 1);
+    let pod_ip = format!("10.128.{}.{}", (index / 250) % 250, index % 250 + 2);
+    let (node_ip, pod_ip) = (node_ip.as_str(), pod_ip.as_str());
     let condition = |kind: &str, status: &str| json!({"type": kind, "status": status, "lastTransitionTime": started});
     let creating = json!({
         "phase": "Pending",
@@ -93,7 +97,7 @@ fn statuses(node_ip: &str, pod_ip: &str, started: &str) -> [Value; 2] {
             "restartCount": 0,
             "image": "registry.k8s.io/pause:3.10",
             "imageID": "registry.k8s.io/pause@sha256:f13da7ed800849f5aaab42cd6248a8727eeabb371492dcdedeca440cfae86a75",
-            "containerID": format!("containerd://{:064x}", pod_ip.len()),
+            "containerID": format!("containerd://{:064x}", index),
             "started": true,
         }],
         "qosClass": "Burstable",
@@ -182,9 +186,7 @@ pub(super) async fn status_writes(
                     break;
                 }
                 let name = format!("s-{i}");
-                let node_ip = format!("100.64.{}.{}", (i / 250) % 250, i % 250 + 1);
-                let pod_ip = format!("10.128.{}.{}", (i / 250) % 250, i % 250 + 2);
-                for status in statuses(&node_ip, &pod_ip, &now) {
+                for status in statuses(i, &now) {
                     let patch =
                         Patch::Json(json!([{"op": "replace", "path": "/status", "value": status}]));
                     let sent = Instant::now();
