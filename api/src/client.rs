@@ -522,8 +522,24 @@ impl Client {
         name: &str,
         object: &B,
     ) -> Result<T, ClientError> {
-        self.update_subresource(resource, namespace, name, None, object)
+        self.update_subresource(resource, namespace, name, None, object, false)
             .await
+    }
+
+    /// [`Self::update`] answered with the stored object's metadata only (a
+    /// `PartialObjectMetadata`), for a writer that needs no more than the new
+    /// `resourceVersion` back: a kubelet renewing its Lease.
+    pub async fn update_metadata<B: Serialize>(
+        &self,
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        name: &str,
+        object: &B,
+    ) -> Result<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, ClientError> {
+        let partial: PartialObject = self
+            .update_subresource(resource, namespace, name, None, object, true)
+            .await?;
+        Ok(partial.metadata)
     }
 
     /// Replaces the object's status (PUT `/status`).
@@ -534,7 +550,7 @@ impl Client {
         name: &str,
         object: &B,
     ) -> Result<T, ClientError> {
-        self.update_subresource(resource, namespace, name, Some("status"), object)
+        self.update_subresource(resource, namespace, name, Some("status"), object, false)
             .await
     }
 
@@ -545,6 +561,7 @@ impl Client {
         name: &str,
         subresource: Option<&str>,
         object: &B,
+        metadata_only: bool,
     ) -> Result<T, ClientError> {
         let request = ApiRequest::Update {
             resource: ResourceRef::from_info(resource),
@@ -552,6 +569,7 @@ impl Client {
             name: name.to_string(),
             subresource: subresource.map(str::to_string),
             object: encode(object)?,
+            metadata_only,
         };
         self.object(&request).await
     }

@@ -110,6 +110,9 @@ pub enum ApiRequest {
         name: String,
         subresource: Option<String>,
         object: Bytes,
+        /// Answer with the stored object's `PartialObjectMetadata` instead of the whole object
+        /// (as for [`ApiRequest::Patch`]).
+        metadata_only: bool,
     },
     Patch {
         resource: ResourceRef,
@@ -298,6 +301,19 @@ mod tests {
             metadata_only: true,
         };
         assert_eq!(round_trip(&patch), patch);
+        let update = ApiRequest::Update {
+            resource: ResourceRef {
+                group: "coordination.k8s.io".into(),
+                version: "v1".into(),
+                plural: "leases".into(),
+            },
+            namespace: Some("kube-node-lease".into()),
+            name: "node-1".into(),
+            subresource: None,
+            object: Bytes::from_static(b"{\"spec\":{}}"),
+            metadata_only: true,
+        };
+        assert_eq!(round_trip(&update), update);
         let frame = ApiResponse::Watch(WatchFrame {
             kind: WatchEventKind::Deleted,
             object: Bytes::from_static(b"{}"),

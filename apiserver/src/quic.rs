@@ -446,6 +446,7 @@ impl ComponentFront {
                 name,
                 subresource,
                 object: body,
+                metadata_only,
             } => {
                 let resource = self.resolve(&resource).await?;
                 let ns = named_scope(resource, namespace.as_deref())?;
@@ -491,6 +492,9 @@ impl ComponentFront {
                         &as_requester(user, resource),
                     )
                     .await?;
+                if metadata_only {
+                    return object(&crate::http::negotiate::partial(&updated));
+                }
                 object(&updated)
             }
             ApiRequest::Patch {

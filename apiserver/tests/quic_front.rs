@@ -353,6 +353,28 @@ async fn verbs_behave_as_over_http() -> TestResult {
             .map(str::to_string)
     );
 
+    // A full update answered with the metadata only, as a kubelet renews its Lease.
+    let mut relabelled = stored.clone();
+    relabelled.metadata.labels = Some([("app".to_string(), "renewed".to_string())].into());
+    let meta = client
+        .update_metadata(pods(), ns, "web", &relabelled)
+        .await?;
+    assert_eq!(meta.name.as_deref(), Some("web"));
+    assert_eq!(
+        meta.labels
+            .unwrap_or_default()
+            .get("app")
+            .map(String::as_str),
+        Some("renewed")
+    );
+    let stored: Pod = client.get(pods(), ns, "web").await?;
+    assert_eq!(stored.metadata.resource_version, meta.resource_version);
+    assert_ne!(meta.resource_version, relabelled.metadata.resource_version);
+    assert_eq!(
+        stored.status.and_then(|s| s.phase).as_deref(),
+        Some("Succeeded")
+    );
+
     let unsupported = client
         .call(&api::protocol::ApiRequest::Patch {
             resource: api::protocol::ResourceRef::from_info(pods()),

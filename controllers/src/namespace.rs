@@ -145,6 +145,7 @@ impl Reconciler for NamespaceController {
             object: serde_json::to_vec(&json!(finalized))
                 .unwrap_or_default()
                 .into(),
+            metadata_only: false,
         };
         match self.client.call(&request).await {
             Ok(_) => {

@@ -132,6 +132,7 @@ pub async fn run(
         metrics,
         logs_addr: advertised.to_string(),
         event_seq: AtomicU64::new(0),
+        tick_epoch: std::time::Instant::now(),
     });
     let seed = shared.config.seed.unwrap_or_else(rand::random);
     info!(

@@ -42,6 +42,8 @@ const REWATCH_MIN: Duration = Duration::from_millis(200);
 const REWATCH_MAX: Duration = Duration::from_secs(5);
 /// Retry of a failed lease renewal: 500 ms doubling to 7 s, as the kubelet's lease controller
 /// backs off, so a struggling API server is not hammered by thousands of nodes twice a second.
+/// The longest renewal tick ([`Shared::on_tick`]).
+const RENEWAL_TICK_MAX: Duration = Duration::from_millis(100);
 const LEASE_RETRY_MIN: Duration = Duration::from_millis(500);
 const LEASE_RETRY_MAX: Duration = Duration::from_secs(7);
 /// Retry of a pod status write that failed with a server error or no answer (the API server or
@@ -70,6 +72,35 @@ pub struct Shared {
     pub event_seq: AtomicU64,
     /// The ConfigMaps and Secrets the pods mount, watched.
     pub volume_sources: VolumeSources,
+    /// Where this host's renewal ticks count from (see [`Shared::on_tick`]).
+    pub tick_epoch: Instant,
+}
+
+impl Shared {
+    /// The renewal tick: a hundredth of the lease interval, at most 100 ms.
+    fn tick(&self) -> Duration {
+        (self.config.lease_interval / 100).clamp(Duration::from_millis(1), RENEWAL_TICK_MAX)
+    }
+
+    /// `delay` stretched to end on the host's next renewal tick. The kubelets of a host renew
+    /// their leases and report their status on a shared grid of ticks rather than each at its
+    /// own instant, so the writes that fall due within one tick leave together: they share
+    /// packets to the API server and, there, a store batch, instead of costing one raft entry
+    /// and a round of wake-ups each. A renewal is at most one tick (1 % of the interval) later
+    /// than its jittered instant.
+    fn on_tick(&self, delay: Duration) -> Duration {
+        until_tick(self.tick_epoch, Instant::now(), self.tick(), delay)
+    }
+}
+
+/// How long from `now` until the first tick (`epoch` plus a whole number of `tick`s) no earlier
+/// than `now + delay`.
+fn until_tick(epoch: Instant, now: Instant, tick: Duration, delay: Duration) -> Duration {
+    let tick = tick.as_nanos().max(1);
+    let due = now.saturating_duration_since(epoch) + delay;
+    let ticks = due.as_nanos().div_ceil(tick);
+    let at = Duration::from_nanos(u64::try_from(ticks * tick).unwrap_or(u64::MAX));
+    (epoch + at).saturating_duration_since(now)
 }
 
 /// A pod this node runs.
@@ -179,9 +210,11 @@ impl Kubelet {
     }
 
     /// The next renewal's wait: kubelet's lease controller runs every interval with a jitter
-    /// factor of 0.04, so a renewal is never early and at most 4 % late.
-    fn jittered(base: Duration) -> Duration {
-        base.mul_f64(rand::thread_rng().gen_range(1.0..1.04))
+    /// factor of 0.04, so a renewal is never early and at most 4 % late (3 % of jitter and at
+    /// most 1 % to the next tick, [`Shared::on_tick`]).
+    fn renewal_wait(&self, base: Duration) -> Duration {
+        self.shared
+            .on_tick(base.mul_f64(rand::thread_rng().gen_range(1.0..1.03)))
     }
 
     fn renew_lease(&mut self, ctx: &mut Context<Self>) {
@@ -194,14 +227,15 @@ impl Kubelet {
         let work = async move {
             let leases =
                 resources::find("coordination.k8s.io", "v1", "leases").expect("leases are served");
+            // Only the new version is read back, so the server answers with the metadata.
             if let Some(version) = current {
                 let mut lease = fresh.clone();
                 lease["metadata"]["resourceVersion"] = json!(version);
                 match client
-                    .update(leases, Some(LEASE_NAMESPACE), &name, &lease)
+                    .update_metadata(leases, Some(LEASE_NAMESPACE), &name, &lease)
                     .await
                 {
-                    Ok(updated) => return Ok(updated),
+                    Ok(updated) => return Ok(updated.resource_version),
                     Err(e) if e.is_conflict() || e.is_not_found() => {}
                     Err(e) => return Err(e),
                 }
@@ -213,58 +247,61 @@ impl Kubelet {
                 Ok(mut lease) => {
                     lease["spec"] = fresh["spec"].clone();
                     client
-                        .update(leases, Some(LEASE_NAMESPACE), &name, &lease)
+                        .update_metadata(leases, Some(LEASE_NAMESPACE), &name, &lease)
                         .await
+                        .map(|updated| updated.resource_version)
                 }
-                Err(e) if e.is_not_found() => {
-                    client.create(leases, Some(LEASE_NAMESPACE), &fresh).await
-                }
+                Err(e) if e.is_not_found() => client
+                    .create::<_, Value>(leases, Some(LEASE_NAMESPACE), &fresh)
+                    .await
+                    .map(|created| {
+                        created
+                            .pointer("/metadata/resourceVersion")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    }),
                 Err(e) => Err(e),
             }
         };
-        ctx.spawn(
-            work.into_actor(self)
-                .map(|result: Result<Value, ClientError>, act, ctx| {
-                    let interval = act.shared.config.lease_interval;
-                    let next = match result {
-                        Ok(lease) => {
-                            let now = Instant::now();
-                            let first = act.last_renewal.is_none();
-                            if let Some(last) = act.last_renewal {
-                                act.shared
-                                    .metrics
-                                    .lease_renewed(now.saturating_duration_since(last), interval);
-                            }
-                            act.last_renewal = Some(now);
-                            act.lease_failures = 0;
-                            // Only the version is kept: thousands of cached Lease objects
-                            // would cost more than the node itself.
-                            act.lease_version = lease
-                                .pointer("/metadata/resourceVersion")
-                                .and_then(Value::as_str)
-                                .map(str::to_string);
-                            if first {
-                                lease_phase(interval)
-                            } else {
-                                Kubelet::jittered(interval)
-                            }
-                        }
-                        Err(e) => {
+        ctx.spawn(work.into_actor(self).map(
+            |result: Result<Option<String>, ClientError>, act, ctx| {
+                let interval = act.shared.config.lease_interval;
+                let next = match result {
+                    Ok(version) => {
+                        let now = Instant::now();
+                        let first = act.last_renewal.is_none();
+                        if let Some(last) = act.last_renewal {
                             act.shared
                                 .metrics
-                                .lease_failures
-                                .fetch_add(1, Ordering::Relaxed);
-                            debug!(node = %act.node.name, error = %e, "lease renewal failed");
-                            act.lease_version = None;
-                            // Retry soon (a lease missed for its duration makes the node
-                            // NotReady), but back off while the failures go on.
-                            act.lease_failures = act.lease_failures.saturating_add(1);
-                            lease_retry(act.lease_failures)
+                                .lease_renewed(now.saturating_duration_since(last), interval);
                         }
-                    };
-                    ctx.run_later(next, |act, ctx| act.renew_lease(ctx));
-                }),
-        );
+                        act.last_renewal = Some(now);
+                        act.lease_failures = 0;
+                        // Only the version is kept: thousands of cached Lease objects
+                        // would cost more than the node itself.
+                        act.lease_version = version;
+                        if first {
+                            act.shared.on_tick(lease_phase(interval))
+                        } else {
+                            act.renewal_wait(interval)
+                        }
+                    }
+                    Err(e) => {
+                        act.shared
+                            .metrics
+                            .lease_failures
+                            .fetch_add(1, Ordering::Relaxed);
+                        debug!(node = %act.node.name, error = %e, "lease renewal failed");
+                        act.lease_version = None;
+                        // Retry soon (a lease missed for its duration makes the node
+                        // NotReady), but back off while the failures go on.
+                        act.lease_failures = act.lease_failures.saturating_add(1);
+                        lease_retry(act.lease_failures)
+                    }
+                };
+                ctx.run_later(next, |act, ctx| act.renew_lease(ctx));
+            },
+        ));
     }
 
     fn schedule_status_report(&mut self, ctx: &mut Context<Self>, first: bool) {
@@ -272,9 +309,10 @@ impl Kubelet {
         // The first report spreads over the whole interval so thousands of nodes do not report
         // together.
         let delay = if first {
-            interval.mul_f64(rand::thread_rng().gen_range(0.0..1.0))
+            self.shared
+                .on_tick(interval.mul_f64(rand::thread_rng().gen_range(0.0..1.0)))
         } else {
-            Kubelet::jittered(interval)
+            self.renewal_wait(interval)
         };
         ctx.run_later(delay, |act, ctx| {
             act.report_status(ctx);
@@ -1036,6 +1074,40 @@ impl Handler<Resynced> for Kubelet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_end_on_the_next_tick_and_never_early() {
+        let epoch = Instant::now();
+        let tick = Duration::from_millis(100);
+        for (since_ms, delay_ms, expected_ms) in [
+            (0, 0, 0),
+            (0, 1, 100),
+            (0, 100, 100),
+            (0, 10_000, 10_000),
+            (37, 10_000, 10_063),
+            (37, 9_963, 9_963),
+            (250, 5, 50),
+            (299, 10_400, 10_401),
+        ] {
+            let now = epoch + Duration::from_millis(since_ms);
+            let wait = until_tick(epoch, now, tick, Duration::from_millis(delay_ms));
+            assert_eq!(
+                wait,
+                Duration::from_millis(expected_ms),
+                "{since_ms} ms after the epoch, {delay_ms} ms asked"
+            );
+            let at = (now + wait).duration_since(epoch).as_nanos();
+            assert_eq!(at % tick.as_nanos(), 0);
+        }
+        // Two kubelets due apart within one tick leave together.
+        let a = epoch + Duration::from_millis(1_003);
+        let b = epoch + Duration::from_millis(1_071);
+        let delay = Duration::from_secs(10);
+        assert_eq!(
+            a + until_tick(epoch, a, tick, delay),
+            b + until_tick(epoch, b, tick, delay)
+        );
+    }
 
     #[test]
     fn only_a_deletion_mark_or_an_unknown_pod_is_decoded_whole() {
