@@ -343,7 +343,7 @@ async fn verbs_behave_as_over_http() -> TestResult {
     assert_eq!(partial["metadata"]["name"], "web");
     assert!(partial.get("spec").is_none() && partial.get("status").is_none());
     let stored: Pod = client.get(pods(), ns, "web").await?;
-    let status = stored.status.unwrap_or_default();
+    let status = stored.status.clone().unwrap_or_default();
     assert_eq!(status.phase.as_deref(), Some("Succeeded"));
     assert_eq!(status.message.as_deref(), Some("done"));
     assert_eq!(
