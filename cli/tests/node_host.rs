@@ -415,6 +415,62 @@ async fn out_of_cpu_pods_fail_admission() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A Node the server holds not Ready (the node lifecycle controller's mark, here written by the
+/// admin) is posted Ready again by its kubelet within its 10 s status check, not at its next
+/// periodic report five minutes on.
+#[tokio::test]
+async fn a_node_marked_unknown_posts_its_status_at_once() -> anyhow::Result<()> {
+    let c = Cluster::start(1).await?;
+    let dir = c.dir.path().join("none");
+    let _host = start_node_host(&c, &dir)?;
+    wait_until("both nodes are Ready", Duration::from_secs(30), || async {
+        let out = c.kubectl_text(&["get", "nodes", "--no-headers"]);
+        out.lines().filter(|l| l.contains(" Ready ")).count() == 2
+    })
+    .await?;
+    let node: Value = serde_json::from_str(&c.ok(&["get", "node", "node-1", "-o", "json"]))?;
+    assert_eq!(
+        node["metadata"]["labels"]["kemu.dev/node-host"],
+        "nodehost-1"
+    );
+    let unknown = r#"{"status":{"conditions":[{"type":"Ready","status":"Unknown","reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status."}]}}"#;
+    let marked = Instant::now();
+    let patched: Value = serde_json::from_str(&c.ok(&[
+        "patch",
+        "node",
+        "node-1",
+        "--subresource=status",
+        "--type=strategic",
+        "-p",
+        unknown,
+        "-o",
+        "json",
+    ]))?;
+    let ready_of = |node: &Value| {
+        node["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(ready_of(&patched)["status"], "Unknown", "{patched}");
+    let status = || c.kubectl_text(&["get", "node", "node-1", "--no-headers"]);
+    wait_until("node-1 is Ready again", Duration::from_secs(20), || async {
+        status().contains(" Ready ")
+    })
+    .await?;
+    assert!(marked.elapsed() < Duration::from_secs(20));
+    let node: Value = serde_json::from_str(&c.ok(&["get", "node", "node-1", "-o", "json"]))?;
+    let ready = ready_of(&node);
+    assert_eq!(ready["status"], "True", "{ready}");
+    assert_eq!(ready["reason"], "KubeletReady", "{ready}");
+    // The other node was left alone.
+    assert!(c
+        .kubectl_text(&["get", "node", "node-0", "--no-headers"])
+        .contains(" Ready "));
+    Ok(())
+}
+
 /// Dual-stack addressing from the flags, past the old 32,768-node limit: the node's podCIDRs
 /// and InternalIPs of both families (the first CIDR's family primary), and a pod with an IP of
 /// each. A node host whose nodes do not fit its ranges exits at once with status 78.

@@ -101,23 +101,44 @@ async fn list(
     v.get("items")?.as_array().cloned()
 }
 
-/// (Ready, total) nodes.
+/// (Ready, total) nodes, from the nodes' Table (the `STATUS` column kubectl prints: `Ready`,
+/// `NotReady`, `Unknown`, with `,SchedulingDisabled` for a cordoned node) without the objects:
+/// the launcher asks several times a second while tens of thousands of nodes register, and a
+/// full list of them is hundreds of megabytes of JSON.
 pub async fn nodes_ready(net: &NetAccess, certs: &Path, addr: SocketAddr) -> Option<(u64, u64)> {
-    let items = list(net, certs, addr, "/api/v1/nodes").await?;
-    let ready = items
+    let access = admin(certs, addr)?;
+    let (code, body) = net
+        .run(async move {
+            access
+                .get_table("/api/v1/nodes?includeObject=None")
+                .await
+                .ok()
+        })
+        .await
+        .ok()??;
+    if code != 200 {
+        return None;
+    }
+    ready_in_table(&serde_json::from_str(&body).ok()?)
+}
+
+/// (Ready, total) rows of a nodes Table.
+fn ready_in_table(table: &Value) -> Option<(u64, u64)> {
+    let status = table
+        .get("columnDefinitions")?
+        .as_array()?
         .iter()
-        .filter(|n| {
-            n.pointer("/status/conditions")
-                .and_then(Value::as_array)
-                .is_some_and(|cs| {
-                    cs.iter().any(|c| {
-                        c.get("type").and_then(Value::as_str) == Some("Ready")
-                            && c.get("status").and_then(Value::as_str) == Some("True")
-                    })
-                })
+        .position(|c| c.get("name").and_then(Value::as_str) == Some("Status"))?;
+    let rows = table.get("rows")?.as_array()?;
+    let ready = rows
+        .iter()
+        .filter(|row| {
+            row.pointer(&format!("/cells/{status}"))
+                .and_then(Value::as_str)
+                .is_some_and(|s| s.split(',').any(|part| part == "Ready"))
         })
         .count();
-    Some((ready as u64, items.len() as u64))
+    Some((ready as u64, rows.len() as u64))
 }
 
 /// Pods per phase, across all namespaces.
@@ -137,4 +158,38 @@ pub async fn pods_by_phase(
         *out.entry(phase).or_insert(0) += 1;
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ready_nodes_are_counted_from_the_status_column() {
+        let table = json!({
+            "kind": "Table",
+            "apiVersion": "meta.k8s.io/v1",
+            "columnDefinitions": [
+                {"name": "Name", "type": "string"},
+                {"name": "Status", "type": "string"},
+                {"name": "Roles", "type": "string"},
+            ],
+            "rows": [
+                {"cells": ["node-0", "Ready", "<none>"]},
+                {"cells": ["node-1", "NotReady", "<none>"]},
+                {"cells": ["node-2", "Ready,SchedulingDisabled", "<none>"]},
+                {"cells": ["node-3", "Unknown", "<none>"]},
+                {"cells": ["node-4", "NotReady,SchedulingDisabled", "<none>"]},
+            ],
+        });
+        assert_eq!(ready_in_table(&table), Some((2, 5)));
+        let empty = json!({"columnDefinitions": [{"name": "Status"}], "rows": []});
+        assert_eq!(ready_in_table(&empty), Some((0, 0)));
+        // A plain list is not a Table.
+        assert_eq!(
+            ready_in_table(&json!({"kind": "NodeList", "items": []})),
+            None
+        );
+    }
 }

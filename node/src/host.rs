@@ -67,6 +67,8 @@ pub async fn run(
     client_config.validate()?;
     let identity = TlsIdentity::load(&client_config.certs_dir, &client_config.identity)?;
     let client = Client::with_identity(client_config, &identity)?;
+    // The name the API server knows this host by, and labels its Nodes with.
+    let host_name = identity.name().to_string();
 
     let logs = Arc::new(LogStore::default());
     let server = RpcServer::bind(config.logs_addr, &identity)?;
@@ -144,6 +146,13 @@ pub async fn run(
     let kubelets: Vec<Addr<Kubelet>> = (0..shared.config.nodes)
         .map(|i| Kubelet::new(shared.clone(), i, seed).start())
         .collect();
+    actix_rt::spawn(crate::own_nodes::watch(
+        shared.client.clone(),
+        host_name,
+        shared.config.name_prefix.clone(),
+        shared.config.first_index,
+        kubelets.clone(),
+    ));
 
     if shutdown.await.is_err() {
         warn!("shutdown sender dropped; stopping");

@@ -42,6 +42,8 @@ const REWATCH_MIN: Duration = Duration::from_millis(200);
 const REWATCH_MAX: Duration = Duration::from_secs(5);
 /// Retry of a failed lease renewal: 500 ms doubling to 7 s, as the kubelet's lease controller
 /// backs off, so a struggling API server is not hammered by thousands of nodes twice a second.
+/// How often a kubelet compares its Node with what it would post (`nodeStatusUpdateFrequency`).
+const STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
 /// The longest renewal tick ([`Shared::on_tick`]).
 const RENEWAL_TICK_MAX: Duration = Duration::from_millis(100);
 const LEASE_RETRY_MIN: Duration = Duration::from_millis(500);
@@ -130,6 +132,8 @@ pub struct Kubelet {
     /// workers keeps up to as many again empty slots after it grows.
     pods: HashMap<String, Box<PodWorker>>,
     node_uid: String,
+    /// When this kubelet last posted its status because the server held its Node not Ready.
+    last_corrected: Option<Instant>,
     /// The resourceVersion of our Lease as last written: renewals are PUTs on top of it.
     lease_version: Option<String>,
     last_renewal: Option<Instant>,
@@ -162,6 +166,7 @@ impl Kubelet {
             runtime,
             pods: HashMap::new(),
             node_uid: String::new(),
+            last_corrected: None,
             lease_version: None,
             last_renewal: None,
             lease_failures: 0,
@@ -1046,6 +1051,38 @@ fn skimmed(kind: WatchEventKind, object: &[u8], forwarded: &HashSet<String>) -> 
     let needs_pod =
         kind == WatchEventKind::Modified && header.metadata.deletion_timestamp.is_some();
     (forwarded.contains(&uid) && !needs_pod).then_some(uid)
+}
+
+/// The server holds this kubelet's Node not Ready ([`crate::own_nodes`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ServerSaysNotReady;
+
+impl Handler<ServerSaysNotReady> for Kubelet {
+    type Result = ();
+
+    /// An emulated node is always Ready once registered, so the Node on the server differs
+    /// from what this kubelet would post: it posts its status at once, as a kubelet does at its
+    /// next status check, and at most once per `nodeStatusUpdateFrequency` (10 s).
+    fn handle(&mut self, _: ServerSaysNotReady, ctx: &mut Context<Self>) {
+        if self.node_uid.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        if self
+            .last_corrected
+            .is_some_and(|at| now.saturating_duration_since(at) < STATUS_UPDATE_FREQUENCY)
+        {
+            return;
+        }
+        self.last_corrected = Some(now);
+        self.shared
+            .metrics
+            .node_status_corrections
+            .fetch_add(1, Ordering::Relaxed);
+        debug!(node = %self.node.name, "the server holds the node not Ready; posting its status");
+        self.report_status(ctx);
+    }
 }
 
 /// A fresh watch replayed the node's pods: these are all that exist.

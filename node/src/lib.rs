@@ -13,6 +13,8 @@
 //! - [`static_pods`]: manifests directory → mirror pods.
 //! - [`volume_sources`]: the ConfigMaps and Secrets the pods mount, one shared watch each.
 //! - [`node_object`]: the Node, its status and its Lease.
+//! - [`own_nodes`]: one watch of the host's Nodes; a kubelet whose Node the server holds not
+//!   Ready posts its status at once.
 //! - [`api_time`]: time as the Kubernetes API writes it.
 //! - [`addressing`]: podCIDRs, node InternalIPs and pod IPs from the cluster's ranges
 //!   (IPv4, IPv6, dual-stack).
@@ -29,6 +31,7 @@ pub mod lifecycle;
 pub mod logs;
 pub mod metrics;
 pub mod node_object;
+pub mod own_nodes;
 pub mod process;
 pub mod runtime;
 pub mod static_pods;

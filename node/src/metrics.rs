@@ -22,6 +22,8 @@ pub struct Metrics {
     pub lease_max_gap_ms: AtomicU64,
     lease_gap: Histogram,
     pub node_status_reports: AtomicU64,
+    /// Status reports posted early because the server held the Node not Ready.
+    pub node_status_corrections: AtomicU64,
     pub watches_opened: AtomicU64,
     /// Pod watch events read only as far as the uid: a running pod's own status coming back,
     /// or a deletion.
@@ -53,6 +55,7 @@ impl Metrics {
             lease_max_gap_ms: AtomicU64::new(0),
             lease_gap,
             node_status_reports: AtomicU64::new(0),
+            node_status_corrections: AtomicU64::new(0),
             watches_opened: AtomicU64::new(0),
             pod_events_skimmed: AtomicU64::new(0),
             pods_started: AtomicU64::new(0),
@@ -73,7 +76,7 @@ impl Metrics {
         );
         let metrics = Arc::new(Metrics::unregistered(lease_gap));
         type Field = fn(&Metrics) -> &AtomicU64;
-        let counters: [(&str, &str, Field); 17] = [
+        let counters: [(&str, &str, Field); 18] = [
             (
                 "kemu_node_host_lease_renewals_total",
                 "Node lease renewals.",
@@ -93,6 +96,11 @@ impl Metrics {
                 "kemu_node_host_node_status_reports_total",
                 "Node status reports written.",
                 |m| &m.node_status_reports,
+            ),
+            (
+                "kemu_node_host_node_status_corrections_total",
+                "Node status reports posted at once because the server held the Node not Ready.",
+                |m| &m.node_status_corrections,
             ),
             (
                 "kemu_node_host_watches_opened_total",
