@@ -883,6 +883,49 @@ async fn ensure_namespaces(client: &ApiClient, count: u32) -> anyhow::Result<()>
     Ok(())
 }
 
+/// How long the load waits for a namespace's `default` ServiceAccount before creating pods.
+const SERVICE_ACCOUNT_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits until each load namespace has its `default` ServiceAccount, which the controller
+/// manager creates after the namespace: until then the ServiceAccount admission plugin refuses
+/// pods with 403 (`serviceaccount "default" not found`), as kube-apiserver does, and on a
+/// cluster busy enough the account can take seconds to come. Gives up after
+/// [`SERVICE_ACCOUNT_WAIT`] (a cluster without the plugin or the controller never makes one)
+/// and lets the creates find out.
+async fn wait_default_service_accounts(client: &ApiClient, count: u32) {
+    let deadline = Instant::now() + SERVICE_ACCOUNT_WAIT;
+    for i in 0..count {
+        let path = format!(
+            "/api/v1/namespaces/{}/serviceaccounts/default",
+            namespace_name(i)
+        );
+        loop {
+            let found = client
+                .call(
+                    "get",
+                    "serviceaccounts",
+                    Method::GET,
+                    &path,
+                    None,
+                    hyper::body::Bytes::new(),
+                )
+                .await
+                .is_ok_and(|r| r.status.is_success());
+            if found {
+                break;
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    namespace = %namespace_name(i),
+                    "no default ServiceAccount after {SERVICE_ACCOUNT_WAIT:?}; creating pods anyway"
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
 /// A short id naming the run's pods and label.
 fn new_run_id() -> String {
     format!("{:08x}", rand::random::<u32>())
@@ -921,6 +964,7 @@ pub async fn run(
     let node_watch = tokio::spawn(nodes::watch_nodes(client.clone(), start, stop_rx.clone()));
 
     ensure_namespaces(&client, plan.namespaces).await?;
+    wait_default_service_accounts(&client, plan.namespaces).await;
     let mut watchers = Vec::new();
     let mut histories = Vec::new();
     let mut ready = Vec::new();
