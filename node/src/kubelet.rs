@@ -38,8 +38,8 @@ const STATIC_POD_RESYNC: Duration = Duration::from_secs(20);
 /// Pause before a broken pod watch is opened again, or a failed registration retried (doubling
 /// to 5 s, each pause stretched by [1, 2) as informers' are: a host's nodes lose a restarted API
 /// server at the same instant and must not all come back to it at once).
-const REWATCH_MIN: Duration = Duration::from_millis(200);
-const REWATCH_MAX: Duration = Duration::from_secs(5);
+pub(crate) const REWATCH_MIN: Duration = Duration::from_millis(200);
+pub(crate) const REWATCH_MAX: Duration = Duration::from_secs(5);
 /// Retry of a failed lease renewal: 500 ms doubling to 7 s, as the kubelet's lease controller
 /// backs off, so a struggling API server is not hammered by thousands of nodes twice a second.
 /// How often a kubelet compares its Node with what it would post (`nodeStatusUpdateFrequency`).

@@ -10,8 +10,6 @@
 //! that wrote it (`kemu.dev/node-host`), so one watch per host, narrowed by that label, carries
 //! exactly the host's Nodes.
 
-use std::time::Duration;
-
 use actix::Addr;
 use api::client::{Client, ListParams};
 use api::informer::jittered;
@@ -20,13 +18,10 @@ use api::resources;
 use serde::Deserialize;
 use tracing::debug;
 
-use crate::kubelet::{Kubelet, ServerSaysNotReady};
+use crate::kubelet::{Kubelet, ServerSaysNotReady, REWATCH_MAX, REWATCH_MIN};
 
 /// The label the API server puts on a Node with the name of the node host that wrote it.
 pub const HOST_LABEL: &str = "kemu.dev/node-host";
-
-const REWATCH_MIN: Duration = Duration::from_millis(200);
-const REWATCH_MAX: Duration = Duration::from_secs(5);
 
 /// The part of a Node this watch reads.
 #[derive(Deserialize)]
