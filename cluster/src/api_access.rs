@@ -288,18 +288,7 @@ impl ApiAccess {
             hyper::header::ACCEPT,
             hyper::header::HeaderValue::from_static(TABLE_ACCEPT),
         );
-        let call = async {
-            let response = self.http.send(request).await?;
-            let status = response.status();
-            let body = http_body_util::BodyExt::collect(response.into_body())
-                .await?
-                .to_bytes();
-            anyhow::Ok((status, body))
-        };
-        let (status, body) = tokio::time::timeout(Duration::from_secs(15), call)
-            .await
-            .with_context(|| format!("no answer from {url} within 15 s"))??;
-        Ok((status.as_u16(), String::from_utf8_lossy(&body).into_owned()))
+        self.answer(&url, request).await
     }
 
     /// One request: (status code, body). No answer within 15 s is an error.
@@ -313,9 +302,27 @@ impl ApiAccess {
         let method = hyper::Method::from_bytes(method.as_bytes())
             .with_context(|| format!("bad HTTP method {method:?}"))?;
         let url = format!("{}{path}", self.url());
-        let call = self
-            .http
-            .fetch(method, &url, content_type, Bytes::copy_from_slice(body));
+        let request =
+            self.http
+                .request(method, &url, content_type, Bytes::copy_from_slice(body))?;
+        self.answer(&url, request).await
+    }
+
+    /// Sends `request` (to `url`, for the error) and reads the whole answer: (status code,
+    /// body). No answer within 15 s is an error.
+    async fn answer(
+        &self,
+        url: &str,
+        request: hyper::Request<http_body_util::Full<Bytes>>,
+    ) -> anyhow::Result<(u16, String)> {
+        let call = async {
+            let response = self.http.send(request).await?;
+            let status = response.status();
+            let body = http_body_util::BodyExt::collect(response.into_body())
+                .await?
+                .to_bytes();
+            anyhow::Ok((status, body))
+        };
         let (status, body) = tokio::time::timeout(Duration::from_secs(15), call)
             .await
             .with_context(|| format!("no answer from {url} within 15 s"))??;

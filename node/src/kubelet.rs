@@ -40,12 +40,12 @@ const STATIC_POD_RESYNC: Duration = Duration::from_secs(20);
 /// server at the same instant and must not all come back to it at once).
 pub(crate) const REWATCH_MIN: Duration = Duration::from_millis(200);
 pub(crate) const REWATCH_MAX: Duration = Duration::from_secs(5);
-/// Retry of a failed lease renewal: 500 ms doubling to 7 s, as the kubelet's lease controller
-/// backs off, so a struggling API server is not hammered by thousands of nodes twice a second.
 /// How often a kubelet compares its Node with what it would post (`nodeStatusUpdateFrequency`).
 const STATUS_UPDATE_FREQUENCY: Duration = Duration::from_secs(10);
 /// The longest renewal tick ([`Shared::on_tick`]).
 const RENEWAL_TICK_MAX: Duration = Duration::from_millis(100);
+/// Retry of a failed lease renewal: 500 ms doubling to 7 s, as the kubelet's lease controller
+/// backs off, so a struggling API server is not hammered by thousands of nodes twice a second.
 const LEASE_RETRY_MIN: Duration = Duration::from_millis(500);
 const LEASE_RETRY_MAX: Duration = Duration::from_secs(7);
 /// Retry of a pod status write that failed with a server error or no answer (the API server or
