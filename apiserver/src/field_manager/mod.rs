@@ -244,6 +244,16 @@ impl Writer<'_> {
 /// in `new` (for the main resource) is the client's own and replaces `live`'s. Writes the
 /// result into `new`.
 pub fn record_update(writer: &Writer, live: &Value, new: &mut Value, now: &str) {
+    let (changed, removed) = changes(writer, live, new);
+    if retime_own_entry(writer, live, new, &changed, &removed, now) {
+        return;
+    }
+    record_changes(writer, live, new, changed, removed, now);
+}
+
+/// What an update by `writer` from `live` to `new` changed (added or set) and removed, of the
+/// fields the writer can own.
+fn changes(writer: &Writer, live: &Value, new: &Value) -> (FieldSet, FieldSet) {
     // A status write owns nothing outside status ([`Writer::strip`]): only status is compared.
     let comparison = match writer.subresource {
         Some("status") => {
@@ -263,6 +273,19 @@ pub fn record_update(writer: &Writer, live: &Value, new: &mut Value, now: &str) 
     writer.strip(&mut changed);
     let mut removed = comparison.removed;
     writer.strip(&mut removed);
+    (changed, removed)
+}
+
+/// [`record_update`]'s general path: the entries decoded where the write touches them,
+/// `changed` taken from the others' and given to the writer's, `removed` taken from all.
+fn record_changes(
+    writer: &Writer,
+    live: &Value,
+    new: &mut Value,
+    changed: FieldSet,
+    removed: FieldSet,
+    now: &str,
+) {
     let provided = match writer.subresource {
         None => decode(new),
         Some(_) => Vec::new(),
@@ -387,10 +410,25 @@ fn encode_held(object: &mut Value, mut entries: Vec<Held>) {
 /// decodes to a non-empty set and encodes back to itself). Decoding it, taking `changed` and
 /// `removed` from it and encoding it would give `raw` again.
 fn keeps_as_stored(raw: &Value, writer: &Writer, changed: &FieldSet, removed: &FieldSet) -> bool {
-    let Some(map) = raw.as_object() else {
+    let Some(map) = raw.as_object().filter(|map| well_formed(map)) else {
         return false;
     };
-    let well_formed = map.iter().all(|(key, value)| match key.as_str() {
+    if is_own(map, writer) || changed.is_member() || removed.is_member() {
+        return false;
+    }
+    let Some(fields) = canonical_fields(map) else {
+        return false;
+    };
+    changed
+        .child_names()
+        .chain(removed.child_names())
+        .all(|name| !fields.contains_key(name))
+}
+
+/// Whether a stored entry holds only the keys [`Entry::from_json`] reads, of the types
+/// [`Entry::to_json`] writes.
+fn well_formed(map: &Map<String, Value>) -> bool {
+    map.iter().all(|(key, value)| match key.as_str() {
         "manager" | "operation" | "apiVersion" | "time" => value.is_string(),
         "fieldsType" => value == "FieldsV1",
         "subresource" => value.as_str().is_some_and(|s| !s.is_empty()),
@@ -398,27 +436,97 @@ fn keeps_as_stored(raw: &Value, writer: &Writer, changed: &FieldSet, removed: &F
         _ => false,
     }) && ["manager", "operation", "apiVersion", "fieldsType"]
         .iter()
-        .all(|key| map.contains_key(*key));
-    if !well_formed {
-        return false;
-    }
+        .all(|key| map.contains_key(*key))
+}
+
+/// Whether a stored entry is the one an update by `writer` records into.
+fn is_own(map: &Map<String, Value>, writer: &Writer) -> bool {
     let text = |key: &str| map.get(key).and_then(Value::as_str).unwrap_or_default();
-    let own = text("manager") == writer.manager
+    text("manager") == writer.manager
         && text("operation") == "Update"
         && text("subresource") == writer.subresource()
-        && text("apiVersion") == writer.api_version;
-    if own || changed.is_member() || removed.is_member() {
+        && text("apiVersion") == writer.api_version
+}
+
+/// A stored entry's FieldsV1 when it is non-empty and in the form [`FieldSet::to_fields_v1`]
+/// writes, so that decoding and encoding it again gives it back.
+fn canonical_fields(map: &Map<String, Value>) -> Option<&Map<String, Value>> {
+    map.get("fieldsV1")
+        .and_then(Value::as_object)
+        .filter(|fields| !fields.is_empty() && set::is_canonical_fields_v1(fields))
+}
+
+/// The usual write of a component, the same fields written again (a kubelet's Lease renewals,
+/// its Node status reports): the writer's own stored entry already owns every field the write
+/// changed, the write removed nothing, and every other entry is one [`keeps_as_stored`] keeps.
+/// The general path would decode the own entry, find its union with `changed` to be itself,
+/// and encode it back with `now` as its time. Instead the stored entries are written as they
+/// are, the own entry with its new time and in its new place in [`encode`]'s order. False, with
+/// `new` untouched, when any of that does not hold, or when `new` brings entries of its own
+/// (a non-empty list other than the stored one, on the main resource: the general path takes
+/// the client's list).
+fn retime_own_entry(
+    writer: &Writer,
+    live: &Value,
+    new: &mut Value,
+    changed: &FieldSet,
+    removed: &FieldSet,
+    now: &str,
+) -> bool {
+    if changed.is_empty() || !removed.is_empty() {
         return false;
     }
-    let Some(fields) = map.get("fieldsV1").and_then(Value::as_object) else {
+    let Some(stored) = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    else {
         return false;
     };
-    !fields.is_empty()
-        && set::is_canonical_fields_v1(fields)
-        && changed
-            .child_names()
-            .chain(removed.child_names())
-            .all(|name| !fields.contains_key(name))
+    // The own entry first: most writes that do not qualify fail here, before the others'
+    // fields are walked.
+    let mut owns = stored
+        .iter()
+        .enumerate()
+        .filter(|(_, raw)| raw.as_object().is_some_and(|map| is_own(map, writer)));
+    let (Some((own, raw)), None) = (owns.next(), owns.next()) else {
+        return false;
+    };
+    let retimable = raw.as_object().is_some_and(|map| {
+        well_formed(map)
+            && map.get("time").is_some_and(Value::is_string)
+            && canonical_fields(map).is_some_and(|fields| set::fields_v1_covers(fields, changed))
+    });
+    let qualifies = retimable
+        && stored
+            .iter()
+            .enumerate()
+            .all(|(index, raw)| index == own || keeps_as_stored(raw, writer, changed, removed));
+    if !qualifies {
+        return false;
+    }
+    let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return false;
+    };
+    let given = metadata.get("managedFields");
+    let as_stored = given.and_then(Value::as_array) == Some(stored);
+    let brings_its_own = given
+        .and_then(Value::as_array)
+        .is_some_and(|list| !list.is_empty());
+    if !as_stored {
+        if writer.subresource.is_none() && brings_its_own {
+            return false;
+        }
+        metadata.insert("managedFields".into(), Value::Array(stored.clone()));
+    }
+    let Some(entries) = metadata
+        .get_mut("managedFields")
+        .and_then(Value::as_array_mut)
+    else {
+        return false;
+    };
+    entries[own]["time"] = Value::String(now.to_string());
+    entries.sort_by(|a, b| Held::Kept(a).order().cmp(&Held::Kept(b).order()));
+    true
 }
 
 /// A field an apply would take from another manager.

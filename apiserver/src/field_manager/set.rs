@@ -33,6 +33,20 @@ pub fn is_canonical_fields_v1(map: &Map<String, Value>) -> bool {
     elements > 0
 }
 
+/// Whether every path of `set` is in the set the FieldsV1 object `fields` decodes to: a member
+/// node of `set` is `{}` or has `"."` there, and each of its elements is there too.
+pub fn fields_v1_covers(fields: &Map<String, Value>, set: &FieldSet) -> bool {
+    if set.member && !fields.is_empty() && !fields.contains_key(".") {
+        return false;
+    }
+    set.children.iter().all(|(element, below)| {
+        fields
+            .get(element)
+            .and_then(Value::as_object)
+            .is_some_and(|fields| fields_v1_covers(fields, below))
+    })
+}
+
 /// A set of paths, as a tree: a node is in the set itself when `member` is true.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FieldSet {

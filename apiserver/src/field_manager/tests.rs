@@ -543,3 +543,163 @@ fn canonical_fields_v1_is_what_encoding_writes() {
         );
     }
 }
+
+/// A kubelet writing its status fields again, beside the creator's entry and a later one: its
+/// own entry only takes the write's time and moves after the entries now older than it, which
+/// is what the general path writes too. A write that adds a field or removes one goes the
+/// general way.
+#[test]
+fn a_repeated_status_write_only_retimes_the_writers_entry() {
+    const NOW: &str = "2025-01-02T03:04:08Z";
+    let creator = json!({"manager": "kemu-load", "operation": "Update", "apiVersion": "v1",
+        "time": "2025-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:containers": {"k:{\"name\":\"main\"}": {".": {}, "f:image": {}, "f:name": {}}}}}});
+    let owned = json!({"f:status": {
+        "f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}, "f:type": {}}},
+        "f:phase": {}, "f:podIP": {}}});
+    let kubelet_entry = |time: &str| {
+        json!({"manager": "kubelet", "operation": "Update", "apiVersion": "v1", "time": time,
+            "fieldsType": "FieldsV1", "fieldsV1": owned.clone(), "subresource": "status"})
+    };
+    let later = json!({"manager": "tool", "operation": "Update", "apiVersion": "v1",
+        "time": "2025-01-02T03:04:07Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:a": {}}}}});
+    let live = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "annotations": {"a": "b"},
+            "managedFields": [creator.clone(), kubelet_entry("2025-01-02T03:04:06Z"), later.clone()]},
+        "spec": {"containers": [{"name": "main", "image": "pause"}]},
+        "status": {"phase": "Pending", "podIP": "10.0.0.1",
+            "conditions": [{"type": "Ready", "status": "False"}]}});
+    let kubelet = Writer {
+        subresource: Some("status"),
+        ..writer("kubelet", "Pod", "v1")
+    };
+
+    let mut same_fields = live.clone();
+    same_fields["status"]["phase"] = json!("Running");
+    same_fields["status"]["conditions"][0]["status"] = json!("True");
+    let mut one_more = same_fields.clone();
+    one_more["status"]["hostIP"] = json!("10.1.0.1");
+    let mut one_fewer = same_fields.clone();
+    one_fewer["status"]
+        .as_object_mut()
+        .expect("a status")
+        .remove("podIP");
+
+    for (next, retimed) in [
+        (&same_fields, true),
+        (&one_more, false),
+        (&one_fewer, false),
+    ] {
+        let (changed, removed) = changes(&kubelet, &live, next);
+        let mut general = next.clone();
+        record_changes(
+            &kubelet,
+            &live,
+            &mut general,
+            changed.clone(),
+            removed.clone(),
+            NOW,
+        );
+        let mut fast = next.clone();
+        assert_eq!(
+            retime_own_entry(&kubelet, &live, &mut fast, &changed, &removed, NOW),
+            retimed,
+            "{}",
+            next["status"]
+        );
+        let mut recorded = next.clone();
+        record_update(&kubelet, &live, &mut recorded, NOW);
+        assert_eq!(recorded, general, "{}", next["status"]);
+    }
+
+    let mut recorded = same_fields.clone();
+    record_update(&kubelet, &live, &mut recorded, NOW);
+    assert_eq!(
+        recorded["metadata"]["managedFields"],
+        json!([creator, later, kubelet_entry(NOW)])
+    );
+}
+
+#[test]
+fn fields_v1_covers_its_own_paths_only() {
+    let fields = json!({"f:status": {"f:phase": {}, "f:conditions": {".": {},
+        "k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}}}}});
+    let fields = fields.as_object().expect("an object");
+    let covered =
+        |paths: serde_json::Value| set::fields_v1_covers(fields, &FieldSet::from_fields_v1(&paths));
+    assert!(covered(json!({"f:status": {"f:phase": {}}})));
+    assert!(covered(json!({"f:status": {"f:conditions": {}}})));
+    assert!(covered(
+        json!({"f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {"f:status": {}}}}})
+    ));
+    // f:status itself is not owned, only fields below it.
+    assert!(!covered(json!({"f:status": {}})));
+    assert!(!covered(json!({"f:status": {"f:podIP": {}}})));
+    // f:phase is a leaf: nothing below it is owned.
+    assert!(!covered(json!({"f:status": {"f:phase": {"f:x": {}}}})));
+}
+
+/// A kubelet's Lease renewal, a PUT that changes only spec.renewTime: sent without
+/// managedFields or with the stored ones, the kubelet's entry only takes the new time; sent
+/// with a list of the client's own, that list is recorded into, as before.
+#[test]
+fn a_lease_renewal_only_retimes_the_kubelets_entry() {
+    const NOW: &str = "2025-01-02T03:04:18Z";
+    let entry = |time: &str| {
+        json!({"manager": "kubelet", "operation": "Update", "apiVersion": "coordination.k8s.io/v1",
+            "time": time, "fieldsType": "FieldsV1", "fieldsV1": {
+                "f:metadata": {"f:ownerReferences": {".": {},
+                    "k:{\"uid\":\"n1\"}": {".": {}, "f:apiVersion": {}, "f:kind": {}, "f:name": {}, "f:uid": {}}}},
+                "f:spec": {"f:holderIdentity": {}, "f:leaseDurationSeconds": {}, "f:renewTime": {}}}})
+    };
+    let lease = |renew: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "node-1", "namespace": "kube-node-lease",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "n1"}]},
+            "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40,
+                "renewTime": renew}})
+    };
+    let mut live = lease("2025-01-02T03:04:08.000000Z");
+    live["metadata"]["resourceVersion"] = json!("7");
+    live["metadata"]["managedFields"] = json!([entry("2025-01-02T03:04:08Z")]);
+    let kubelet = Writer {
+        has_status: false,
+        ..writer("kubelet", "Lease", "coordination.k8s.io/v1")
+    };
+
+    let bare = lease("2025-01-02T03:04:18.000000Z");
+    let mut with_stored = bare.clone();
+    with_stored["metadata"]["managedFields"] = live["metadata"]["managedFields"].clone();
+    let mut with_its_own = bare.clone();
+    with_its_own["metadata"]["managedFields"] = json!([{"manager": "tool",
+        "operation": "Update", "apiVersion": "coordination.k8s.io/v1",
+        "time": "2025-01-02T03:04:09Z", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:holderIdentity": {}}}}]);
+
+    for (next, retimed) in [(&bare, true), (&with_stored, true), (&with_its_own, false)] {
+        let (changed, removed) = changes(&kubelet, &live, next);
+        let mut general = next.clone();
+        record_changes(
+            &kubelet,
+            &live,
+            &mut general,
+            changed.clone(),
+            removed.clone(),
+            NOW,
+        );
+        let mut fast = next.clone();
+        assert_eq!(
+            retime_own_entry(&kubelet, &live, &mut fast, &changed, &removed, NOW),
+            retimed,
+            "{}",
+            next["metadata"]
+        );
+        let mut recorded = next.clone();
+        record_update(&kubelet, &live, &mut recorded, NOW);
+        assert_eq!(recorded, general, "{}", next["metadata"]);
+    }
+    let mut recorded = bare.clone();
+    record_update(&kubelet, &live, &mut recorded, NOW);
+    assert_eq!(recorded["metadata"]["managedFields"], json!([entry(NOW)]));
+}
