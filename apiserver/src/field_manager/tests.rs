@@ -544,6 +544,36 @@ fn canonical_fields_v1_is_what_encoding_writes() {
     }
 }
 
+/// `record_update` of `next` over `live` writes what the general path writes, and takes the
+/// shortcut of retiming the writer's entry exactly when `retimed`.
+fn assert_recorded_as_in_general(
+    writer: &Writer,
+    live: &Value,
+    next: &Value,
+    now: &str,
+    retimed: bool,
+) {
+    let (changed, removed) = changes(writer, live, next);
+    let mut general = next.clone();
+    record_changes(
+        writer,
+        live,
+        &mut general,
+        changed.clone(),
+        removed.clone(),
+        now,
+    );
+    let mut fast = next.clone();
+    assert_eq!(
+        retime_own_entry(writer, live, &mut fast, &changed, &removed, now),
+        retimed,
+        "{next}"
+    );
+    let mut recorded = next.clone();
+    record_update(writer, live, &mut recorded, now);
+    assert_eq!(recorded, general, "{next}");
+}
+
 /// A kubelet writing its status fields again, beside the creator's entry and a later one: its
 /// own entry only takes the write's time and moves after the entries now older than it, which
 /// is what the general path writes too. A write that adds a field or removes one goes the
@@ -591,26 +621,7 @@ fn a_repeated_status_write_only_retimes_the_writers_entry() {
         (&one_more, false),
         (&one_fewer, false),
     ] {
-        let (changed, removed) = changes(&kubelet, &live, next);
-        let mut general = next.clone();
-        record_changes(
-            &kubelet,
-            &live,
-            &mut general,
-            changed.clone(),
-            removed.clone(),
-            NOW,
-        );
-        let mut fast = next.clone();
-        assert_eq!(
-            retime_own_entry(&kubelet, &live, &mut fast, &changed, &removed, NOW),
-            retimed,
-            "{}",
-            next["status"]
-        );
-        let mut recorded = next.clone();
-        record_update(&kubelet, &live, &mut recorded, NOW);
-        assert_eq!(recorded, general, "{}", next["status"]);
+        assert_recorded_as_in_general(&kubelet, &live, next, NOW, retimed);
     }
 
     let mut recorded = same_fields.clone();
@@ -678,26 +689,7 @@ fn a_lease_renewal_only_retimes_the_kubelets_entry() {
         "fieldsV1": {"f:spec": {"f:holderIdentity": {}}}}]);
 
     for (next, retimed) in [(&bare, true), (&with_stored, true), (&with_its_own, false)] {
-        let (changed, removed) = changes(&kubelet, &live, next);
-        let mut general = next.clone();
-        record_changes(
-            &kubelet,
-            &live,
-            &mut general,
-            changed.clone(),
-            removed.clone(),
-            NOW,
-        );
-        let mut fast = next.clone();
-        assert_eq!(
-            retime_own_entry(&kubelet, &live, &mut fast, &changed, &removed, NOW),
-            retimed,
-            "{}",
-            next["metadata"]
-        );
-        let mut recorded = next.clone();
-        record_update(&kubelet, &live, &mut recorded, NOW);
-        assert_eq!(recorded, general, "{}", next["metadata"]);
+        assert_recorded_as_in_general(&kubelet, &live, next, NOW, retimed);
     }
     let mut recorded = bare.clone();
     record_update(&kubelet, &live, &mut recorded, NOW);
