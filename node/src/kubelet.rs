@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use api::client::{Client, ClientError, DeleteParams, ListParams, Patch};
+use api::client::{Client, ClientError, DeleteParams, ListParams, Patch, WatchStream};
 use api::event_sink::EventSink;
 use api::informer::jittered;
-use api::protocol::WatchEventKind;
+use api::protocol::{WatchEventKind, WatchFrame};
 use api::resources;
+use api::ResourceInfo;
 use chrono::Utc;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -379,27 +380,13 @@ impl Kubelet {
                     if initial.is_some() {
                         forwarded.clear();
                     }
-                    let mut stream = match client.watch(pods, None, &params).await {
-                        Ok(s) => s,
-                        Err(e) => {
-                            debug!(error = %e, "cannot open the pod watch");
-                            tokio::time::sleep(jittered(backoff)).await;
-                            backoff = (backoff * 2).min(REWATCH_MAX);
-                            continue;
-                        }
+                    let Some(mut stream) =
+                        open_watch(&client, pods, &params, &mut backoff, "pod watch").await
+                    else {
+                        continue;
                     };
                     metrics.watches_opened.fetch_add(1, Ordering::Relaxed);
-                    while let Some(frame) = stream.next().await {
-                        let frame = match frame {
-                            Ok(f) => f,
-                            Err(e) => {
-                                if e.is_gone() {
-                                    rv = None;
-                                }
-                                debug!(error = %e, "pod watch ended");
-                                break;
-                            }
-                        };
+                    while let Some(frame) = next_frame(&mut stream, &mut rv, "pod watch").await {
                         backoff = REWATCH_MIN;
                         rv = Some(frame.resource_version.to_string());
                         if frame.kind == WatchEventKind::Bookmark {
@@ -1082,6 +1069,45 @@ impl Handler<ServerSaysNotReady> for Kubelet {
             .fetch_add(1, Ordering::Relaxed);
         debug!(node = %self.node.name, "the server holds the node not Ready; posting its status");
         self.report_status(ctx);
+    }
+}
+
+/// Opens a watch of `resource`; when it cannot, waits out `backoff` (jittered), doubles it up to
+/// [`REWATCH_MAX`] and gives `None`, for the caller to try again.
+pub(crate) async fn open_watch(
+    client: &Client,
+    resource: &'static ResourceInfo,
+    params: &ListParams,
+    backoff: &mut Duration,
+    what: &str,
+) -> Option<WatchStream> {
+    match client.watch(resource, None, params).await {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            debug!(error = %e, watch = what, "cannot open the watch");
+            tokio::time::sleep(jittered(*backoff)).await;
+            *backoff = (*backoff * 2).min(REWATCH_MAX);
+            None
+        }
+    }
+}
+
+/// The next frame of a watch, or `None` once it ended; a 410 Gone clears `rv`, so that the next
+/// watch starts over from what the server holds now.
+pub(crate) async fn next_frame(
+    stream: &mut WatchStream,
+    rv: &mut Option<String>,
+    what: &str,
+) -> Option<WatchFrame> {
+    match stream.next().await? {
+        Ok(frame) => Some(frame),
+        Err(e) => {
+            if e.is_gone() {
+                *rv = None;
+            }
+            debug!(error = %e, watch = what, "the watch ended");
+            None
+        }
     }
 }
 

@@ -16,9 +16,8 @@ use api::informer::jittered;
 use api::protocol::WatchEventKind;
 use api::resources;
 use serde::Deserialize;
-use tracing::debug;
 
-use crate::kubelet::{Kubelet, ServerSaysNotReady, REWATCH_MAX, REWATCH_MIN};
+use crate::kubelet::{next_frame, open_watch, Kubelet, ServerSaysNotReady, REWATCH_MIN};
 
 /// The label the API server puts on a Node with the name of the node host that wrote it.
 pub const HOST_LABEL: &str = "kemu.dev/node-host";
@@ -87,26 +86,12 @@ pub async fn watch(
     while kubelets.iter().any(Addr::connected) {
         let mut params = ListParams::default().labels(selector.clone()).bookmarks();
         params.resource_version = rv.clone();
-        let mut stream = match client.watch(nodes, None, &params).await {
-            Ok(s) => s,
-            Err(e) => {
-                debug!(error = %e, "cannot open the watch of this host's nodes");
-                tokio::time::sleep(jittered(backoff)).await;
-                backoff = (backoff * 2).min(REWATCH_MAX);
-                continue;
-            }
+        let Some(mut stream) =
+            open_watch(&client, nodes, &params, &mut backoff, "this host's nodes").await
+        else {
+            continue;
         };
-        while let Some(frame) = stream.next().await {
-            let frame = match frame {
-                Ok(f) => f,
-                Err(e) => {
-                    if e.is_gone() {
-                        rv = None;
-                    }
-                    debug!(error = %e, "the watch of this host's nodes ended");
-                    break;
-                }
-            };
+        while let Some(frame) = next_frame(&mut stream, &mut rv, "this host's nodes").await {
             backoff = REWATCH_MIN;
             rv = Some(frame.resource_version.to_string());
             if !matches!(frame.kind, WatchEventKind::Added | WatchEventKind::Modified) {
